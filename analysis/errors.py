@@ -1,0 +1,93 @@
+"""The project's own exceptions.
+
+Every failure a user can cause with their input (a missing directory, a truncated gzip, a file that
+is not a trace, two files claiming one rank) raises one of these, with the file or URL and the reason
+in plain words. Nothing else should escape from the loader.
+"""
+
+from __future__ import annotations
+
+
+class TraceAnalysisError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class TraceLoadError(TraceAnalysisError):
+    """A trace (or a set of traces) could not be loaded.
+
+    ``path`` names the file or URL at fault and ``reason`` says why in plain words.
+    """
+
+    def __init__(self, path: str, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+class TraceNotFoundError(TraceLoadError):
+    """The path, bucket or object does not exist (or holds no trace files)."""
+
+
+class TracePermissionError(TraceLoadError):
+    """The path exists but cannot be read with the credentials at hand."""
+
+
+class CorruptTraceError(TraceLoadError):
+    """The bytes cannot be decoded: truncated or invalid gzip, invalid JSON, wrong structure."""
+
+
+class NotATraceError(TraceLoadError):
+    """Valid JSON that is not a Kineto trace (no ``traceEvents``): an execution trace, a memory timeline..."""
+
+
+class DuplicateRankError(TraceLoadError):
+    """Two files claim the same rank."""
+
+    def __init__(self, rank: int, first: str, second: str):
+        self.rank = rank
+        self.first = first
+        self.second = second
+        super().__init__(
+            second,
+            f"rank {rank} is claimed by both {first} and {second}; "
+            "pass trace_files={rank: path} to map ranks explicitly",
+        )
+
+
+class MultipleLoadErrors(TraceLoadError):
+    """Several files failed to load with ``on_error="raise"``; ``errors`` holds each one."""
+
+    def __init__(self, errors: list[TraceLoadError]):
+        self.errors = list(errors)
+        lines = "\n".join(f"  - {e}" for e in self.errors)
+        super().__init__(
+            self.errors[0].path if self.errors else "?",
+            f"{len(self.errors)} trace files failed to load:\n{lines}",
+        )
+
+
+class NoGPUEventsError(TraceAnalysisError):
+    """An analysis that needs GPU events was asked about ranks that have none."""
+
+    def __init__(self, ranks, what: str = "this analysis"):
+        self.ranks = list(ranks)
+        super().__init__(
+            f"{what} needs GPU kernels, but rank(s) {self.ranks} have no GPU events "
+            "(CPU-only trace, or the profiler ran without CUDA activities)"
+        )
+
+
+class UnknownRankError(TraceAnalysisError, KeyError):
+    """A rank was asked for that the trace does not have."""
+
+    def __init__(self, rank, available):
+        self.rank = rank
+        self.available = sorted(available)
+        super().__init__(f"rank {rank} is not in this trace; ranks present: {self.available}")
+
+    def __str__(self) -> str:  # KeyError quotes its message otherwise
+        return self.args[0]
+
+
+class ConfigError(TraceAnalysisError, ValueError):
+    """A configuration value (a profiler config key, a pattern preset, an option) is invalid."""

@@ -1,0 +1,43 @@
+"""Which rows of a rank's event table are what: GPU events, kernels, memory operations, runtime calls.
+
+Every analysis selects events through these masks, so "what counts as a GPU event" is defined once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+# Device-level synchronisation events sit on stream -1 but run on the GPU (as HTA 0.5.0 treats them).
+DEVICE_SYNC_NAMES = ("Event Sync", "Context Sync")
+
+KERNEL_CATS = ("kernel",)
+MEMCPY_CATS = ("gpu_memcpy",)
+MEMSET_CATS = ("gpu_memset",)
+SYNC_CATS = ("cuda_sync",)
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+
+
+def gpu_mask(events: pd.DataFrame) -> np.ndarray:
+    """Rows that ran on a GPU: on a stream with a correlation id, or a device-level sync event."""
+    on_stream = (events["stream"].to_numpy() >= 0) & (events["correlation"].to_numpy() >= 0)
+    return on_stream | events["name"].isin(DEVICE_SYNC_NAMES).to_numpy()
+
+
+def cat_mask(events: pd.DataFrame, cats) -> np.ndarray:
+    """Rows whose (normalised) category is one of ``cats``."""
+    return events["cat"].isin(cats).to_numpy()
+
+
+def kernel_like_mask(events: pd.DataFrame) -> np.ndarray:
+    """GPU kernels, memcpy and memset: the events that keep a stream busy (no sync events)."""
+    return gpu_mask(events) & cat_mask(events, KERNEL_CATS + MEMCPY_CATS + MEMSET_CATS)
+
+
+def runtime_mask(events: pd.DataFrame) -> np.ndarray:
+    """CPU-side CUDA runtime / driver calls (``cudaLaunchKernel``, ``cudaMemcpyAsync``, ...)."""
+    return cat_mask(events, RUNTIME_CATS)
+
+
+def has_gpu_events(events: pd.DataFrame) -> bool:
+    return bool(gpu_mask(events).any())

@@ -1,0 +1,198 @@
+"""The in-memory model of a set of Kineto traces: one columnar table of events per rank.
+
+This is the contract between the loader and the analyses.
+
+``RankTrace.events`` -- one row per *complete* event (``"ph": "X"`` with a ``cat``), in file order,
+except the profiler's own ``cat == "Trace"`` span (kept in ``meta.profiler_span``). Columns:
+
+=============== ========== =================================================================
+column          dtype      meaning
+=============== ========== =================================================================
+``ts``          int64      start, **nanoseconds**, exactly as written (µs × 1000, fractions kept)
+``dur``         int64      duration, nanoseconds
+``cat``         category   category, normalised to current Kineto names (``Kernel`` → ``kernel``,
+                           ``Operator`` → ``cpu_op``, ``Runtime`` → ``cuda_runtime``, ``Memcpy`` →
+                           ``gpu_memcpy``, ``Memset`` → ``gpu_memset``)
+``name``        category   event name
+``pid``         int64      process id; a non-numeric string pid becomes -1
+``tid``         int64      thread id (GPU events: the stream as Kineto writes it); non-numeric → -1
+``stream``      int64      ``args.stream`` as an int, -1 when absent or not an integer
+``correlation`` int64      ``args.correlation`` (links a runtime call to its GPU event), -1 if absent
+``external_id`` int64      ``args["External id"]`` (links a cpu_op to its runtime calls), -1 if absent
+``device``      int64      ``args.device`` (GPU index), -1 if absent
+=============== ========== =================================================================
+
+Other per-rank tables (empty DataFrames with the same columns when the trace has none):
+
+- ``flows``: flow events (``ph`` in ``s``/``f``/``t``, e.g. ``cat == "ac2g"``):
+  ``id`` int64, ``ph`` category, ``cat`` category, ``ts`` int64 ns, ``pid`` int64, ``tid`` int64.
+- ``collectives``: one row per ``record_param_comms`` event: ``event`` (row index into ``events``),
+  ``collective`` (str), ``in_nelems``, ``out_nelems`` (int64, -1 if absent), ``dtype`` (str),
+  ``group_size`` (int64), ``pg_name`` (str), ``pg_desc`` (str), ``pg_ranks`` (str, as written).
+
+GPU events are the rows with ``stream >= 0`` and ``correlation >= 0`` (kernels, memcpy, memset,
+and CUDA sync events on a stream), plus the device-level ``Event Sync`` / ``Context Sync`` events.
+``analysis.events`` has the masks; analyses never re-derive them.
+
+All times in the model are integers in nanoseconds; analyses report microseconds (µs) as HTA does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from .errors import UnknownRankError
+
+EVENT_COLUMNS: dict[str, str] = {
+    "ts": "int64",
+    "dur": "int64",
+    "cat": "category",
+    "name": "category",
+    "pid": "int64",
+    "tid": "int64",
+    "stream": "int64",
+    "correlation": "int64",
+    "external_id": "int64",
+    "device": "int64",
+}
+FLOW_COLUMNS: dict[str, str] = {
+    "id": "int64",
+    "ph": "category",
+    "cat": "category",
+    "ts": "int64",
+    "pid": "int64",
+    "tid": "int64",
+}
+COLLECTIVE_COLUMNS: dict[str, str] = {
+    "event": "int64",
+    "collective": "object",
+    "in_nelems": "int64",
+    "out_nelems": "int64",
+    "dtype": "object",
+    "group_size": "int64",
+    "pg_name": "object",
+    "pg_desc": "object",
+    "pg_ranks": "object",
+}
+
+# Kineto's 2021 schema used capitalised categories; map them onto today's names.
+LEGACY_CATEGORIES: dict[str, str] = {
+    "Kernel": "kernel",
+    "Operator": "cpu_op",
+    "Runtime": "cuda_runtime",
+    "Memcpy": "gpu_memcpy",
+    "Memset": "gpu_memset",
+    "Trace": "Trace",
+    "Python": "python_function",
+    "User": "user_annotation",
+}
+
+_STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+
+
+def empty_frame(columns: Mapping[str, str]) -> pd.DataFrame:
+    """An empty DataFrame with the given column dtypes."""
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in columns.items()})
+
+
+@dataclass
+class RankMeta:
+    """What a rank's trace says about itself, besides its events."""
+
+    rank: int
+    source: str  # the URL or path it was loaded from
+    world_size: int | None = None
+    backend: str | None = None
+    rank_origin: str = "distributedInfo"  # or "file name", "mapping", "default"
+    distributed_info: dict[str, Any] = field(default_factory=dict)
+    device_properties: list[dict[str, Any]] = field(default_factory=list)
+    schema_version: Any = None
+    base_time_ns: int | None = None
+    # True when some event's ts is not a JSON integer (written with a fraction, or missing): HTA then
+    # reads the column as float and rounds every event to whole µs; see analysis.timebase.
+    float_timestamps: bool = False
+    # The profiler's own span ("cat": "Trace"), as (ts_ns, dur_ns), if present.
+    profiler_span: tuple[int, int] | None = None
+    other: dict[str, Any] = field(default_factory=dict)  # remaining top-level keys (small ones)
+
+    @property
+    def process_groups(self) -> list[dict[str, Any]]:
+        return list(self.distributed_info.get("pg_config") or [])
+
+    @property
+    def gpu_names(self) -> list[str]:
+        return [str(d.get("name")) for d in self.device_properties if d.get("name")]
+
+
+@dataclass
+class RankTrace:
+    """One rank's trace: metadata plus columnar tables (see the module docstring)."""
+
+    meta: RankMeta
+    events: pd.DataFrame
+    flows: pd.DataFrame = field(default_factory=lambda: empty_frame(FLOW_COLUMNS))
+    collectives: pd.DataFrame = field(default_factory=lambda: empty_frame(COLLECTIVE_COLUMNS))
+
+    @property
+    def rank(self) -> int:
+        return self.meta.rank
+
+    def profiler_steps(self) -> pd.DataFrame:
+        """The ``ProfilerStep#N`` annotations: ``step`` (N), ``ts`` and ``dur`` (ns), ``name``.
+
+        Sorted by start time; empty when the trace was recorded without a schedule.
+        """
+        names = self.events["name"]
+        cats = names.cat.categories if hasattr(names, "cat") else pd.Index(names.unique())
+        step_names = [c for c in cats if isinstance(c, str) and _STEP_RE.match(c)]
+        rows = self.events.loc[names.isin(step_names), ["ts", "dur", "name"]]
+        out = pd.DataFrame(
+            {
+                "step": rows["name"].astype(str).str.extract(_STEP_RE, expand=False).astype("int64"),
+                "ts": rows["ts"].astype("int64"),
+                "dur": rows["dur"].astype("int64"),
+                "name": rows["name"].astype(str),
+            }
+        )
+        return out.sort_values("ts", kind="stable").reset_index(drop=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"RankTrace(rank={self.rank}, events={len(self.events)}, "
+            f"source={self.meta.source!r})"
+        )
+
+
+@dataclass
+class Trace(Mapping[int, RankTrace]):
+    """All loaded ranks, keyed by rank (sorted). Behaves like a read-only ``{rank: RankTrace}``."""
+
+    ranks: dict[int, RankTrace]
+    source: str = ""  # what the user asked for (directory, URL, ...)
+    skipped: list[Any] = field(default_factory=list)  # (path, reason) of files not loaded
+
+    def __post_init__(self) -> None:
+        self.ranks = dict(sorted(self.ranks.items()))
+
+    def __getitem__(self, rank: int) -> RankTrace:
+        try:
+            return self.ranks[rank]
+        except KeyError:
+            raise UnknownRankError(rank, self.ranks) from None
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.ranks)
+
+    def __len__(self) -> int:
+        return len(self.ranks)
+
+    def rank_list(self) -> list[int]:
+        return list(self.ranks)
+
+    def __repr__(self) -> str:
+        return f"Trace(source={self.source!r}, ranks={self.rank_list()})"
