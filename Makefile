@@ -1,0 +1,34 @@
+# One-command set-up: every target creates .venv and installs what it needs (Python packages, torch's
+# CPU wheel for the capture tests, Chromium for SVG export) on a fresh Debian machine.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test browser lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	# torch only ever as 2.13.0: a CPU wheel on disk here; anything else downloads GBs of CUDA
+	$(BIN)/pip install -q torch==2.13.0 || echo "torch==2.13.0 not installable: capture tests will skip"
+	touch $(STAMP)
+
+browser:
+	@scripts/ensure-chromium.sh
+
+demo: $(STAMP) browser
+	$(BIN)/trace-analysis report sample_traces -o report
+
+test: $(STAMP) browser
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check analysis tests benchmarks
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) report

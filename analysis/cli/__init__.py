@@ -1,0 +1,71 @@
+"""The ``trace-analysis`` command line: one small module per sub-command (see ``COMMANDS``).
+
+Each command parses its arguments and calls the library; nothing is computed here. Heavy imports
+(pandas, plotly, torch) happen inside the commands, so ``trace-analysis --help`` starts quickly.
+Failures the user can fix print one line (``error: <file>: <reason>``) and exit non-zero; ``--debug``
+shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+# module (under analysis.cli) → attribute holding a click command or a list of them
+COMMANDS: dict[str, str] = {
+    "summary": "command",
+    "report": "command",
+    "cache": "command",
+    "schedule": "command",
+    "pyspy": "commands",
+    "memory": "command",
+}
+
+
+class _Group(click.Group):
+    """Turns the project's errors into a one-line message and exit code 1 (2 for usage errors)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            from ..errors import TraceAnalysisError
+
+            prefix = "error" if isinstance(exc, TraceAnalysisError) else type(exc).__name__
+            click.echo(f"{prefix}: {exc} (rerun with --debug for details)", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.version_option(package_name="trace-analysis")
+@click.pass_context
+def main(ctx: click.Context, debug: bool) -> None:
+    """Analyse PyTorch profiler (Kineto) traces: local directories or gs:// URLs."""
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def _register() -> None:
+    for module_name, attr in COMMANDS.items():
+        try:
+            module = importlib.import_module(f"{__name__}.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"{__name__}.{module_name}":
+                continue  # command not built in this installation
+            raise
+        found = getattr(module, attr)
+        for cmd in found if isinstance(found, list | tuple) else [found]:
+            main.add_command(cmd)
+
+
+_register()
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
