@@ -14,7 +14,28 @@ from .errors import (
 )
 from .model import RankMeta, RankTrace, Trace
 
+
+def __getattr__(name):
+    # Lazy: loader workers import this package, and the facade pulls in pandas/plotly-heavy modules.
+    if name == "TraceAnalysis":
+        from .api import TraceAnalysis
+
+        return TraceAnalysis
+    if name == "load_trace":
+        from .loader import load_trace
+
+        return load_trace
+    if name == "TraceCache":
+        from .cache import TraceCache
+
+        return TraceCache
+    raise AttributeError(f"module 'analysis' has no attribute {name!r}")
+
+
 __all__ = [
+    "TraceAnalysis",
+    "load_trace",
+    "TraceCache",
     "ConfigError",
     "CorruptTraceError",
     "DuplicateRankError",

@@ -23,6 +23,17 @@ class TraceLoadError(TraceAnalysisError):
         self.reason = reason
         super().__init__(f"{self.path}: {reason}")
 
+    def __reduce__(self):
+        # Survive pickling across process pools / Dask workers, whatever the subclass's __init__.
+        return (_rebuild_load_error, (type(self), self.path, self.reason, self.__dict__))
+
+
+def _rebuild_load_error(cls, path, reason, state):
+    exc = TraceLoadError.__new__(cls)
+    TraceLoadError.__init__(exc, path, reason)
+    exc.__dict__.update(state)
+    return exc
+
 
 class TraceNotFoundError(TraceLoadError):
     """The path, bucket or object does not exist (or holds no trace files)."""
@@ -87,6 +98,10 @@ class UnknownRankError(TraceAnalysisError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its message otherwise
         return self.args[0]
+
+
+class TraceLoadWarning(UserWarning):
+    """A file was skipped or a rank guessed while loading; the message names the file."""
 
 
 class ConfigError(TraceAnalysisError, ValueError):

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
+
+# gcsfs reads this when it is imported; without it every call against the emulator hangs 60 s
+# (see ../shared/guide/FACTS.md). Set before any test module can import gcsfs.
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_TRACES = REPO_ROOT / "sample_traces"
@@ -42,3 +52,52 @@ def hta_traces_dir() -> Path:
     if not HTA_TRACES.is_dir():
         pytest.skip(f"real GPU traces not available: {HTA_TRACES} does not exist")
     return HTA_TRACES
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def gcs_emulator() -> str:
+    """A real local GCS server (gcp-storage-emulator, in memory) for the session: its endpoint URL.
+
+    STORAGE_EMULATOR_HOST points at it while the session runs; tests should still pass
+    ``endpoint_url``/``token="anon"`` to gcsfs explicitly where they can.
+    """
+    exe = Path(sys.executable).with_name("gcp-storage-emulator")
+    if not exe.exists():
+        pytest.skip("gcp-storage-emulator is not installed (pip install gcp-storage-emulator)")
+    port = _free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [str(exe), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    previous = os.environ.get("STORAGE_EMULATOR_HOST")
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{endpoint}/storage/v1/b", timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"gcp-storage-emulator did not start on {endpoint}")
+                time.sleep(0.1)
+        os.environ["STORAGE_EMULATOR_HOST"] = endpoint
+        yield endpoint
+    finally:
+        if previous is None:
+            os.environ.pop("STORAGE_EMULATOR_HOST", None)
+        else:
+            os.environ["STORAGE_EMULATOR_HOST"] = previous
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

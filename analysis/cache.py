@@ -1,0 +1,201 @@
+"""The local cache of parsed traces: one directory of Arrow IPC files per trace file.
+
+Parsing a large trace takes seconds; reading its parsed tables back from Arrow IPC takes a small
+fraction of that. An entry is keyed by :func:`cache_key` -- the source URL, its size, its version
+(GCS generation, ETag, MD5 or mtime, whatever the filesystem reports) and :data:`PARSER_VERSION` --
+so a changed file, or a new parser, misses the cache instead of serving stale tables.
+
+Layout of an entry ``<cache_dir>/<key>/``: ``events.arrow``, ``flows.arrow``, ``collectives.arrow``
+(Arrow IPC files; categoricals stay dictionary-encoded) and ``meta.json`` (the :class:`RankMeta`,
+the pandas dtypes to restore, and the key itself). Entries are written into a temporary directory
+inside ``cache_dir`` and renamed into place, so a reader never sees half an entry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pandas as pd
+import pyarrow as pa
+
+from .model import RankMeta, RankTrace
+
+# Bump whenever the parser's output changes (columns, dtypes, normalisation, RankMeta fields):
+# old entries then miss and are re-parsed.
+PARSER_VERSION = 1
+
+CACHE_ENV = "TRACE_ANALYSIS_CACHE"
+DEFAULT_CACHE_DIR = Path("~/.cache/trace-analysis")
+TABLES = ("events", "flows", "collectives")
+_TMP_PREFIX = ".tmp-"
+_KEY_RE = re.compile(r"[0-9a-f]{32}")
+
+
+class CacheWarning(UserWarning):
+    """A cache entry could not be read or written; the trace is parsed from its source instead."""
+
+
+def cache_key(source: str, size: int | None, version: str | None) -> str:
+    """The entry name for one trace file: a hash of what identifies its content and the parser."""
+    text = f"{PARSER_VERSION}\n{source}\n{size}\n{version}"
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE_DIR).expanduser()
+
+
+def _dtype_record(df: pd.DataFrame) -> dict[str, list[str | None]]:
+    """Each column's pandas dtype (and a categorical's categories dtype): Arrow does not keep
+    ``object`` string columns as ``object`` in pandas 3, so they are restored from this."""
+    out: dict[str, list[str | None]] = {}
+    for name, dtype in df.dtypes.items():
+        cats = str(df[name].cat.categories.dtype) if isinstance(dtype, pd.CategoricalDtype) else None
+        out[str(name)] = [str(dtype), cats]
+    return out
+
+
+def _restore_dtypes(df: pd.DataFrame, record: dict[str, list[str | None]]) -> pd.DataFrame:
+    for name, (dtype, cats) in record.items():
+        col = df[name]
+        if cats is not None:
+            if str(col.cat.categories.dtype) != cats:
+                categories = pd.Index(col.cat.categories, dtype=cats)
+                df[name] = pd.Categorical.from_codes(col.cat.codes, categories=categories)
+        elif str(col.dtype) != dtype:
+            df[name] = col.astype(dtype)
+    return df
+
+
+def _write_table(df: pd.DataFrame, path: Path) -> None:
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    # Memory-mapped: the file's pages are read straight into the pandas columns, no extra copy.
+    with pa.memory_map(str(path), "r") as source:
+        table = pa.ipc.open_file(source).read_all()
+        return table.to_pandas()
+
+
+def _meta_to_dict(meta: RankMeta) -> dict[str, Any]:
+    return dataclasses.asdict(meta)
+
+
+def _meta_from_dict(d: dict[str, Any]) -> RankMeta:
+    span = d.get("profiler_span")
+    d["profiler_span"] = tuple(span) if span is not None else None
+    return RankMeta(**d)
+
+
+class TraceCache:
+    """Parsed traces on local disk, keyed by :func:`cache_key`.
+
+    ``cache_dir`` defaults to ``$TRACE_ANALYSIS_CACHE`` or ``~/.cache/trace-analysis``.
+    """
+
+    def __init__(self, cache_dir: str | os.PathLike | None = None):
+        self.dir = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+
+    def __repr__(self) -> str:
+        return f"TraceCache({str(self.dir)!r})"
+
+    def entry_dir(self, key: str) -> Path:
+        return self.dir / key
+
+    def get(self, key: str) -> RankTrace | None:
+        """The cached trace, or None when there is no entry (or a broken one, with a warning)."""
+        entry = self.entry_dir(key)
+        meta_path = entry / "meta.json"
+        if not meta_path.is_file():
+            return None
+        try:
+            record = msgspec.json.decode(meta_path.read_bytes())
+            if record.get("key") != key or record.get("parser_version") != PARSER_VERSION:
+                raise ValueError("entry belongs to another key or parser version")
+            tables = {
+                name: _restore_dtypes(_read_table(entry / f"{name}.arrow"), record["dtypes"][name])
+                for name in TABLES
+            }
+            meta = _meta_from_dict(record["meta"])
+        except Exception as exc:  # any damage (truncation, bad JSON, missing file): re-parse
+            warnings.warn(
+                f"ignoring unreadable trace cache entry {entry} ({type(exc).__name__}: {exc}); "
+                "the trace is parsed again",
+                CacheWarning,
+                stacklevel=2,
+            )
+            shutil.rmtree(entry, ignore_errors=True)
+            return None
+        return RankTrace(meta=meta, **tables)
+
+    def put(self, key: str, trace: RankTrace) -> Path:
+        """Store ``trace`` under ``key`` atomically; returns the entry's directory.
+
+        Raises OSError when the cache directory cannot be written.
+        """
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=self.dir))
+        try:
+            record = {
+                "key": key,
+                "parser_version": PARSER_VERSION,
+                "meta": _meta_to_dict(trace.meta),
+                "dtypes": {},
+            }
+            for name in TABLES:
+                df = getattr(trace, name)
+                record["dtypes"][name] = _dtype_record(df)
+                _write_table(df, tmp / f"{name}.arrow")
+            # meta.json last: an entry without it is never read.
+            (tmp / "meta.json").write_bytes(msgspec.json.encode(record))
+            target = self.entry_dir(key)
+            try:
+                os.rename(tmp, target)
+            except OSError:
+                # Another process stored the same key first (same content); keep theirs.
+                if not (target / "meta.json").is_file():
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return target
+
+    def _entries(self) -> list[Path]:
+        if not self.dir.is_dir():
+            return []
+        return [p for p in self.dir.iterdir() if p.is_dir() and _KEY_RE.fullmatch(p.name)]
+
+    @staticmethod
+    def _size(path: Path) -> int:
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+    def info(self) -> dict[str, Any]:
+        """``{"dir": path, "entries": count, "bytes": total size on disk}``."""
+        entries = self._entries()
+        return {
+            "dir": str(self.dir),
+            "entries": len(entries),
+            "bytes": sum(self._size(e) for e in entries),
+        }
+
+    def clear(self) -> int:
+        """Delete every entry (and leftover temporary directories); returns the bytes freed."""
+        if not self.dir.is_dir():
+            return 0
+        freed = 0
+        # Only what put() creates: cache_dir may be shared with other files.
+        for path in self._entries() + list(self.dir.glob(_TMP_PREFIX + "*")):
+            freed += self._size(path)
+            shutil.rmtree(path, ignore_errors=True)
+        return freed

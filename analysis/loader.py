@@ -1,0 +1,302 @@
+"""Loading a set of trace files into a :class:`~analysis.model.Trace`, in parallel, through the cache.
+
+``load_trace`` finds the files (:mod:`analysis.sources`), takes what it can from the cache
+(:mod:`analysis.cache`), parses the rest in a process pool -- one file per task; each worker reads
+the bytes through fsspec, parses them, writes the cache entry and returns only the entry's key, so
+big tables cross the process boundary as a memory-mapped Arrow file instead of a pickle -- and then
+gives every file its rank.
+
+The pool uses the "forkserver" start method where there is one, else "spawn"; never "fork", which
+can deadlock on the threads that gcsfs and fsspec run. As with any such pool, a *script* that
+calls ``load_trace`` at import time must guard it with ``if __name__ == "__main__":``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import traceback
+import warnings
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from .cache import TraceCache, cache_key
+from .errors import (
+    ConfigError,
+    DuplicateRankError,
+    MultipleLoadErrors,
+    NotATraceError,
+    TraceLoadError,
+    TraceLoadWarning,
+    TraceNotFoundError,
+)
+from .model import RankTrace, Trace
+from .sources import TraceFile, find_trace_files, rank_from_file_name, read_trace_bytes
+
+ON_ERROR_CHOICES = ("raise", "skip")
+# Progress appears only for loads slower than this (seconds), so quick loads print nothing.
+PROGRESS_DELAY_S = 1.0
+# Imported once by the forkserver, so every worker starts with them already loaded.
+_WORKER_PRELOAD = ["analysis.parse", "analysis.cache", "analysis.sources"]
+
+
+class WorkerTraceback(Exception):
+    """The traceback of an unexpected exception in a worker process, as text."""
+
+
+# ---------------------------------------------------------------------------------------------
+# One file: runs in a worker process, or in-process for a single file / max_workers=1.
+
+def _load_file(
+    url: str,
+    storage_options: Mapping[str, Any] | None,
+    cache_dir: str | None,
+    key: str | None,
+    return_trace: bool,
+) -> tuple:
+    """Read, parse and cache one file. Returns ``("trace", RankTrace, notes)``,
+    ``("cached", key, notes)`` or ``("error", error class, path, reason, traceback text)``.
+
+    Errors are returned, not raised: the project's exceptions take (path, reason) and would not
+    survive pickling back to the parent as they are.
+    """
+    try:
+        data = read_trace_bytes(url, storage_options)
+        from .parse import parse_trace_bytes  # here, so sources-only callers never import it
+
+        trace = parse_trace_bytes(data, url)
+    except TraceLoadError as exc:
+        return ("error", type(exc), exc.path, exc.reason, None)
+    except Exception as exc:  # a parser bug: keep the file name and the traceback
+        reason = f"unexpected {type(exc).__name__} while parsing: {exc}"
+        return ("error", TraceLoadError, url, reason, traceback.format_exc())
+    del data
+    notes: list[str] = []
+    if key is not None:
+        try:
+            TraceCache(cache_dir).put(key, trace)
+            if not return_trace:
+                return ("cached", key, notes)
+        except OSError as exc:
+            notes.append(f"{url}: could not write the trace cache entry ({exc}); not cached")
+    return ("trace", trace, notes)
+
+
+def _error_from(outcome: tuple) -> TraceLoadError:
+    _, cls, path, reason, tb = outcome
+    try:
+        exc = cls(path, reason)
+    except TypeError:  # a subclass with another signature
+        exc = TraceLoadError(path, reason)
+    if tb:
+        exc.__cause__ = WorkerTraceback(tb)
+    return exc
+
+
+def _worker_died(url: str) -> tuple:
+    reason = (
+        "the worker process parsing this file died (crashed, or killed e.g. for lack of memory)"
+    )
+    return ("error", TraceLoadError, url, reason, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Many files.
+
+def _pool_context():
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(_WORKER_PRELOAD)
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def _available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # honours cgroup/cpuset limits, unlike cpu_count()
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _use_environment(environ: dict[str, str]) -> None:
+    """Worker initializer: forkserver workers inherit the environment of the forkserver's start,
+    not today's; credentials or emulator settings changed since then must still apply."""
+    os.environ.clear()
+    os.environ.update(environ)
+
+
+def _run_pool(tasks: list[tuple], workers: int, on_outcome) -> None:
+    """Run ``_load_file`` over ``tasks``; a dead worker fails its own file only, never hangs."""
+    ctx = _pool_context()
+    pool_args = {"mp_context": ctx, "initializer": _use_environment, "initargs": (dict(os.environ),)}
+    broken: list[tuple] = []
+    pool = ProcessPoolExecutor(max_workers=workers, **pool_args)
+    try:
+        futures = {pool.submit(_load_file, *task): task for task in tasks}
+        for future in as_completed(futures):
+            try:
+                on_outcome(futures[future], future.result())
+            except BrokenProcessPool:
+                broken.append(futures[future])
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    # A broken pool fails every unfinished task; rerun those one per fresh single-worker pool to
+    # find the file that kills its worker and load the innocent ones.
+    for task in broken:
+        with ProcessPoolExecutor(max_workers=1, **pool_args) as single:
+            try:
+                outcome = single.submit(_load_file, *task).result()
+            except BrokenProcessPool:
+                outcome = _worker_died(task[0])
+        on_outcome(task, outcome)
+
+
+def _progress_bar(total: int, progress: bool | None):
+    if progress is False:
+        return contextlib.nullcontext(None)
+    from tqdm.auto import tqdm  # only the parent process needs it
+
+    delay = 0.0 if progress else PROGRESS_DELAY_S
+    return tqdm(total=total, desc="loading traces", unit="file", delay=delay, leave=False)
+
+
+def _assign_ranks(loaded: list[tuple[TraceFile, RankTrace]]) -> dict[int, RankTrace]:
+    """Rank of each file: the mapping's, else distributedInfo.rank, else the file name's, else 0."""
+    ranks: dict[int, RankTrace] = {}
+    defaulted = []
+    for file, trace in loaded:
+        meta = trace.meta
+        meta.source = file.url
+        if file.rank is not None:
+            meta.rank, meta.rank_origin = file.rank, "mapping"
+        elif meta.rank < 0:
+            from_name = rank_from_file_name(file.url)
+            if from_name is not None:
+                meta.rank, meta.rank_origin = from_name, "file name"
+            else:
+                meta.rank, meta.rank_origin = 0, "default"
+                defaulted.append(file.url)
+        if meta.rank in ranks:
+            raise DuplicateRankError(meta.rank, ranks[meta.rank].meta.source, file.url)
+        ranks[meta.rank] = trace
+    if defaulted:
+        warnings.warn(
+            "no rank in distributedInfo or in the file name of "
+            + ", ".join(defaulted)
+            + "; assumed rank 0 (pass trace_files={rank: path} to set ranks)",
+            TraceLoadWarning,
+            stacklevel=3,
+        )
+    return ranks
+
+
+def load_trace(
+    trace_dir: str | os.PathLike | None = None,
+    trace_files: Sequence[str | os.PathLike] | Mapping[int, str | os.PathLike] | None = None,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    on_error: str = "raise",
+    max_workers: int | None = None,
+    progress: bool | None = None,
+) -> Trace:
+    """Load Kineto traces into a :class:`Trace` (one :class:`RankTrace` per rank).
+
+    ``trace_dir``: a directory, prefix or single file; a local path or any fsspec URL
+    (``gs://bucket/prefix``, ``file://``, ``memory://``). ``trace_files``: paths/URLs (relative
+    ones are joined to ``trace_dir``) or HTA's ``{rank: path}`` mapping. ``storage_options`` go to
+    fsspec (e.g. ``{"token": ..., "project": ...}`` for gcsfs), in the workers too.
+
+    Files that are valid JSON but not traces are skipped with a warning. Other failures:
+    ``on_error="raise"`` raises the file's error (or :class:`MultipleLoadErrors`);
+    ``on_error="skip"`` keeps every good rank, warns once and lists the rest in ``Trace.skipped``
+    as ``(path, reason)``. Parsed files are cached in ``cache_dir`` (see :class:`TraceCache`)
+    unless ``use_cache=False``. Files are parsed by ``max_workers`` processes (default: one per
+    CPU, at most one per file; 1 parses in this process). ``progress``: None shows a bar only for
+    loads over a second, True always, False never.
+    """
+    if on_error not in ON_ERROR_CHOICES:
+        raise ConfigError(f"on_error must be one of {ON_ERROR_CHOICES}, not {on_error!r}")
+    if max_workers is not None and max_workers < 1:
+        raise ConfigError(f"max_workers must be at least 1, not {max_workers!r}")
+    source = os.fspath(trace_dir) if trace_dir is not None else "trace_files"
+    files = find_trace_files(trace_dir, trace_files, storage_options)
+    cache = TraceCache(cache_dir) if use_cache else None
+    cache_dir_str = str(cache.dir) if cache is not None else None
+
+    traces: dict[str, RankTrace] = {}
+    failures: dict[str, TraceLoadError] = {}
+    notes: list[str] = []
+
+    with _progress_bar(len(files), progress) as bar:
+
+        def on_outcome(task: tuple, outcome: tuple) -> None:
+            url = task[0]
+            if outcome[0] == "error":
+                failures[url] = _error_from(outcome)
+            elif outcome[0] == "trace":
+                traces[url] = outcome[1]
+                notes.extend(outcome[2])
+            else:
+                cached = cache.get(outcome[1])
+                if cached is None:  # removed or damaged since the worker wrote it: parse here
+                    outcome = _load_file(url, storage_options, None, None, True)
+                    return on_outcome(task, outcome)
+                traces[url] = cached
+                notes.extend(outcome[2])
+            if bar is not None:
+                bar.update(1)
+
+        tasks = []
+        for file in files:
+            key = cache_key(file.url, file.size, file.version) if cache and file.version else None
+            cached = cache.get(key) if key is not None else None
+            if cached is not None:
+                traces[file.url] = cached
+                if bar is not None:
+                    bar.update(1)
+            else:
+                tasks.append((file.url, storage_options, cache_dir_str, key))
+
+        workers = min(max_workers or _available_cpus(), len(tasks))
+        # memory:// lives in this process only; workers would find it empty.
+        if workers <= 1 or any(task[0].startswith("memory://") for task in tasks):
+            for task in tasks:
+                on_outcome(task, _load_file(*task, return_trace=True))
+        else:
+            _run_pool([(*task, False) for task in tasks], workers, on_outcome)
+
+    for note in notes:
+        warnings.warn(note, TraceLoadWarning, stacklevel=2)
+
+    skipped: list[tuple[str, str]] = []
+    not_traces = [f.url for f in files if isinstance(failures.get(f.url), NotATraceError)]
+    if not_traces:
+        warnings.warn(
+            "skipped files that are not Kineto traces (no traceEvents): " + ", ".join(not_traces),
+            TraceLoadWarning,
+            stacklevel=2,
+        )
+        skipped += [(url, failures[url].reason) for url in not_traces]
+    errors = [failures[f.url] for f in files if f.url in failures and f.url not in not_traces]
+    if errors and (on_error == "raise" or not traces):
+        raise errors[0] if len(errors) == 1 else MultipleLoadErrors(errors)
+    if errors:
+        warnings.warn(
+            f"skipped {len(errors)} trace file(s) that failed to load:\n"
+            + "\n".join(f"  - {e.path}: {e.reason}" for e in errors),
+            TraceLoadWarning,
+            stacklevel=2,
+        )
+        skipped += [(e.path, e.reason) for e in errors]
+    if not traces:
+        raise TraceNotFoundError(
+            source, f"none of the {len(files)} file(s) is a Kineto trace: " + ", ".join(not_traces)
+        )
+
+    loaded = [(f, traces[f.url]) for f in files if f.url in traces]
+    return Trace(ranks=_assign_ranks(loaded), source=source, skipped=skipped)

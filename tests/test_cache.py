@@ -1,0 +1,137 @@
+"""TraceCache: exact round trip, atomic entries, damaged entries, and the loader reading it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis.cache import PARSER_VERSION, CacheWarning, TraceCache, cache_key
+from analysis.errors import CorruptTraceError
+from analysis.loader import load_trace
+from analysis.parse import parse_trace_bytes
+
+TABLES = ("events", "flows", "collectives")
+
+
+@pytest.fixture(scope="module")
+def rank_trace(hta_traces_dir):
+    path = hta_traces_dir / "trace_filter" / "sampled_rank-0.json.gz"
+    return parse_trace_bytes(path.read_bytes(), str(path))
+
+
+@pytest.fixture
+def two_ranks(hta_traces_dir, tmp_path) -> Path:
+    return Path(shutil.copytree(hta_traces_dir / "trace_filter", tmp_path / "run"))
+
+
+def _assert_same(a, b) -> None:
+    for table in TABLES:
+        pd.testing.assert_frame_equal(getattr(a, table), getattr(b, table))
+    assert a.meta == b.meta
+
+
+def test_round_trip_is_exact(rank_trace, tmp_path):
+    cache = TraceCache(tmp_path)
+    cache.put("e" * 32, rank_trace)
+    back = cache.get("e" * 32)
+    _assert_same(back, rank_trace)
+    assert isinstance(back.events["name"].dtype, pd.CategoricalDtype)
+    assert len(back.collectives) > 0  # the object columns were exercised too
+
+
+def test_missing_key_is_none(tmp_path):
+    assert TraceCache(tmp_path).get("0" * 32) is None
+    assert TraceCache(tmp_path / "never-created").get("0" * 32) is None
+
+
+def test_key_depends_on_source_size_version_and_parser():
+    base = cache_key("gs://b/r/rank-0.json.gz", 10, "generation=1")
+    assert base != cache_key("gs://b/r/rank-1.json.gz", 10, "generation=1")
+    assert base != cache_key("gs://b/r/rank-0.json.gz", 11, "generation=1")
+    assert base != cache_key("gs://b/r/rank-0.json.gz", 10, "generation=2")
+    assert base == cache_key("gs://b/r/rank-0.json.gz", 10, "generation=1")
+    assert isinstance(PARSER_VERSION, int)
+
+
+def test_info_and_clear(rank_trace, tmp_path):
+    cache = TraceCache(tmp_path / "c")
+    assert cache.info()["entries"] == 0
+    cache.put("a" * 32, rank_trace)
+    cache.put("b" * 32, rank_trace)
+    info = cache.info()
+    assert info["entries"] == 2 and info["dir"] == str(tmp_path / "c")
+    assert info["bytes"] > 0
+    assert cache.clear() == info["bytes"]
+    assert cache.info() == {"dir": str(tmp_path / "c"), "entries": 0, "bytes": 0}
+
+
+def test_default_dir_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACE_ANALYSIS_CACHE", str(tmp_path / "env-cache"))
+    assert TraceCache().dir == tmp_path / "env-cache"
+    monkeypatch.delenv("TRACE_ANALYSIS_CACHE")
+    assert TraceCache().dir == Path("~/.cache/trace-analysis").expanduser()
+
+
+def test_half_written_entry_is_never_read(rank_trace, tmp_path):
+    cache = TraceCache(tmp_path)
+    entry = cache.put("c" * 32, rank_trace)
+    (entry / "meta.json").unlink()  # what a crash before the final rename would leave
+    assert cache.get("c" * 32) is None
+    (tmp_path / ".tmp-leftover").mkdir()
+    assert cache.info()["entries"] == 1  # the leftover temp dir is not an entry
+
+
+def test_damaged_entry_is_ignored_with_a_warning(rank_trace, tmp_path):
+    cache = TraceCache(tmp_path)
+    entry = cache.put("d" * 32, rank_trace)
+    events = entry / "events.arrow"
+    events.write_bytes(events.read_bytes()[:100])
+    with pytest.warns(CacheWarning, match=str(entry)):
+        assert cache.get("d" * 32) is None
+    assert not entry.exists()
+
+
+def test_second_load_reads_only_the_cache(two_ranks, tmp_path):
+    cache_dir = tmp_path / "cache"
+    first = load_trace(two_ranks, cache_dir=cache_dir, max_workers=2)
+    assert TraceCache(cache_dir).info()["entries"] == 2
+    # Same size and mtime, unreadable content: only a load served by the cache can succeed.
+    path = two_ranks / "sampled_rank-0.json.gz"
+    stat = path.stat()
+    path.write_bytes(b"\0" * stat.st_size)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    second = load_trace(two_ranks, cache_dir=cache_dir, max_workers=2)
+    for rank in first:
+        _assert_same(second[rank], first[rank])
+
+
+def test_changed_file_is_parsed_again(two_ranks, tmp_path):
+    cache_dir = tmp_path / "cache"
+    load_trace(two_ranks, cache_dir=cache_dir, max_workers=1)
+    path = two_ranks / "sampled_rank-0.json.gz"
+    stat = path.stat()
+    path.write_bytes(b"\0" * stat.st_size)  # same size, new mtime
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    with pytest.raises(CorruptTraceError, match="sampled_rank-0.json.gz"):
+        load_trace(two_ranks, cache_dir=cache_dir, max_workers=1)
+
+
+def test_loader_survives_a_damaged_entry(two_ranks, tmp_path):
+    cache_dir = tmp_path / "cache"
+    first = load_trace(two_ranks, cache_dir=cache_dir, max_workers=1)
+    for meta in cache_dir.glob("*/meta.json"):
+        meta.write_text("{broken")
+    with pytest.warns(CacheWarning):
+        again = load_trace(two_ranks, cache_dir=cache_dir, max_workers=1)
+    for rank in first:
+        _assert_same(again[rank], first[rank])
+    assert TraceCache(cache_dir).info()["entries"] == 2  # rewritten
+
+
+def test_use_cache_false_writes_nothing(two_ranks, tmp_path):
+    load_trace(two_ranks, cache_dir=tmp_path / "cache", use_cache=False, max_workers=1)
+    assert TraceCache(tmp_path / "cache").info()["entries"] == 0
