@@ -19,13 +19,16 @@ Rounding = Literal["exact", "hta"]
 
 def _float_us(ts_ns: np.ndarray) -> np.ndarray:
     """float64 nearest to ``ts_ns / 1000`` (what ``float("<µs text>")`` returns), round-half-even."""
+    ts_ns = np.asarray(ts_ns, dtype=np.int64)
+    # Below 2**53 ns the integer is exact in float64 and IEEE division rounds correctly.
+    direct = ts_ns / 1000.0
     us_int = np.floor_divide(ts_ns, 1000)
     frac = ts_ns - us_int * 1000
     base = us_int.astype(np.float64)  # exact: |µs| < 2**53
-    ulp = np.spacing(np.abs(base))
+    ulp = np.maximum(np.spacing(np.abs(base)), 2.0**-30)
     # number of float spacings in the fraction, rounded half to even like strtod
     steps = np.round(frac / (1000.0 * ulp))
-    return base + steps * ulp
+    return np.where(np.abs(ts_ns) < 2**53, direct, base + steps * ulp)
 
 
 def hta_bounds_ns(ts_ns: np.ndarray, dur_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,276 @@
+"""Kernel classification as data: named regex sets that sort GPU events into kernel types.
+
+A GPU event is **COMMUNICATION** if its name matches a communication pattern, else **MEMORY** if it
+matches a memory pattern, else **COMPUTATION** unless it matches a ``not_computation`` pattern, else
+**OTHER** (the order HolisticTraceAnalysis 0.5.0 uses). Patterns are Python regular expressions
+applied with ``re.search`` (anchor them with ``^`` where a prefix is meant).
+
+Two presets:
+
+- ``"hta"`` reproduces HTA 0.5.0 exactly (``hta/utils/utils.py``): communication ``^nccl.*Kernel``;
+  memory ``^Memcpy``, ``^Memset``, ``^dma``; everything is computation except names matching
+  ``^nccl.*Kernel``, containing ``Memcpy``, starting with ``Memset`` or containing ``Sync``. It also
+  selects as "GPU events" every event with a stream (``stream != -1``), as HTA's temporal, overlap
+  and kernel breakdowns do, which on ROCm traces includes CPU-side ``hipLaunchKernel`` calls.
+- ``"default"`` (more correct, see docs/deviations-kernels.md): communication also covers every
+  ``nccl*``/``rccl*``/``hccl*`` kernel, ROCm ``hip*`` collectives, DeepEP (``...ep::...::dispatch``,
+  ``combine``, ``notify``), NVSHMEM kernels and custom all-reduce kernels (``cross_device_reduce``,
+  symmetric-memory one/two-shot all-reduce, ``multimem`` collectives); only the CUDA synchronisation
+  events (``Stream Sync``, ``Event Sync``, ``Context Sync``, ``Stream Wait Event``) are "neither",
+  rather than any name containing ``Sync``. It selects GPU work as the GPU-mask events that are not
+  runtime calls and not synchronisation waits (waiting is not work).
+
+Users extend a preset: ``PRESETS["default"].extend(communication=[r"^my_allreduce"])``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from .errors import ConfigError
+from .events import DEVICE_SYNC_NAMES, SYNC_CATS, cat_mask, gpu_mask, runtime_mask
+from .intervals import merge
+from .model import RankTrace
+from .timebase import Rounding, event_bounds_ns
+
+
+class KernelType(Enum):
+    """HTA's kernel types, in HTA's order (the enum values are HTA's)."""
+
+    COMMUNICATION = 0
+    MEMORY = 1
+    COMPUTATION = 2
+    OTHER = 3
+
+
+KERNEL_TYPE_NAMES: tuple[str, ...] = tuple(k.name for k in KernelType)
+
+EventSelection = Literal["stream", "gpu_work"]
+
+
+def _compile(kind: str, patterns: tuple[str, ...]) -> re.Pattern | None:
+    for p in patterns:
+        try:
+            re.compile(p)
+        except re.error as e:
+            raise ConfigError(f"invalid {kind} kernel pattern {p!r}: {e}") from None
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{p})" for p in patterns))
+
+
+@dataclass(frozen=True)
+class KernelPatterns:
+    """Named regex sets that classify GPU event names (see the module docstring).
+
+    ``event_selection`` says which events the breakdowns treat as GPU work: ``"stream"`` (every
+    event with ``stream != -1``, HTA's choice) or ``"gpu_work"`` (GPU events that are neither
+    runtime calls nor synchronisation waits).
+    ``hta_quirks`` reproduces HTA 0.5.0's bugs in numbers users compare (the per-kernel
+    statistics that collapse to sums when a type has more than ``num_kernels`` kernels).
+    """
+
+    name: str
+    communication: tuple[str, ...] = ()
+    memory: tuple[str, ...] = ()
+    not_computation: tuple[str, ...] = ()
+    event_selection: EventSelection = "gpu_work"
+    hta_quirks: bool = False
+    _compiled: tuple = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for kind in ("communication", "memory", "not_computation"):
+            value = getattr(self, kind)
+            if isinstance(value, str):  # a lone string would be split into characters
+                value = (value,)
+            object.__setattr__(self, kind, tuple(value))
+        if self.event_selection not in ("stream", "gpu_work"):
+            raise ConfigError(
+                f"event_selection must be 'stream' or 'gpu_work', not {self.event_selection!r}"
+            )
+        compiled = tuple(
+            _compile(kind, getattr(self, kind))
+            for kind in ("communication", "memory", "not_computation")
+        )
+        object.__setattr__(self, "_compiled", compiled)
+
+    def __getstate__(self):  # compiled regexes are rebuilt on unpickling (Dask workers)
+        return {k: getattr(self, k) for k in ("name", "communication", "memory",
+                                              "not_computation", "event_selection", "hta_quirks")}
+
+    def __setstate__(self, state) -> None:
+        for k, v in state.items():
+            object.__setattr__(self, k, v)
+        self.__post_init__()
+
+    def extend(
+        self,
+        *,
+        communication=(),
+        memory=(),
+        not_computation=(),
+        name: str | None = None,
+    ) -> KernelPatterns:
+        """A copy with extra patterns appended to each set."""
+        def as_tuple(v):
+            return (v,) if isinstance(v, str) else tuple(v)
+
+        return replace(
+            self,
+            name=name or f"{self.name}+custom",
+            communication=self.communication + as_tuple(communication),
+            memory=self.memory + as_tuple(memory),
+            not_computation=self.not_computation + as_tuple(not_computation),
+        )
+
+    def kernel_type(self, name: str) -> str:
+        """The kernel type name (``"COMMUNICATION"``, ...) of one event name."""
+        comm, mem, not_comp = self._compiled
+        if not isinstance(name, str):
+            return KernelType.OTHER.name
+        if comm is not None and comm.search(name):
+            return KernelType.COMMUNICATION.name
+        if mem is not None and mem.search(name):
+            return KernelType.MEMORY.name
+        if not_comp is None or not not_comp.search(name):
+            return KernelType.COMPUTATION.name
+        return KernelType.OTHER.name
+
+    def classify(self, names) -> pd.Categorical:
+        """Kernel type of each name, as a Categorical over ``KERNEL_TYPE_NAMES``.
+
+        Each distinct name is classified once (names are categorical in the model).
+        """
+        cat = names.astype("category") if isinstance(names, pd.Series) else pd.Categorical(names)
+        cat = cat.cat if isinstance(cat, pd.Series) else cat
+        categories = cat.categories
+        codes = np.asarray(cat.codes)
+        type_index = {t: i for i, t in enumerate(KERNEL_TYPE_NAMES)}
+        per_category = np.array(
+            [type_index[self.kernel_type(c)] for c in categories]
+            + [type_index[KernelType.OTHER.name]],  # code -1 (missing name) → OTHER
+            dtype=np.int8,
+        )
+        return pd.Categorical.from_codes(
+            per_category[codes], categories=list(KERNEL_TYPE_NAMES)
+        )
+
+    def select(self, events: pd.DataFrame) -> np.ndarray:
+        """Mask of the rows of a rank's event table that the breakdowns treat as GPU work."""
+        if self.event_selection == "stream":
+            return events["stream"].to_numpy() != -1
+        waits = cat_mask(events, SYNC_CATS) | events["name"].isin(DEVICE_SYNC_NAMES).to_numpy()
+        return gpu_mask(events) & ~runtime_mask(events) & ~waits
+
+
+HTA_PATTERNS = KernelPatterns(
+    name="hta",
+    communication=(r"^nccl.*Kernel",),
+    memory=(r"^Memcpy", r"^Memset", r"^dma"),
+    # HTA: re.match(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)"); "^.*" keeps match semantics
+    not_computation=(r"^nccl.*Kernel", r"^.*Memcpy", r"^Memset", r"^.*Sync"),
+    event_selection="stream",
+    hta_quirks=True,
+)
+
+DEFAULT_PATTERNS = KernelPatterns(
+    name="default",
+    communication=(
+        r"^nccl",  # every NCCL kernel (ncclKernel_*, ncclDevKernel_*), not only "...Kernel"
+        r"ncclKernel",
+        r"^rccl",  # ROCm
+        r"^hccl",  # Ascend
+        r"^hip.*(?i:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|send|recv)",
+        r"ep::\w+::\w*(?:dispatch|combine|notify)",  # DeepEP internode/intranode kernels
+        r"(?i:nvshmem)",
+        r"cross_device_reduce",  # vLLM / SGLang custom all-reduce
+        r"(?i:custom_?all_?reduce)",
+        r"(?:one|two)_shot_all_reduce",  # torch symmetric memory
+        r"multimem_(?:all_reduce|all_gather|reduce_scatter|one_shot|two_shot)",
+    ),
+    memory=(r"^Memcpy", r"^Memset", r"^dma"),
+    not_computation=(
+        r"^(?:Stream|Event|Context) Sync$",
+        r"^Stream Wait Event$",
+    ),
+    event_selection="gpu_work",
+)
+
+PRESETS: dict[str, KernelPatterns] = {"hta": HTA_PATTERNS, "default": DEFAULT_PATTERNS}
+
+
+def resolve_patterns(spec: str | KernelPatterns = "default") -> KernelPatterns:
+    """A preset name (``"hta"``, ``"default"``) or a ``KernelPatterns`` → ``KernelPatterns``."""
+    if isinstance(spec, KernelPatterns):
+        return spec
+    if isinstance(spec, str):
+        try:
+            return PRESETS[spec]
+        except KeyError:
+            raise ConfigError(
+                f"unknown kernel pattern preset {spec!r}; choose one of {sorted(PRESETS)} "
+                "or pass a KernelPatterns"
+            ) from None
+    raise ConfigError(
+        f"kernel_patterns must be a preset name or a KernelPatterns, not {type(spec).__name__}"
+    )
+
+
+def classify(names, patterns: str | KernelPatterns = "default") -> pd.Categorical:
+    """Kernel type of each name under ``patterns`` (see ``KernelPatterns.classify``)."""
+    return resolve_patterns(patterns).classify(names)
+
+
+def merge_intervals(starts, ends, rounding: Rounding = "exact") -> tuple[np.ndarray, np.ndarray]:
+    """Union of busy intervals as disjoint ``(start, end)`` arrays, the way ``rounding`` asks.
+
+    ``"exact"``: ``analysis.intervals.merge`` (empty and inverted intervals cover nothing).
+    ``"hta"``: HTA 0.5.0's ``merge_kernel_intervals``. After HTA's whole-µs rounding a sub-µs
+    event can end before it starts (``ceil(ts) > floor(ts + dur)``); HTA keeps such inverted
+    intervals, which start groups of negative length, so its busy time is slightly short on
+    ns-resolution traces. Reproduced here for parity.
+    """
+    if rounding != "hta":
+        return merge(starts, ends)
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    if s.size == 0:
+        return s, e
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    # a row opens a new group when it starts after every end seen so far (HTA's cummax rule)
+    new[1:] = s[1:] > np.maximum.accumulate(e)[:-1]
+    first = np.flatnonzero(new)
+    return s[first], np.maximum.reduceat(e, first)
+
+
+def classified_gpu_events(
+    rt: RankTrace, patterns: str | KernelPatterns = "default", rounding: Rounding = "exact"
+) -> pd.DataFrame:
+    """A rank's GPU work as ``start``, ``end`` (int ns, rounded per ``rounding``), ``name`` (str)
+    and ``kernel_type`` (Categorical over ``KERNEL_TYPE_NAMES``), in file order."""
+    pat = resolve_patterns(patterns)
+    ev = rt.events
+    rows = ev.loc[pat.select(ev)]
+    start, end = event_bounds_ns(
+        rows["ts"].to_numpy(), rows["dur"].to_numpy(), rounding,
+        float_timestamps=rt.meta.float_timestamps,
+    )
+    names = rows["name"]
+    return pd.DataFrame(
+        {
+            "start": start,
+            "end": end,
+            "name": names.to_numpy(),
+            "kernel_type": pat.classify(names),
+        },
+        index=rows.index,
+    )

@@ -1,0 +1,85 @@
+"""Temporal breakdown: how a rank's GPU time splits into idle, computation and other work.
+
+Per rank, over the GPU work (``KernelPatterns.select``):
+
+- ``kernel_time(us)``: span from the first GPU event's start to the last one's end;
+- ``idle_time(us)``: part of that span where no GPU event runs (span − union of all events);
+- ``compute_time(us)``: union of the COMPUTATION events' intervals;
+- ``non_compute_time(us)``: busy time that is not computation (union of all − compute);
+- ``*_pctg``: each of the three as a percentage of ``kernel_time``, rounded to 2 decimals (HTA).
+
+All times in µs. Columns and rounding are HTA 0.5.0's ``get_temporal_breakdown``.
+
+Deviations of the default from HTA (docs/deviations-kernels.md):
+- ``patterns="default"`` selects GPU work (no CPU runtime calls that carry a stream, as ROCm's
+  ``hipLaunchKernel`` do, no synchronisation waits) and counts more kernels as communication.
+- ``rounding="exact"`` keeps ns: HTA rounds ns-resolution events to whole µs, so sub-µs kernels can
+  get negative length (``merge_intervals``).
+- A rank without GPU events gives a row of NaN (HTA raises ``IndexError``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from .kernel_types import KernelPatterns, classified_gpu_events, merge_intervals
+from .model import RankTrace, Trace
+from .timebase import Rounding
+
+TIME_COLUMNS = ["idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)"]
+COLUMNS = ["rank", *TIME_COLUMNS, "idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg"]
+
+
+def temporal_breakdown_rank(
+    rt: RankTrace,
+    *,
+    patterns: str | KernelPatterns = "default",
+    rounding: Rounding = "exact",
+) -> pd.DataFrame:
+    """One rank's row of the temporal breakdown (times in µs, no percentages yet)."""
+    gpu = classified_gpu_events(rt, patterns, rounding)
+    if gpu.empty:
+        return pd.DataFrame({"rank": [rt.rank], **{c: [np.nan] for c in TIME_COLUMNS}})
+    all_s, all_e = merge_intervals(gpu["start"].to_numpy(), gpu["end"].to_numpy(), rounding)
+    if rounding == "hta":
+        # HTA: end of the last merged group − start of the first
+        span = int(all_e[-1] - all_s[0])
+    else:
+        span = int(gpu["end"].max() - gpu["start"].min())
+    busy = int((all_e - all_s).sum())
+    comp = gpu[gpu["kernel_type"] == "COMPUTATION"]
+    c_s, c_e = merge_intervals(comp["start"].to_numpy(), comp["end"].to_numpy(), rounding)
+    compute = int((c_e - c_s).sum())
+    values = np.array([span - busy, compute, busy - compute, span]) / 1000.0  # µs, float as HTA
+    return pd.DataFrame(
+        {"rank": [rt.rank], **{c: [v] for c, v in zip(TIME_COLUMNS, values, strict=True)}}
+    )
+
+
+def combine(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
+    """Per-rank rows → HTA's table, ranks in ascending order, with the percentage columns."""
+    df = pd.concat([frames[r] for r in sorted(frames)], ignore_index=True)
+    df["rank"] = df["rank"].astype("int64")
+    total = df["kernel_time(us)"]
+    for part in ("idle_time", "compute_time", "non_compute_time"):
+        # same float operations as HTA: ratio of the µs columns, then round(100 * ratio, 2)
+        df[f"{part}_pctg"] = round(100 * (df[f"{part}(us)"] / total), 2)
+    return df[COLUMNS]
+
+
+def temporal_breakdown(
+    trace: Trace,
+    *,
+    ranks: Iterable[int] | str | None = None,
+    patterns: str | KernelPatterns = "default",
+    rounding: Rounding = "exact",
+) -> pd.DataFrame:
+    """Temporal breakdown of ``ranks`` (default: all), one row per rank (see the module doc)."""
+    selected = trace.rank_list() if ranks is None or ranks == "all" else list(ranks)
+    return combine(
+        {r: temporal_breakdown_rank(trace[r], patterns=patterns, rounding=rounding)
+         for r in selected}
+    )

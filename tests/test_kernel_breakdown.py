@@ -1,0 +1,103 @@
+"""GPU kernel breakdown: HTA parity, ground truth, the "others" statistics fix, hand-made cases."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from conftest import HTA_GPU_TRACE_DIRS
+from hta_oracle import hta_analysis
+from trace_helpers import load_dir, rank_trace
+
+from analysis.kernel_breakdown import kernel_breakdown
+from analysis.model import Trace
+from analysis.step_window import profiler_step_window
+from analysis.synthetic import SynthConfig, generate, write_traces
+
+
+@pytest.fixture
+def trace_dir(request, hta_traces_dir, sample_traces_dir):
+    return sample_traces_dir if request.param == "sample" else hta_traces_dir / request.param
+
+
+@pytest.mark.parametrize("trace_dir", [*HTA_GPU_TRACE_DIRS, "sample"], indirect=True)
+def test_hta_parity(trace_dir):
+    theirs = hta_analysis(str(trace_dir)).get_gpu_kernel_breakdown(
+        visualize=False, include_memory_kernels=True
+    )
+    ours = kernel_breakdown(profiler_step_window(load_dir(trace_dir)), patterns="hta", rounding="hta")
+    for o, t in zip(ours, theirs, strict=True):
+        pd.testing.assert_frame_equal(o, t.reset_index(drop=True), rtol=1e-6)
+
+
+def test_ground_truth(tmp_path):
+    config = SynthConfig(ranks=2, steps=2, kernels_per_step=20, seed=7)
+    write_traces(config, tmp_path)
+    trace = profiler_step_window(load_dir(tmp_path))
+    types, kernels = kernel_breakdown(trace, num_kernels=10**6)
+    truth = generate(config).truth
+    # every kernel name's statistics, exactly
+    for rank, t in truth.items():
+        got = kernels[kernels["rank"] == rank].set_index("name")
+        assert sorted(got.index) == sorted(t.kernel_stats)
+        for name, (_, total, mx, mn, mean, std) in t.kernel_stats.items():
+            row = got.loc[name]
+            assert (row["sum (us)"], row["max (us)"], row["min (us)"]) == (total, mx, mn)
+            assert row["mean (us)"] == pytest.approx(mean, rel=1e-12)
+            assert row["stddev"] == pytest.approx(std, rel=1e-9, abs=1e-12)
+    # the type combinations partition the busy time
+    assert types["sum"].sum() == pytest.approx(sum(t.busy for t in truth.values()), rel=1e-12)
+
+
+def many_kernels_rank():
+    """12 compute kernel names k00..k11, k_i runs (i + 1) times for 10 µs, then 20 µs once more."""
+    rows, corr, ts = [], 0, 0
+    for i in range(12):
+        for dur in [10_000] * (i + 1) + [20_000]:
+            corr += 1
+            rows.append((f"k{i:02d}", "kernel", ts, dur, 7, corr))
+            ts += dur
+    return rank_trace(rows)
+
+
+def test_others_statistics_default_vs_hta():
+    t = Trace({0: many_kernels_rank()})
+    _, ours = kernel_breakdown(t, num_kernels=10)
+    _, hta = kernel_breakdown(t, num_kernels=10, patterns="hta")
+    top = ours.set_index("name").loc["k11"]
+    # default: statistics of k11's 13 kernels
+    assert (top["sum (us)"], top["max (us)"], top["min (us)"]) == (140.0, 20.0, 10.0)
+    assert top["mean (us)"] == pytest.approx(140 / 13)
+    # HTA collapses them to the sum (its bug, reproduced by the "hta" preset)
+    row = hta.set_index("name").loc["k11"]
+    assert (row["sum (us)"], row["max (us)"], row["min (us)"], row["mean (us)"], row["stddev"]) == (
+        140.0, 140.0, 140.0, 140.0, 0.0)
+    # both agree on which names are kept and on the sums
+    assert ours["name"].tolist() == hta["name"].tolist()
+    assert ours["sum (us)"].tolist() == hta["sum (us)"].tolist()
+    assert "others" in ours["name"].tolist()
+    others = ours.set_index("name").loc["others"]
+    assert others["max (us)"] == 20.0 and others["min (us)"] == 10.0
+
+
+def test_kernel_type_overlap_combinations():
+    rt = rank_trace([
+        ("gemm", "kernel", 0, 20_000, 7, 1),
+        ("ncclKernel_AllReduce", "kernel", 10_000, 20_000, 20, 2),
+        ("Memcpy HtoD (Host -> Device)", "gpu_memcpy", 40_000, 5_000, 7, 3),
+    ])
+    types, kernels = kernel_breakdown(Trace({0: rt}))
+    got = dict(zip(types["kernel_type"], types["sum"], strict=True))
+    assert got == {"COMPUTATION": 10, "COMPUTATION overlapping COMMUNICATION": 10,
+                   "COMMUNICATION": 10, "MEMORY": 5}
+    assert types["percentage"].tolist() == [28.6, 28.6, 28.6, 14.3]
+    assert sorted(kernels["kernel_type"]) == ["COMMUNICATION", "COMPUTATION", "MEMORY"]
+    no_mem, kernels = kernel_breakdown(Trace({0: rt}), include_memory_kernels=False)
+    assert "MEMORY" not in set(no_mem["kernel_type"]) | set(kernels["kernel_type"])
+
+
+def test_rank_without_gpu_events_contributes_no_rows():
+    gpu = rank_trace([("gemm", "kernel", 0, 10_000, 7, 1)], rank=0)
+    cpu = rank_trace([("aten::mm", "cpu_op", 0, 10_000, -1, -1)], rank=1)
+    types, kernels = kernel_breakdown(Trace({0: gpu, 1: cpu}))
+    assert types["kernel_type"].tolist() == ["COMPUTATION"]
+    assert kernels["rank"].tolist() == [0]

@@ -1,0 +1,36 @@
+"""Test helper: load a directory of trace files into a Trace with the real parser, in-process."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace
+from analysis.parse import parse_trace_bytes
+from analysis.sources import rank_from_file_name
+
+
+@cache  # analyses never mutate a Trace; parity tests share one parse per directory
+def load_dir(path) -> Trace:
+    """Parse each ``*.json``/``*.json.gz`` of ``path`` (execution traces ``*_et.*`` left out), keyed
+    by ``meta.rank``, or the rank in the file name when the trace does not say (else 0, as HTA)."""
+    ranks = {}
+    for f in sorted(Path(path).iterdir()):
+        if not f.name.endswith((".json", ".json.gz")) or "_et." in f.name:
+            continue
+        rt = parse_trace_bytes(f.read_bytes(), str(f))
+        rank = rt.meta.rank if rt.meta.rank >= 0 else (rank_from_file_name(f.name) or 0)
+        rt.meta.rank = rank
+        ranks[rank] = rt
+    return Trace(ranks, source=str(path))
+
+
+def rank_trace(rows, rank: int = 0, float_timestamps: bool = False) -> RankTrace:
+    """A hand-made RankTrace from ``(name, cat, ts_ns, dur_ns, stream, correlation)`` tuples."""
+    df = pd.DataFrame(rows, columns=["name", "cat", "ts", "dur", "stream", "correlation"])
+    df = df.assign(pid=1, tid=1, external_id=-1, device=0)
+    df = df[list(EVENT_COLUMNS)].astype(EVENT_COLUMNS)
+    meta = RankMeta(rank=rank, source=f"hand-made rank {rank}", float_timestamps=float_timestamps)
+    return RankTrace(meta=meta, events=df)
