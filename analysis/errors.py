@@ -100,6 +100,19 @@ class UnknownRankError(TraceAnalysisError, KeyError):
         return self.args[0]
 
 
+class ExportError(TraceAnalysisError):
+    """A figure or report could not be written; ``path`` is the file (or directory), ``reason`` why."""
+
+    def __init__(self, path, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+class BrowserNotFoundError(ExportError):
+    """No Chrome/Chromium for kaleido to render static images with."""
+
+
 class TraceLoadWarning(UserWarning):
     """A file was skipped or a rank guessed while loading; the message names the file."""
 

@@ -101,3 +101,21 @@ def gcs_emulator() -> str:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="session")
+def kaleido_session():
+    """One kaleido server (one Chromium) for the whole test session; export calls reuse it.
+
+    Without a browser the tests that render skip locally, but fail in CI (CI=true), where the
+    Makefile's set-up must have installed Chromium.
+    """
+    from analysis.export import BrowserNotFoundError, kaleido_server
+
+    try:
+        with kaleido_server():
+            yield
+    except BrowserNotFoundError as e:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(e))

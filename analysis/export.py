@@ -1,0 +1,170 @@
+"""Writing figures to files (SVG, PNG, PDF through kaleido; HTML through plotly) and showing them.
+
+Static images need a Chrome or Chromium that kaleido drives. Starting one costs seconds, so
+``export_figures`` starts kaleido's sync server once for all the figures it is given, and reuses a
+server the caller already started (``kaleido.start_sync_server()``, e.g. in a notebook or a test
+session) without stopping it.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from .errors import BrowserNotFoundError, ExportError
+
+IMAGE_FORMATS = ("svg", "png", "pdf", "jpeg", "webp")
+FORMATS = (*IMAGE_FORMATS, "html")
+# Size of a static image when the figure sets none: wider than plotly's 700 px, so 32 ranks of bars
+# and long kernel names fit.
+DEFAULT_WIDTH = 1100
+DEFAULT_HEIGHT = 550
+
+_INSTALL_HINT = (
+    "Static export (svg/png/pdf) drives a Chrome or Chromium browser through kaleido, and none was "
+    "found. Install one: on Debian/Ubuntu `apt-get install chromium` (kaleido finds "
+    "/usr/bin/chromium by itself), or `plotly_get_chrome` when online; or point BROWSER_PATH at "
+    "an existing chrome/chromium executable. HTML export needs no browser."
+)
+
+
+# Meant for analysis.errors (owned by the lead); defined here until it moves there.
+def find_browser() -> str:
+    """The Chrome/Chromium kaleido will use: ``BROWSER_PATH`` if set, else kaleido's own search.
+
+    Raises ``BrowserNotFoundError`` (with how to install one) when there is none, rather than
+    letting kaleido fail later inside its server thread.
+    """
+    override = os.environ.get("BROWSER_PATH")
+    if override:
+        if os.path.isfile(override) and os.access(override, os.X_OK):
+            return override
+        raise BrowserNotFoundError(
+            override, f"BROWSER_PATH does not name an executable file. {_INSTALL_HINT}"
+        )
+    # kaleido's browser search (PATH, typical install places, choreographer's own download)
+    from choreographer.browsers.chromium import Chromium
+
+    found = Chromium.find_browser(skip_local=False)
+    if not found:
+        raise BrowserNotFoundError("chrome/chromium", _INSTALL_HINT)
+    return str(found)
+
+
+@contextmanager
+def kaleido_server() -> Iterator[None]:
+    """Run the body with kaleido's sync server up: start it if needed, stop only what we started."""
+    import kaleido
+
+    find_browser()
+    running = getattr(kaleido, "_global_server", None)
+    if running is not None and running.is_running():
+        yield
+        return
+    # mathjax=False: the figures use no LaTeX, and kaleido would otherwise fetch MathJax from a CDN.
+    kaleido.start_sync_server(mathjax=False, silence_warnings=True)
+    try:
+        yield
+    finally:
+        kaleido.stop_sync_server(silence_warnings=True)
+
+
+def _check_formats(formats: Iterable[str]) -> tuple[str, ...]:
+    out = tuple(f.lower().lstrip(".") for f in ([formats] if isinstance(formats, str) else formats))
+    unknown = [f for f in out if f not in FORMATS]
+    if unknown or not out:
+        raise ExportError(
+            "formats", f"unsupported format(s) {unknown or '()'}; choose from {FORMATS}"
+        )
+    return out
+
+
+def _safe_name(name: str) -> str:
+    """A figure key as a file stem: path separators and other awkward characters become ``_``."""
+    stem = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(name)).strip("._")
+    return stem or "figure"
+
+
+def export_figures(
+    figures: Mapping[str, go.Figure],
+    out_dir: str | os.PathLike,
+    formats: Iterable[str] = ("svg",),
+    *,
+    width: int | None = None,
+    height: int | None = None,
+    scale: float = 1.0,
+    include_plotlyjs: bool | str = "directory",
+) -> dict[str, list[Path]]:
+    """Write each figure as ``out_dir/<name>.<format>``; returns ``{name: [paths written]}``.
+
+    Static formats (svg, png, pdf, jpeg, webp) go through one kaleido server for all figures; their
+    size is the figure's own ``layout.width/height``, else ``width``/``height``, else 1100 × 550 px
+    (``scale`` multiplies the pixels of raster formats). ``html`` uses ``fig.write_html``:
+    ``include_plotlyjs="directory"`` writes ``plotly.min.js`` once beside the files (works offline,
+    ~4.8 MB once), ``True`` embeds it in every file, ``"cdn"`` links it from the web.
+    """
+    formats = _check_formats(formats)
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ExportError(out, f"cannot create the output directory: {e.strerror or e}") from e
+    stems = {name: _safe_name(name) for name in figures}
+    if len(set(stems.values())) < len(stems):
+        raise ExportError(out, f"figure names collide once made file names: {sorted(stems)}")
+
+    written: dict[str, list[Path]] = {name: [] for name in figures}
+    if "html" in formats:
+        for name, fig in figures.items():
+            path = out / f"{stems[name]}.html"
+            try:
+                fig.write_html(path, include_plotlyjs=include_plotlyjs, full_html=True)
+            except OSError as e:
+                raise ExportError(path, f"cannot write HTML: {e.strerror or e}") from e
+            written[name].append(path)
+
+    static = [f for f in formats if f in IMAGE_FORMATS]
+    if static and figures:
+        with kaleido_server(), warnings.catch_warnings():
+            # plotly hands kaleido its per-call options even when a server (which ignores them) runs
+            warnings.filterwarnings("ignore", message="The kopts argument is ignored")
+            for name, fig in figures.items():
+                for fmt in static:
+                    path = out / f"{stems[name]}.{fmt}"
+                    try:
+                        fig.write_image(
+                            path,
+                            format=fmt,
+                            scale=scale,
+                            width=fig.layout.width or width or DEFAULT_WIDTH,
+                            height=fig.layout.height or height or DEFAULT_HEIGHT,
+                        )
+                    except Exception as e:  # kaleido/browser failures come in many classes
+                        raise ExportError(path, f"kaleido could not render {fmt}: {e}") from e
+                    written[name].append(path)
+    # Keep the caller's order of formats in each list.
+    order = {f: i for i, f in enumerate(formats)}
+    return {
+        name: sorted(paths, key=lambda p: order[p.suffix[1:]]) for name, paths in written.items()
+    }
+
+
+def show(fig: go.Figure, renderer: str | None = None) -> None:
+    """Display ``fig`` in a notebook, with image renderers (``"svg"``, ``"png"``) too.
+
+    With ``plotly.io.renderers.default = "svg"`` (static notebooks, GitHub previews), rendering needs
+    a browser: this checks for one first (a clear ``BrowserNotFoundError`` instead of kaleido's) and
+    renders through the running kaleido server when there is one.
+    """
+    name = renderer or pio.renderers.default or ""
+    if any(part in IMAGE_FORMATS or part == "jpg" for part in name.split("+")):
+        find_browser()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The kopts argument is ignored")
+        fig.show(renderer=renderer)

@@ -1,0 +1,215 @@
+"""Figure of the CUDA kernel launch statistics: runtime call vs kernel duration, and launch delays.
+
+HTA draws three histograms per rank (short kernels, runtime outliers, launch delay outliers). Here
+one figure holds every rank: on the left each launch as a point (CPU runtime call duration against
+GPU kernel duration, both log scale) with the runtime outliers and short kernels coloured; on the
+right the launch delay distribution per rank with the delays past the cutoff drawn as points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .style import apply_layout, color_for, no_data_figure, plural, rank_axis, sorted_ranks
+
+TITLE = "CUDA kernel launch statistics"
+
+# An SVG with more points than this is slow to draw and no easier to read: past it, the left panel
+# shows every flagged launch (up to the cap) and an even sample of the others, and says so.
+MAX_POINTS = 5_000
+# Per rank, at most this many launch delay outliers are drawn (the largest ones).
+MAX_OUTLIERS_PER_RANK = 200
+# Log axes cannot show 0 µs (HTA rounds sub-µs kernels to 0): such values are drawn here.
+LOG_FLOOR_US = 0.5
+
+
+def _sample(df: pd.DataFrame, n: int) -> pd.DataFrame:
+    """An even, deterministic sample of ``n`` rows (every k-th row), all rows when fewer."""
+    if len(df) <= n:
+        return df
+    idx = np.linspace(0, len(df) - 1, n).round().astype(int)
+    return df.iloc[np.unique(idx)]
+
+
+def _box_stats(values: pd.Series) -> dict:
+    """Tukey box statistics of one rank's launch delays (whiskers at 1.5 IQR, as plotly would)."""
+    q1, median, q3 = values.quantile([0.25, 0.5, 0.75])
+    iqr = q3 - q1
+    inside = values[(values >= q1 - 1.5 * iqr) & (values <= q3 + 1.5 * iqr)]
+    return dict(
+        q1=q1,
+        median=median,
+        q3=q3,
+        lowerfence=inside.min(),
+        upperfence=inside.max(),
+        mean=values.mean(),
+    )
+
+
+def kernel_launch_stats(
+    stats_by_rank: Mapping[int, pd.DataFrame],
+    runtime_cutoff: float = 50,
+    launch_delay_cutoff: float = 100,
+) -> go.Figure:
+    """Launch cost of every kernel: CPU runtime call duration, GPU duration and launch delay (µs).
+
+    ``stats_by_rank`` is the dict of ``get_cuda_kernel_launch_stats()``: per rank a frame of
+    ``correlation, cpu_duration, gpu_duration, launch_delay``. A *runtime outlier* is a launch whose
+    runtime call took longer than ``runtime_cutoff`` µs; a *short kernel* (HTA's term) ran on the GPU
+    for less time than its launch call took on the CPU, within the cutoff; a *launch delay outlier*
+    waited more than ``launch_delay_cutoff`` µs between the end of its runtime call and its start.
+    Both cutoffs default to HTA's.
+    """
+    frames = [
+        f.assign(rank=int(r)) for r, f in (stats_by_rank or {}).items() if f is not None and len(f)
+    ]
+    if not frames:
+        return no_data_figure(TITLE, "No kernel launches matched to GPU kernels")
+    df = pd.concat(frames, ignore_index=True)
+    ranks = sorted_ranks(df["rank"])
+
+    runtime_outlier = df["cpu_duration"] > runtime_cutoff
+    short = ~runtime_outlier & (df["gpu_duration"] < df["cpu_duration"])
+    delay_outlier = df["launch_delay"] > launch_delay_cutoff
+    kinds = (
+        (f"runtime outlier (> {runtime_cutoff:g} µs)", "runtime outlier", runtime_outlier),
+        ("short kernel (GPU < CPU time)", "short kernel", short),
+        ("other launches", "launch", ~runtime_outlier & ~short),
+    )
+
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        column_widths=[0.5, 0.5],
+        horizontal_spacing=0.1,
+        subplot_titles=("Runtime call vs kernel duration", "Launch delay per rank"),
+    )
+
+    # Left: one point per launch. Runtime outliers are drawn first, all of them if the budget
+    # allows; the rest of the budget is shared by the other two kinds in proportion to their size.
+    n_outliers = int(runtime_outlier.sum())
+    rest = len(df) - n_outliers
+    left = max(MAX_POINTS - n_outliers, 0)
+    sampled = False
+    for name, key, mask in kinds:
+        part = df[mask]
+        quota = MAX_POINTS if key == "runtime outlier" else (left * len(part)) // max(rest, 1)
+        shown = _sample(part, quota)
+        sampled |= len(shown) < len(part)
+        fig.add_trace(
+            go.Scatter(
+                name=name,
+                legendgroup=key,
+                x=shown["cpu_duration"].clip(lower=LOG_FLOOR_US),
+                y=shown["gpu_duration"].clip(lower=LOG_FLOOR_US),
+                mode="markers",
+                marker=dict(color=color_for(key), size=5, opacity=0.6),
+                customdata=shown[
+                    ["rank", "correlation", "cpu_duration", "gpu_duration", "launch_delay"]
+                ].to_numpy(),
+                hovertemplate=(
+                    "rank %{customdata[0]}, correlation %{customdata[1]}<br>"
+                    "runtime call: %{customdata[2]:,} µs<br>kernel: %{customdata[3]:,} µs<br>"
+                    "launch delay: %{customdata[4]:,} µs<extra>" + name + "</extra>"
+                ),
+            ),
+            row=1,
+            col=1,
+        )
+    lo = LOG_FLOOR_US
+    hi = float(max(df["cpu_duration"].max(), df["gpu_duration"].max(), runtime_cutoff, 1)) * 1.5
+    fig.add_trace(
+        go.Scatter(
+            x=[lo, hi],
+            y=[lo, hi],
+            mode="lines",
+            name="GPU time = CPU time",
+            line=dict(color="#555555", dash="dot", width=1),
+            hoverinfo="skip",
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_vline(
+        x=runtime_cutoff,
+        line=dict(color=color_for("runtime outlier"), dash="dash", width=1),
+        row=1,
+        col=1,
+    )
+    fig.update_xaxes(
+        type="log", dtick=1, title_text="CUDA runtime call duration (µs)", row=1, col=1
+    )
+    fig.update_yaxes(type="log", dtick=1, title_text="GPU kernel duration (µs)", row=1, col=1)
+
+    # Right: per-rank box of the launch delays from precomputed quartiles (a box stays one SVG path
+    # however many launches it summarises), and the outliers as points.
+    names = [str(r) for r in ranks]
+    stats = [_box_stats(df.loc[df["rank"] == r, "launch_delay"]) for r in ranks]
+    fig.add_trace(
+        go.Box(
+            name="launch delay",
+            x=names,
+            marker_color=color_for("launch"),
+            showlegend=True,
+            **{
+                k: [s[k] for s in stats]
+                for k in ("q1", "median", "q3", "lowerfence", "upperfence", "mean")
+            },
+        ),
+        row=1,
+        col=2,
+    )
+    outliers = (
+        df[delay_outlier]
+        .sort_values("launch_delay", ascending=False)
+        .groupby("rank", sort=False)
+        .head(MAX_OUTLIERS_PER_RANK)
+    )
+    delay_name = f"launch delay outlier (> {launch_delay_cutoff:g} µs)"
+    fig.add_trace(
+        go.Scatter(
+            name=delay_name,
+            x=outliers["rank"].astype(str),
+            y=outliers["launch_delay"],
+            mode="markers",
+            marker=dict(color=color_for("launch delay outlier"), size=5, symbol="x"),
+            customdata=outliers[["correlation", "cpu_duration", "gpu_duration"]].to_numpy(),
+            hovertemplate=(
+                "rank %{x}, correlation %{customdata[0]}<br>launch delay: %{y:,} µs<br>"
+                "runtime call: %{customdata[1]:,} µs, kernel: %{customdata[2]:,} µs<extra></extra>"
+            ),
+        ),
+        row=1,
+        col=2,
+    )
+    fig.add_hline(
+        y=launch_delay_cutoff,
+        line=dict(color=color_for("launch delay outlier"), dash="dash", width=1),
+        row=1,
+        col=2,
+    )
+    fig.update_xaxes(rank_axis(ranks), row=1, col=2)
+    fig.update_yaxes(title_text="Launch delay (µs)", rangemode="tozero", row=1, col=2)
+
+    counts = [
+        f"{plural(int(runtime_outlier.sum()), 'runtime outlier')}",
+        f"{plural(int(short.sum()), 'short kernel')}",
+        f"{plural(int(delay_outlier.sum()), 'launch delay outlier')}",
+        f"of {len(df):,} launches on {plural(len(ranks), 'rank')}",
+    ]
+    note = ", ".join(counts[:3]) + " " + counts[3]
+    if sampled:
+        note += f"; left panel shows a sample of {MAX_POINTS:,} points"
+    if (df[["cpu_duration", "gpu_duration"]] < LOG_FLOOR_US).any(axis=None):
+        note += f"; durations < {LOG_FLOOR_US:g} µs drawn at {LOG_FLOOR_US:g} µs"
+    apply_layout(fig, TITLE, subtitle=note, legend_title="Launch", height=520)
+    fig.update_layout(
+        legend=dict(orientation="h", yanchor="top", y=-0.18, xanchor="left", x=0),
+        margin=dict(t=120, b=110),
+    )
+    return fig

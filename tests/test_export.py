@@ -1,0 +1,96 @@
+"""Exporting figures: SVG/PNG through one kaleido server and a real Chromium, HTML through plotly,
+and clear errors when no browser is there or a format is unknown."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+import pytest
+
+from analysis.errors import TraceAnalysisError
+from analysis.export import (
+    BrowserNotFoundError,
+    ExportError,
+    export_figures,
+    find_browser,
+    show,
+)
+from analysis.figures import comm_comp_overlap
+from analysis.figures.style import apply_layout
+
+
+def small_figure(title="Overlap of ranks 3, 5, 17"):
+    df = pd.DataFrame({"rank": [3, 5, 17], "comp_comm_overlap_pctg": [12.5, 80.0, 47.25]})
+    return apply_layout(comm_comp_overlap(df), title)
+
+
+def test_svg_and_png_in_one_call(kaleido_session, tmp_path):
+    import kaleido
+
+    written = export_figures(
+        {"overlap": small_figure(), "bars/by rank": go.Figure(go.Bar(x=["a"], y=[1]))},
+        tmp_path / "figs",
+        formats=("png", "svg"),
+    )
+    png, svg = written["overlap"]
+    assert (png.name, svg.name) == ("overlap.png", "overlap.svg")  # the caller's order of formats
+    assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    text = svg.read_text(encoding="utf-8")
+    assert "Overlap of ranks 3, 5, 17" in text and ">17<" in text and "80.0 %" in text
+    assert [p.name for p in written["bars/by rank"]] == ["bars_by_rank.png", "bars_by_rank.svg"]
+    # the server the session started is still up for the next export
+    assert kaleido._global_server.is_running()
+
+
+def test_html_works_offline_with_one_shared_plotly_js(tmp_path):
+    written = export_figures(
+        {"a": small_figure("Figure A"), "b": small_figure("Figure B")}, tmp_path, formats="html"
+    )
+    (a,) = written["a"]
+    html = a.read_text(encoding="utf-8")
+    assert a.name == "a.html" and "Figure A" in html
+    assert 'src="plotly.min.js"' in html
+    assert (tmp_path / "plotly.min.js").stat().st_size > 1_000_000
+    assert "Figure B" in written["b"][0].read_text(encoding="utf-8")
+
+
+def test_unknown_format_is_a_clear_error(tmp_path):
+    with pytest.raises(ExportError, match=r"unsupported format.*'gif'"):
+        export_figures({"a": small_figure()}, tmp_path, formats=("svg", "gif"))
+    assert not list(tmp_path.iterdir())
+
+
+def test_missing_browser_says_how_to_install_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-such-chromium"))
+    with pytest.raises(BrowserNotFoundError) as info:
+        export_figures({"a": small_figure()}, tmp_path / "out", formats=("svg",))
+    message = str(info.value)
+    assert "no-such-chromium" in message and "apt-get install chromium" in message
+    assert "BROWSER_PATH" in message
+    assert isinstance(info.value, TraceAnalysisError)
+    assert not list((tmp_path / "out").iterdir())
+    # HTML needs no browser
+    assert export_figures({"a": small_figure()}, tmp_path / "out", formats=("html",))["a"]
+
+
+def test_find_browser_honours_browser_path(tmp_path, monkeypatch):
+    try:
+        real = find_browser()
+    except BrowserNotFoundError as e:
+        pytest.skip(str(e))
+    monkeypatch.setenv("BROWSER_PATH", real)
+    assert find_browser() == real
+
+
+def test_show_with_the_svg_renderer(kaleido_session, capsys, monkeypatch):
+    monkeypatch.setattr(pio.renderers, "default", "svg")
+    show(small_figure("Shown as SVG"))
+    out = capsys.readouterr().out
+    assert "image/svg+xml" in out and "Shown as SVG" in out
+
+
+def test_show_without_browser_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "nothing"))
+    with pytest.raises(BrowserNotFoundError):
+        show(small_figure(), renderer="png")
