@@ -65,6 +65,10 @@ class DuplicateRankError(TraceLoadError):
         )
 
 
+class UnsafePickleError(TraceLoadError):
+    """A pickle asked to import or call code (a class, a function); refused before anything ran."""
+
+
 class MultipleLoadErrors(TraceLoadError):
     """Several files failed to load with ``on_error="raise"``; ``errors`` holds each one."""
 
@@ -86,6 +90,10 @@ class NoGPUEventsError(TraceAnalysisError):
             f"{what} needs GPU kernels, but rank(s) {self.ranks} have no GPU events "
             "(CPU-only trace, or the profiler ran without CUDA activities)"
         )
+
+
+class NoMemoryEventsError(TraceAnalysisError):
+    """A memory snapshot holds nothing for the device asked for."""
 
 
 class UnknownRankError(TraceAnalysisError, KeyError):
