@@ -4,22 +4,27 @@ Like ``plotly.express``: no side effects, the caller decides whether to show, ex
 ``analysis.export``). Every figure accepts empty input and then says there is no data. Colours,
 labels and the switch to distributions for many ranks live in ``analysis.figures.style``.
 
-Only this package's core figure modules are imported here; others (``flamegraph``, ``memory``) are
-imported by whoever uses them, so a broken or heavy one never slows ``import analysis.figures``.
+The flame graph (py-spy profiles) and the memory figures live here too, under the same rules.
 """
 
 from __future__ import annotations
 
+from .flamegraph import flamegraph
 from .idle_time import idle_interval_stats, idle_time_breakdown
 
 # The function is bound after its module is imported, so `figures.kernel_breakdown` is the function.
 from .kernel_breakdown import kernel_breakdown, kernel_type_breakdown
 from .launch_stats import kernel_launch_stats
+from .memory import memory_timeline_figure, snapshot_timeline_figure, top_allocations_table
 from .overlap import comm_comp_overlap
 from .temporal import temporal_breakdown
 
 __all__ = [
     "comm_comp_overlap",
+    "flamegraph",
+    "memory_timeline_figure",
+    "snapshot_timeline_figure",
+    "top_allocations_table",
     "idle_interval_stats",
     "idle_time_breakdown",
     "kernel_breakdown",

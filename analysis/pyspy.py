@@ -1,0 +1,433 @@
+"""Python-level profiles from py-spy: read ``py-spy record -f raw`` files and say where the samples go.
+
+When the GPU idles waiting on the host, the answer is in Python; py-spy samples it. Its ``raw``
+format (Brendan Gregg's *collapsed stacks*) has one distinct stack per line, outermost frame first,
+frames ``function (file:line)`` separated by ``;`` and the number of samples at the end::
+
+    <module> (train.py:70);main (train.py:62);step (torch/nn/modules/module.py:1511) 84
+
+``--subprocesses`` prefixes each stack with ``process PID:"COMMAND LINE"`` (one per ancestor),
+``--threads`` with ``thread (TID)`` or ``thread (TID): NAME``; ``--native`` adds C frames such as
+``0x7f... (libc.so.6)`` that have no line number; a stack with no Python frame is written as an
+empty stack (`` 3``). All of these are read. One file per node (``profile_node$SLURM_NODEID.txt``)
+is the usual way to profile a multi-node job; pass all of them to combine.
+
+Caveat on shares: py-spy takes one sample per *process and thread* at each tick, so with
+``--subprocesses`` (torchrun's workers) or ``--threads`` a tick counts once per process/thread that
+was active. Shares are therefore shares of process-samples, not of wall time; eight workers busy in
+the same function for 1 s weigh eight times one worker.
+
+``read_pyspy`` parses one file into a ``PySpyProfile``; ``pyspy_report`` and ``call_tree`` are
+analyses over one or more profiles (they accept paths too and read them first).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import ConfigError, CorruptTraceError, TraceNotFoundError, TracePermissionError
+
+NOT_FOUND = "not found"  # library columns of a stack with no frame in the library
+NO_FRAMES = "<no Python frames>"  # leaf of py-spy's empty stacks (process sampled, no Python frame)
+
+# --subprocesses / --threads prefixes, which py-spy writes as the outermost "frames".
+_PROCESS_RE = r'^process (?P<pid>\d+):"(?P<cmd>.*)"$'
+_THREAD_RE = r"^thread \((?P<tid>\d+)\)(?:: (?P<name>.*))?$"
+# A Python function name cannot contain " (", so the first " (" ends the name (paths may hold one).
+_FRAME_RE = r"^(?P<function>.*?) \((?P<location>.*)\)$"
+_LOCATION_RE = r"^(?P<path>.*):(?P<line>\d+)$"
+
+
+@dataclass(frozen=True)
+class PySpyProfile:
+    """One py-spy raw file, decoded.
+
+    - ``stacks``: one row per line of the file that holds samples: ``samples`` (int64),
+      ``process`` (int64 pid of the innermost ``process`` prefix, -1 without ``-s``),
+      ``process_command`` (str), ``thread`` (int64 tid, -1 without ``--threads``), ``thread_name``
+      (str), ``line`` (int64, 1-based line number in the file).
+    - ``frames``: one row per frame of each stack, sorted by ``stack`` then ``depth``: ``stack``
+      (int64 row of ``stacks``), ``depth`` (int64, 0 = outermost), ``function_id`` (int64 row of
+      ``functions``).
+    - ``functions``: the distinct frames: ``function``, ``path`` (str, as py-spy prints it,
+      usually relative to ``sys.path``), ``line`` (int64, -1 for native frames).
+    """
+
+    source: str
+    stacks: pd.DataFrame
+    frames: pd.DataFrame
+    functions: pd.DataFrame
+    skipped_lines: int = 0
+
+    @property
+    def total_samples(self) -> int:
+        return int(self.stacks["samples"].sum())
+
+    @property
+    def name(self) -> str:
+        """The file name without its folder (``profile_node3.txt``), used to label rows by node."""
+        return os.path.basename(self.source.rstrip("/")) or self.source
+
+
+def read_pyspy(
+    path: str | os.PathLike,
+    *,
+    on_error: str = "raise",
+    storage_options: Mapping[str, Any] | None = None,
+) -> PySpyProfile:
+    """Read one py-spy raw file (local path or fsspec URL such as ``gs://``; ``.gz`` is inferred).
+
+    A malformed line raises ``CorruptTraceError`` naming the file and line number; with
+    ``on_error="skip"`` it is skipped and counted in ``skipped_lines``.
+    """
+    import fsspec
+
+    source = os.fspath(path)
+    try:
+        with fsspec.open(source, "rb", compression="infer", **(storage_options or {})) as f:
+            data = f.read()
+    except FileNotFoundError as exc:
+        raise TraceNotFoundError(source, "no such py-spy file") from exc
+    except PermissionError as exc:
+        raise TracePermissionError(source, f"permission denied ({exc})") from exc
+    except OSError as exc:  # truncated gzip and the like
+        raise CorruptTraceError(source, f"cannot read: {exc}") from exc
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptTraceError(
+            source, f"not text (byte {exc.start} is not UTF-8); expected `py-spy record -f raw` output"
+        ) from exc
+    return parse_pyspy(text, source=source, on_error=on_error)
+
+
+def parse_pyspy(text: str, source: str = "<text>", on_error: str = "raise") -> PySpyProfile:
+    """Decode the text of a py-spy raw file (see the module docstring for the format)."""
+    if on_error not in ("raise", "skip"):
+        raise ConfigError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
+    # Split in Arrow, not in Python: a 100k-line file is ~100 MB of text. Arrow's string kernels
+    # are ~15x slower on large_string (pyarrow 26), so it is used only when 32-bit offsets may not do.
+    kind = pa.string() if len(text) < 2**29 else pa.large_string()
+    raw = pc.list_flatten(pc.split_pattern(pa.array([text], kind), "\n"))
+    body = pc.utf8_rtrim_whitespace(raw)  # \r of Windows line ends, trailing blanks
+    keep = pc.not_equal(body, "")
+    body = body.filter(keep)
+    line_numbers = np.flatnonzero(keep.to_numpy(zero_copy_only=False)) + 1
+    # "<stack> <count>": split at the last space; py-spy's empty stack is " <count>".
+    halves = pc.split_pattern(body, " ", max_splits=1, reverse=True)
+    two = pc.equal(pc.list_value_length(halves), 2)
+    valid = two.to_numpy(zero_copy_only=False).copy()
+    digits = pc.match_substring_regex(pc.list_element(halves.filter(two), 1), r"^\d{1,18}$")
+    valid[valid] = digits.to_numpy(zero_copy_only=False)
+    skipped = int(len(valid) - valid.sum())
+    if skipped:
+        if on_error == "raise":
+            first = int(np.flatnonzero(~valid)[0])
+            raise CorruptTraceError(
+                source, f"line {line_numbers[first]}: {_why_malformed(body[first].as_py())}"
+            )
+        halves = halves.filter(pa.array(valid))
+        line_numbers = line_numbers[valid]
+    if len(halves) == 0:
+        reason = "no samples: the file is empty" if not skipped else "no valid line"
+        raise CorruptTraceError(source, f"{reason}; expected `py-spy record -f raw` output")
+    stack_text, count = pc.list_element(halves, 0), pc.list_element(halves, 1)
+    samples = pc.cast(count, pa.int64()).to_numpy()
+
+    lists = pc.split_pattern(stack_text, ";")
+    flat = pc.list_flatten(lists)
+    owner = pc.list_parent_indices(lists)
+    nonempty = pc.not_equal(flat, "")
+    flat, owner = flat.filter(nonempty), owner.filter(nonempty).to_numpy().astype(np.int64)
+    encoded = pc.dictionary_encode(flat)
+    codes = encoded.indices.to_numpy().astype(np.int64)
+    distinct = encoded.dictionary
+    n = len(samples)
+    prefixes = _PrefixFrames(distinct)
+    stacks = pd.DataFrame(
+        {
+            "samples": samples,
+            "process": np.full(n, -1, np.int64),
+            "process_command": pd.array([""] * n, dtype="str"),
+            "thread": np.full(n, -1, np.int64),
+            "thread_name": pd.array([""] * n, dtype="str"),
+            "line": line_numbers.astype(np.int64),
+        }
+    )
+    if prefixes.any:
+        # --subprocesses / --threads prefixes are frames to py-spy; make them columns of the stack.
+        prefixes.assign(stacks, owner, codes)
+        is_frame = ~prefixes.mask[codes]
+        owner, codes = owner[is_frame], prefixes.renumber[codes[is_frame]]
+        distinct = distinct.filter(pa.array(~prefixes.mask))
+    # `owner` is sorted: a frame's depth is its distance from its stack's first frame.
+    starts = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n))[:-1]])
+    depth = np.arange(len(owner), dtype=np.int64) - starts[owner]
+    frames = pd.DataFrame({"stack": owner, "depth": depth, "function_id": codes})
+    return PySpyProfile(source, stacks, frames, _decode_frames(distinct), int(skipped))
+
+
+class _PrefixFrames:
+    """Which distinct frames are ``process PID:"CMD"`` / ``thread (TID): NAME`` prefixes."""
+
+    def __init__(self, distinct: pa.Array):
+        self.process = pc.extract_regex(distinct, _PROCESS_RE)
+        self.thread = pc.extract_regex(distinct, _THREAD_RE)
+        is_process = self.process.is_valid().to_numpy(zero_copy_only=False)
+        is_thread = self.thread.is_valid().to_numpy(zero_copy_only=False)
+        self.is_process, self.is_thread = is_process, is_thread
+        self.mask = is_process | is_thread
+        self.any = bool(self.mask.any())
+        self.renumber = np.cumsum(~self.mask) - 1  # old distinct index -> index among real frames
+
+    def assign(self, stacks: pd.DataFrame, owner: np.ndarray, codes: np.ndarray) -> None:
+        """Set the stacks' process/thread columns from their innermost prefix frames."""
+        for mask, parsed, columns in (
+            (self.is_process, self.process, (("process", "pid"), ("process_command", "cmd"))),
+            (self.is_thread, self.thread, (("thread", "tid"), ("thread_name", "name"))),
+        ):
+            picked = mask[codes]
+            # frames are in stack order, so the last assignment per stack is its innermost prefix
+            stack_of, code_of = owner[picked], codes[picked]
+            last = np.full(len(stacks), -1, np.int64)
+            last[stack_of] = code_of
+            has = last >= 0
+            for column, field in columns:
+                values = parsed.field(field).to_numpy(zero_copy_only=False)[last[has]]
+                if stacks[column].dtype == np.int64:
+                    values = values.astype(np.int64)
+                stacks.loc[has, column] = values
+
+
+def _decode_frames(frames: pa.Array) -> pd.DataFrame:
+    """``function (path:line)`` → function, path, line; ``name (lib.so)`` → line -1; bare → path ""."""
+    parsed = pc.extract_regex(frames, _FRAME_RE)
+    function = pc.if_else(parsed.is_valid(), parsed.field("function"), frames)
+    location = pc.if_else(parsed.is_valid(), parsed.field("location"), "")
+    located = pc.extract_regex(location, _LOCATION_RE)
+    path = pc.if_else(located.is_valid(), located.field("path"), location)
+    # an invalid row's field reads "", so choose the text before casting
+    line = pc.cast(pc.if_else(located.is_valid(), located.field("line"), "-1"), pa.int64())
+    return pd.DataFrame(
+        {
+            "function": pd.array(function.to_pylist(), dtype="str"),
+            "path": pd.array(path.to_pylist(), dtype="str"),
+            "line": line.to_numpy(zero_copy_only=False).astype(np.int64),
+        }
+    )
+
+
+def _why_malformed(line: str) -> str:
+    head = line.lstrip()[:80]
+    if head.startswith("<?xml") or head.startswith("<svg"):
+        return "this is py-spy's SVG output; record with `py-spy record -f raw`"
+    if head.startswith("{"):
+        return "this is JSON (speedscope?), not py-spy's raw output; record with `-f raw`"
+    return f"expected '<frames separated by ;> <sample count>', got {head!r}"
+
+
+def load_profiles(
+    files: str | os.PathLike | PySpyProfile | Iterable[str | os.PathLike | PySpyProfile],
+    *,
+    on_error: str = "raise",
+    storage_options: Mapping[str, Any] | None = None,
+) -> list[PySpyProfile]:
+    """One path, one profile, or several of either → a list of profiles (paths are read)."""
+    if isinstance(files, str | os.PathLike | PySpyProfile):
+        files = [files]
+    profiles = [
+        f if isinstance(f, PySpyProfile)
+        else read_pyspy(f, on_error=on_error, storage_options=storage_options)
+        for f in files
+    ]
+    if not profiles:
+        raise ConfigError("no py-spy files given")
+    return profiles
+
+
+def _labels(profiles: list[PySpyProfile]) -> list[str]:
+    """File names label the nodes; full sources when two files share a name (node0/x.txt, node1/x.txt)."""
+    names = [p.name for p in profiles]
+    return names if len(set(names)) == len(names) else [p.source for p in profiles]
+
+
+def _library_mask(paths: pd.Series, library_name: str) -> np.ndarray:
+    """Paths inside the library: ``torch`` matches ``torch/nn/x.py`` and ``/site-packages/torch/x.py``;
+    ``torch.distributed`` matches ``torch/distributed/...``; ``six`` also matches ``six.py``."""
+    sep = r"[/\\]"
+    parts = sep.join(re.escape(p) for p in library_name.strip(".").split("."))
+    pattern = rf"(?:^|{sep}){parts}(?:{sep}|\.py$|$)"
+    return paths.str.contains(pattern, regex=True).to_numpy(dtype=bool)
+
+
+def _last_per_stack(frames: pd.DataFrame, mask: np.ndarray, n_stacks: int) -> np.ndarray:
+    """function_id of the deepest frame of each stack where ``mask`` holds, -1 where none does."""
+    out = np.full(n_stacks, -1, np.int64)
+    picked = frames[mask]
+    # frames are sorted by (stack, depth): assigning in order leaves the deepest one per stack
+    out[picked["stack"].to_numpy()] = picked["function_id"].to_numpy()
+    return out
+
+
+def pyspy_report(
+    files: str | os.PathLike | PySpyProfile | Iterable[str | os.PathLike | PySpyProfile],
+    library_name: str | None = None,
+    aggregate_leaf_paths: bool = False,
+    num_rows: int | None = None,
+    *,
+    on_error: str = "raise",
+    storage_options: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """Where the Python samples are: by leaf function and by the deepest frame in ``library_name``.
+
+    One row per file and distinct (leaf frame, library frame): ``file`` (the file name, one per
+    node), ``leaf_function``, ``leaf_path``, ``leaf_line`` (the innermost frame of the stack;
+    ``<no Python frames>`` for py-spy's empty stacks), ``library_function``, ``library_path``,
+    ``library_line`` (the deepest frame whose path lies in ``library_name``, ``"not found"`` / -1
+    when no frame does; columns absent without ``library_name``), ``samples`` (count) and
+    ``samples_pctg`` = 100 × samples / all samples of all files (%). Rows are sorted by samples,
+    largest first; ``num_rows`` keeps the first ones.
+
+    With ``aggregate_leaf_paths`` rows that share the leaf and library *function* (name and path)
+    merge, whatever the line numbers; the ``*_line`` columns are then dropped. Samples of all
+    processes and threads of a file add up (see the module docstring: a tick counts once per
+    process/thread).
+    """
+    profiles = load_profiles(files, on_error=on_error, storage_options=storage_options)
+    tables = [
+        _stack_table(p, label, library_name) for p, label in zip(profiles, _labels(profiles), strict=True)
+    ]
+    table = pd.concat(tables, ignore_index=True)
+    keys = ["file", "leaf_function", "leaf_path", "leaf_line"]
+    if library_name is not None:
+        keys += ["library_function", "library_path", "library_line"]
+    if aggregate_leaf_paths:
+        keys = [k for k in keys if not k.endswith("_line")]
+    report = table.groupby(keys, sort=False, dropna=False, observed=True)["samples"].sum().reset_index()
+    total = sum(p.total_samples for p in profiles)
+    report["samples_pctg"] = 100.0 * report["samples"] / total
+    report = report.sort_values(["samples", *keys], ascending=[False] + [True] * len(keys))
+    if num_rows is not None:
+        report = report.head(num_rows)
+    return report.reset_index(drop=True)
+
+
+def _stack_table(profile: PySpyProfile, label: str, library_name: str | None) -> pd.DataFrame:
+    """One row per stack of ``profile`` with its leaf and library frames spelled out."""
+    n = len(profile.stacks)
+    frames, functions = profile.frames, profile.functions
+    # The leaf is the last frame of each stack (frames are sorted by stack, depth).
+    is_leaf = np.r_[frames["stack"].to_numpy()[1:] != frames["stack"].to_numpy()[:-1], True]
+    leaf = _last_per_stack(frames, is_leaf if len(frames) else np.zeros(0, bool), n)
+    table = {"file": np.full(n, label, object)}
+    table |= _spell(functions, leaf, "leaf", NO_FRAMES, "")
+    if library_name is not None:
+        in_library = _library_mask(functions["path"], library_name)
+        mask = in_library[frames["function_id"].to_numpy()]
+        library = _last_per_stack(frames, mask, n)
+        table |= _spell(functions, library, "library", NOT_FOUND, NOT_FOUND)
+    table["samples"] = profile.stacks["samples"].to_numpy()
+    return pd.DataFrame(table)
+
+
+def _spell(functions: pd.DataFrame, ids: np.ndarray, prefix: str, none_name: str, none_path: str):
+    found = ids >= 0
+    safe = np.where(found, ids, 0)
+    if len(functions) == 0:
+        names = paths = np.full(len(ids), "", object)
+        lines = np.full(len(ids), -1, np.int64)
+    else:
+        names = functions["function"].to_numpy(dtype=object)[safe]
+        paths = functions["path"].to_numpy(dtype=object)[safe]
+        lines = functions["line"].to_numpy()[safe]
+    return {
+        f"{prefix}_function": np.where(found, names, none_name),
+        f"{prefix}_path": np.where(found, paths, none_path),
+        f"{prefix}_line": np.where(found, lines, -1).astype(np.int64),
+    }
+
+
+def call_tree(
+    files: str | os.PathLike | PySpyProfile | Iterable[str | os.PathLike | PySpyProfile],
+    *,
+    on_error: str = "raise",
+    storage_options: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """The merged call tree of one or more profiles, as drawn by a flame graph.
+
+    One row per node: ``node`` (int64 id), ``parent`` (int64, -1 for a file's root), ``depth``
+    (0 = the file's root, 1 = outermost frame), ``file``, ``function``, ``path``, ``line``,
+    ``samples`` (samples whose stack passes through this node: inclusive count) and
+    ``self_samples`` (samples whose stack ends here). A file's root node is named after the file
+    and holds all its samples. Stacks with the same frames from the root down share nodes.
+    """
+    profiles = load_profiles(files, on_error=on_error, storage_options=storage_options)
+    parts, next_id = [], 0
+    for profile, label in zip(profiles, _labels(profiles), strict=True):
+        part = _tree_of(profile, label, next_id)
+        next_id += len(part)
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)
+
+
+def _tree_of(profile: PySpyProfile, label: str, first_id: int) -> pd.DataFrame:
+    samples = profile.stacks["samples"].to_numpy()
+    frames = profile.frames
+    stack = frames["stack"].to_numpy()
+    depth = frames["depth"].to_numpy()
+    function_id = frames["function_id"].to_numpy()
+    n_functions = max(len(profile.functions), 1)
+    node_of_stack = np.full(len(samples), first_id, np.int64)  # every stack starts at the root
+    ids = [np.array([first_id])]
+    parents = [np.array([-1])]
+    funcs = [np.array([-1])]
+    depths = [np.array([0])]
+    inclusive = [np.array([samples.sum()])]
+    next_id = first_id + 1
+    # One pass per depth level: a node is (parent node, function) at that level.
+    order = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[order], np.arange(depth.max() + 2 if len(depth) else 1))
+    for d in range(len(bounds) - 1):
+        rows = order[bounds[d] : bounds[d + 1]]
+        if len(rows) == 0:
+            continue
+        key = node_of_stack[stack[rows]] * n_functions + function_id[rows]
+        unique, inverse = np.unique(key, return_inverse=True)
+        new = next_id + np.arange(len(unique))
+        node_of_stack[stack[rows]] = new[inverse]
+        ids.append(new)
+        parents.append(unique // n_functions)
+        funcs.append(unique % n_functions)
+        depths.append(np.full(len(unique), d + 1))
+        inclusive.append(np.bincount(inverse, weights=samples[stack[rows]]).astype(np.int64))
+        next_id += len(unique)
+    node = np.concatenate(ids)
+    parent = np.concatenate(parents)
+    func = np.concatenate(funcs)
+    total = np.concatenate(inclusive).astype(np.int64)
+    children = np.zeros(len(node), np.int64)
+    has_parent = parent >= 0
+    np.add.at(children, parent[has_parent] - first_id, total[has_parent])
+    spelled = _spell(profile.functions, func, "f", label, "")
+    return pd.DataFrame(
+        {
+            "node": node,
+            "parent": parent,
+            "depth": np.concatenate(depths).astype(np.int64),
+            "file": label,
+            "function": spelled["f_function"],
+            "path": spelled["f_path"],
+            "line": spelled["f_line"],
+            "samples": total,
+            "self_samples": total - children,
+        }
+    )
