@@ -80,7 +80,7 @@ def comm_comp_overlap(
     rounding: Rounding = "exact",
 ) -> pd.DataFrame:
     """Communication/computation overlap of ``ranks`` (default: all), one row per rank."""
-    selected = trace.rank_list() if ranks is None or ranks == "all" else list(ranks)
+    selected = trace.select(ranks, default="all")
     return combine(
         {r: comm_comp_overlap_rank(trace[r], patterns=patterns, rounding=rounding)
          for r in selected}

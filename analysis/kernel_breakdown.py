@@ -160,7 +160,7 @@ def kernel_breakdown(
     rounding: Rounding = "exact",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """GPU kernel breakdown of ``ranks`` (default: all): ``(kernel_type_df, all_kernel_df)``."""
-    selected = trace.rank_list() if ranks is None or ranks == "all" else list(ranks)
+    selected = trace.select(ranks, default="all")
     return combine(
         {
             r: kernel_breakdown_rank(

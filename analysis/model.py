@@ -44,9 +44,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from .errors import UnknownRankError
+from .errors import ConfigError, UnknownRankError
 
 EVENT_COLUMNS: dict[str, str] = {
     "ts": "int64",
@@ -193,6 +194,26 @@ class Trace(Mapping[int, RankTrace]):
 
     def rank_list(self) -> list[int]:
         return list(self.ranks)
+
+    def select(self, ranks=None, default: str = "first") -> list[int]:
+        """Normalise a ``ranks`` argument into a list of ranks present in the trace.
+
+        ``None`` → the first rank (HTA's ``[0]``, but rank 0 may be absent) or, with
+        ``default="all"``, every rank; ``"all"`` → every rank; an int or an iterable of ints → those,
+        each checked (``UnknownRankError`` names the ranks present).
+        """
+        present = self.rank_list()
+        if ranks is None:
+            return present[:1] if default == "first" else present
+        if isinstance(ranks, str):
+            if ranks != "all":
+                raise ConfigError(f"ranks must be an int, a list of ints or 'all', not {ranks!r}")
+            return present
+        chosen = [int(ranks)] if isinstance(ranks, int | np.integer) else [int(r) for r in ranks]
+        for r in chosen:
+            if r not in self.ranks:
+                raise UnknownRankError(r, present)
+        return chosen
 
     def __repr__(self) -> str:
         return f"Trace(source={self.source!r}, ranks={self.rank_list()})"

@@ -78,7 +78,7 @@ def temporal_breakdown(
     rounding: Rounding = "exact",
 ) -> pd.DataFrame:
     """Temporal breakdown of ``ranks`` (default: all), one row per rank (see the module doc)."""
-    selected = trace.rank_list() if ranks is None or ranks == "all" else list(ranks)
+    selected = trace.select(ranks, default="all")
     return combine(
         {r: temporal_breakdown_rank(trace[r], patterns=patterns, rounding=rounding)
          for r in selected}

@@ -1,0 +1,230 @@
+"""CUDA kernel launch statistics: what each GPU launch cost on the CPU and how long it waited.
+
+Every GPU kernel, memcpy or memset is linked to the CPU runtime call that launched it by their
+shared ``correlation`` id. Per launch (one row per matched CPU call and GPU event, µs):
+
+- ``cpu_duration``: duration of the runtime call (``cudaLaunchKernel``, ...);
+- ``gpu_duration``: duration of the GPU event;
+- ``launch_delay``: ``max(0, gpu start − runtime call end)``, the time the event waited on the
+  device after the call returned.
+
+Times are float µs (HTA's columns are integers, whole µs after its rounding).
+
+Which runtime calls count as launches is preset data (``LAUNCH_API_PRESETS``), chosen with the
+kernel pattern preset: ``"hta"`` for ``patterns="hta"`` (any ``KernelPatterns`` with
+``hta_quirks``), ``"default"`` otherwise; or pass ``launch_apis=`` (a preset name or a
+``LaunchApis``). Columns and row order (CPU calls in file order, then their GPU events in file order)
+are HTA 0.5.0's ``get_cuda_kernel_launch_stats``: a ``{rank: DataFrame}`` dict.
+
+Deviations of the default from HTA (docs/deviations-idle-launch.md):
+
+- The ``"default"`` launch APIs add the driver API (``cuLaunchKernel``: Triton kernels), CUDA
+  graphs (``cudaGraphLaunch``), cooperative launches, ROCm (``hipLaunchKernel``,
+  ``hipExtModuleLaunchKernel``, ``hipMemcpyWithStream``, ...) and more async copies; HTA 0.5.0
+  matches only ``cudaLaunchKernel``, ``cudaLaunchKernelExC``, MTIA's ``runFunction`` and, with
+  memory events, ``cudaMemcpyAsync``/``cudaMemsetAsync``.
+- The default matches only the launch calls themselves with kernels, memcpys and memsets. HTA takes
+  every stream-less event that shares a launch's correlation id as the CPU side and every event on a
+  stream (sync events included) as the GPU side; on ROCm traces, where ``hipLaunchKernel`` carries
+  a stream, HTA therefore misses the launches.
+- Both presets ignore events without a correlation id (HTA would join them all with each other).
+- A rank without GPU events raises ``NoGPUEventsError`` (HTA returns an empty frame, or raises a
+  ``KeyError`` when no event has a stream). ``ranks=None`` means the first rank present (HTA: 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from .errors import ConfigError, NoGPUEventsError
+from .events import has_gpu_events
+from .kernel_types import KernelPatterns, resolve_patterns
+from .model import RankTrace, Trace
+from .timebase import Rounding, event_bounds_ns, ns_to_us
+
+COLUMNS = ["correlation", "cpu_duration", "gpu_duration", "launch_delay"]
+# The GPU events a launch can start (HTA's idle-time categories: kernels, copies, sets, MTIA CCP).
+LAUNCHED_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
+
+
+@dataclass(frozen=True)
+class LaunchApis:
+    """The names of the CPU calls that launch GPU work.
+
+    ``kernel``: kernel launches; ``memory``: asynchronous copies and sets, counted only with
+    ``include_memory_events``. ``hta_matching`` reproduces HTA 0.5.0's join (see the module doc).
+    """
+
+    name: str
+    kernel: tuple[str, ...] = ()
+    memory: tuple[str, ...] = ()
+    hta_matching: bool = False
+
+    def extend(self, *, kernel=(), memory=(), name: str | None = None) -> LaunchApis:
+        """A copy with extra launch call names."""
+        def as_tuple(v):
+            return (v,) if isinstance(v, str) else tuple(v)
+
+        return replace(
+            self,
+            name=name or f"{self.name}+custom",
+            kernel=self.kernel + as_tuple(kernel),
+            memory=self.memory + as_tuple(memory),
+        )
+
+    def names(self, include_memory_events: bool) -> tuple[str, ...]:
+        return self.kernel + (self.memory if include_memory_events else ())
+
+
+# hta/analyzers/cuda_kernel_analysis.py, HTA 0.5.0
+HTA_LAUNCH_APIS = LaunchApis(
+    name="hta",
+    kernel=(
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "runFunction - job_prep_and_submit_for_execution",  # MTIA
+    ),
+    memory=("cudaMemcpyAsync", "cudaMemsetAsync"),
+    hta_matching=True,
+)
+
+DEFAULT_LAUNCH_APIS = LaunchApis(
+    name="default",
+    kernel=HTA_LAUNCH_APIS.kernel
+    + (
+        "cudaLaunchCooperativeKernel",
+        "cudaLaunchCooperativeKernelMultiDevice",
+        "cuLaunchKernel",  # driver API: Triton, CUTLASS python, ...
+        "cuLaunchKernelEx",
+        "cuLaunchCooperativeKernel",
+        "cudaGraphLaunch",  # one call, many kernels: a row per kernel
+        "cuGraphLaunch",
+        "hipLaunchKernel",  # ROCm
+        "hipExtLaunchKernel",
+        "hipModuleLaunchKernel",
+        "hipExtModuleLaunchKernel",
+        "hipLaunchCooperativeKernel",
+        "hipGraphLaunch",
+    ),
+    memory=HTA_LAUNCH_APIS.memory
+    + (
+        "cudaMemcpy2DAsync",
+        "cudaMemcpy3DAsync",
+        "cudaMemcpyPeerAsync",
+        "cuMemcpyAsync",
+        "cuMemcpyHtoDAsync_v2",
+        "cuMemcpyDtoHAsync_v2",
+        "cuMemcpyDtoDAsync_v2",
+        "cuMemsetD8Async",
+        "cuMemsetD32Async",
+        "hipMemcpyAsync",
+        "hipMemcpyWithStream",
+        "hipMemcpy2DAsync",
+        "hipMemsetAsync",
+        "hipMemsetD32Async",
+    ),
+)
+
+LAUNCH_API_PRESETS: dict[str, LaunchApis] = {"hta": HTA_LAUNCH_APIS, "default": DEFAULT_LAUNCH_APIS}
+
+
+def resolve_launch_apis(
+    spec: str | LaunchApis | None, patterns: str | KernelPatterns = "default"
+) -> LaunchApis:
+    """``launch_apis`` → ``LaunchApis``; ``None`` follows the kernel pattern preset."""
+    if spec is None:
+        spec = "hta" if resolve_patterns(patterns).hta_quirks else "default"
+    if isinstance(spec, LaunchApis):
+        return spec
+    if isinstance(spec, str) and spec in LAUNCH_API_PRESETS:
+        return LAUNCH_API_PRESETS[spec]
+    raise ConfigError(
+        f"launch_apis must be one of {sorted(LAUNCH_API_PRESETS)} or a LaunchApis, not {spec!r}"
+    )
+
+
+def kernel_launch_stats_rank(
+    rt: RankTrace,
+    *,
+    include_memory_events: bool = True,
+    patterns: str | KernelPatterns = "default",
+    launch_apis: str | LaunchApis | None = None,
+    rounding: Rounding = "exact",
+) -> pd.DataFrame:
+    """One rank's launches: ``correlation, cpu_duration, gpu_duration, launch_delay`` (µs).
+
+    Raises ``NoGPUEventsError`` when the rank has no GPU events at all.
+    """
+    apis = resolve_launch_apis(launch_apis, patterns)
+    ev = rt.events
+    if not has_gpu_events(ev):
+        raise NoGPUEventsError([rt.rank], "the kernel launch statistics")
+    corr = ev["correlation"].to_numpy()
+    stream = ev["stream"].to_numpy()
+    is_launch = ev["name"].isin(apis.names(include_memory_events)).to_numpy() & (corr != -1)
+    if apis.hta_matching:
+        # HTA: any event carrying a launch's correlation id, split by "has a stream"
+        linked = np.isin(corr, corr[is_launch])
+        cpu = linked & (stream == -1)
+        gpu = linked & (stream != -1)
+    else:
+        launched = ev["cat"].isin(LAUNCHED_CATS).to_numpy()
+        cpu = is_launch & ~launched
+        gpu = launched & (stream != -1) & np.isin(corr, corr[cpu])
+    start, end = event_bounds_ns(
+        ev["ts"].to_numpy(), ev["dur"].to_numpy(), rounding,
+        float_timestamps=rt.meta.float_timestamps,
+    )
+    cpu_df = pd.DataFrame({"correlation": corr[cpu], "cpu_start": start[cpu], "cpu_end": end[cpu]})
+    gpu_df = pd.DataFrame({"correlation": corr[gpu], "gpu_start": start[gpu], "gpu_end": end[gpu]})
+    # inner join keeps the CPU calls' order, each call's GPU events in file order (as HTA's merge)
+    j = cpu_df.merge(gpu_df, on="correlation", how="inner")
+    delay = np.maximum(j["gpu_start"].to_numpy() - j["cpu_end"].to_numpy(), 0)
+    return pd.DataFrame(
+        {
+            "correlation": j["correlation"].to_numpy(dtype=np.int64),
+            "cpu_duration": ns_to_us(j["cpu_end"].to_numpy() - j["cpu_start"].to_numpy()),
+            "gpu_duration": ns_to_us(j["gpu_end"].to_numpy() - j["gpu_start"].to_numpy()),
+            "launch_delay": ns_to_us(delay),
+        }
+    )
+
+
+def combine(frames: Mapping[int, pd.DataFrame]) -> dict[int, pd.DataFrame]:
+    """Per-rank frames → HTA's ``{rank: DataFrame}``, ranks in the order given."""
+    return {int(r): df[COLUMNS] for r, df in frames.items()}
+
+
+def kernel_launch_stats(
+    trace: Trace,
+    *,
+    ranks: Iterable[int] | int | str | None = None,
+    include_memory_events: bool = True,
+    patterns: str | KernelPatterns = "default",
+    launch_apis: str | LaunchApis | None = None,
+    rounding: Rounding = "exact",
+) -> dict[int, pd.DataFrame]:
+    """Kernel launch statistics of ``ranks`` (default: the first rank), see the module doc.
+
+    Raises ``NoGPUEventsError`` naming every selected rank that has no GPU events.
+    """
+    selected = trace.select(ranks)
+    without = [r for r in selected if not has_gpu_events(trace[r].events)]
+    if without:
+        raise NoGPUEventsError(without, "the kernel launch statistics")
+    return combine(
+        {
+            r: kernel_launch_stats_rank(
+                trace[r],
+                include_memory_events=include_memory_events,
+                patterns=patterns,
+                launch_apis=launch_apis,
+                rounding=rounding,
+            )
+            for r in selected
+        }
+    )

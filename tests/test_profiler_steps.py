@@ -1,0 +1,86 @@
+"""Profiler steps: HTA's step list, the per-rank step table against the synthesiser's truth."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from conftest import HTA_GPU_TRACE_DIRS
+from hta_oracle import hta_analysis
+from trace_helpers import load_dir
+
+from analysis.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace
+from analysis.profiler_steps import COLUMNS, profiler_steps, profiler_steps_rank, step_ids
+from analysis.step_window import profiler_step_window
+from analysis.synthetic import SynthConfig, generate, write_traces
+
+
+def rank_trace(rows, rank=0) -> RankTrace:
+    """A RankTrace from (name, cat, ts_ns, dur_ns, stream, correlation) tuples."""
+    df = pd.DataFrame(rows, columns=["name", "cat", "ts", "dur", "stream", "correlation"])
+    df = df.assign(pid=1, tid=1, external_id=-1, device=0)
+    df = df[list(EVENT_COLUMNS)].astype(EVENT_COLUMNS)
+    return RankTrace(meta=RankMeta(rank=rank, source="hand-made"), events=df)
+
+
+def parity_dirs():
+    return [pytest.param(d, id=d) for d in HTA_GPU_TRACE_DIRS] + [pytest.param("sample", id="sample")]
+
+
+@pytest.fixture
+def trace_dir(request, hta_traces_dir, sample_traces_dir):
+    return sample_traces_dir if request.param == "sample" else hta_traces_dir / request.param
+
+
+@pytest.mark.parametrize("trace_dir", parity_dirs(), indirect=True)
+def test_hta_parity(trace_dir):
+    theirs = hta_analysis(str(trace_dir)).get_profiler_steps()
+    window = profiler_step_window(load_dir(trace_dir))
+    assert step_ids(profiler_steps(window)) == [int(s) for s in theirs]
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    config = SynthConfig(ranks=2, steps=3, kernels_per_step=10, seed=2, ns_resolution=True)
+    out = tmp_path_factory.mktemp("synth-steps")
+    write_traces(config, out)
+    return generate(config), load_dir(out)
+
+
+@pytest.mark.parametrize("include_last_step", [False, True])
+def test_ground_truth(synthetic, include_last_step):
+    job, full = synthetic
+    trace = profiler_step_window(full, include_last_profiler_step=include_last_step)
+    df = profiler_steps(trace)
+    assert list(df.columns) == COLUMNS
+    for rank in job.truth:
+        truth = job.truth(rank, include_last_step).steps
+        mine = df[df["rank"] == rank]
+        assert mine["step"].tolist() == [n for n, _, _ in truth]
+        assert mine["duration(us)"].tolist() == [d for _, _, d in truth]  # exact: ns kept
+        for start, (_, want, _) in zip(mine["start(us)"], truth, strict=True):
+            assert start == pytest.approx(want, rel=1e-15)  # epoch µs as float
+    # the last, partial step is in the full trace only
+    assert len(profiler_steps(full)) == len(profiler_steps(trace)) + (0 if include_last_step else 2)
+
+
+def test_cpu_annotation_only_and_hta_step_names():
+    us = 1000
+    rt = rank_trace([
+        ("ProfilerStep#7", "user_annotation", 100 * us, 50 * us, -1, -1),
+        ("ProfilerStep#7", "gpu_user_annotation", 120 * us, 60 * us, 7, -1),  # GPU copy
+        ("ProfilerStep#6", "user_annotation", 10 * us, 80 * us, -1, -1),
+        ("ProfilerStep", "user_annotation", 0, 5 * us, -1, -1),  # no #N: not a step (HTA: -1)
+        ("aten::mm", "cpu_op", 11 * us, 5 * us, -1, -1),
+    ], rank=3)
+    df = profiler_steps_rank(rt)
+    assert df.values.tolist() == [[3, 6, 10.0, 90.0, 80.0], [3, 7, 100.0, 150.0, 50.0]]
+
+
+def test_rank_without_steps_and_rank_selection():
+    with_steps = rank_trace([("ProfilerStep#1", "user_annotation", 0, 1000, -1, -1)], rank=0)
+    without = rank_trace([("aten::mm", "cpu_op", 0, 1000, -1, -1)], rank=1)
+    trace = Trace({0: with_steps, 1: without})
+    assert profiler_steps(trace)["rank"].tolist() == [0]
+    assert profiler_steps(trace, ranks=[1]).empty
+    assert list(profiler_steps(trace, ranks=[1]).columns) == COLUMNS
+    assert step_ids(profiler_steps(trace, ranks=None)) == [1]
