@@ -12,11 +12,15 @@ from .errors import (
     TracePermissionError,
     UnknownRankError,
 )
-from .model import RankMeta, RankTrace, Trace
 
 
 def __getattr__(name):
-    # Lazy: loader workers import this package, and the facade pulls in pandas/plotly-heavy modules.
+    # Lazy: training processes (analysis.capture) and loader workers import this package; pandas,
+    # plotly and the facade load only when used.
+    if name in ("RankMeta", "RankTrace", "Trace"):
+        from . import model
+
+        return getattr(model, name)
     if name == "TraceAnalysis":
         from .api import TraceAnalysis
 

@@ -110,3 +110,22 @@ def test_gs_cache_is_read_and_keyed_by_generation(bucket_with_traces, options, g
     assert "from_cache" not in third[0].meta.other
     assert third[1].meta.other.get("from_cache")
     assert TraceCache(cache_dir).info()["entries"] == 3
+
+
+def test_every_real_gpu_trace_and_the_samples_load_identically_from_gs(
+    gcs, options, hta_traces_dir, sample_traces_dir
+):
+    from conftest import HTA_GPU_TRACE_DIRS
+
+    bucket = f"all-{uuid.uuid4().hex[:8]}"
+    gcs.mkdir(bucket)
+    dirs = {name: hta_traces_dir / name for name in HTA_GPU_TRACE_DIRS}
+    dirs["sample_traces"] = sample_traces_dir
+    for name, local in dirs.items():
+        for f in sorted(local.iterdir()):
+            if f.is_file() and f.name.endswith((".json", ".gz")):
+                gcs.put_file(str(f), f"{bucket}/{name}/{f.name}")
+    for name, local in dirs.items():
+        remote = load_trace(f"gs://{bucket}/{name}", storage_options=options, use_cache=False,
+                            max_workers=1, progress=False)
+        _assert_same_model(remote, load_trace(local, use_cache=False, max_workers=1, progress=False))

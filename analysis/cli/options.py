@@ -1,0 +1,49 @@
+"""Click options shared by the commands that load traces."""
+
+from __future__ import annotations
+
+import click
+
+
+def trace_loading_options(func):
+    """--patterns, --no-cache, --cache-dir, --on-error, --include-last-step, --quiet."""
+    options = [
+        click.option(
+            "--patterns",
+            "kernel_patterns",
+            type=click.Choice(["default", "hta"]),
+            default="default",
+            show_default=True,
+            help="Kernel classification preset ('hta' reproduces HolisticTraceAnalysis 0.5.0).",
+        ),
+        click.option("--no-cache", is_flag=True, help="Parse the traces again; do not read or write the cache."),
+        click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Cache directory."),
+        click.option(
+            "--on-error",
+            type=click.Choice(["raise", "skip"]),
+            default="raise",
+            show_default=True,
+            help="Stop at the first unreadable trace, or skip it and go on.",
+        ),
+        click.option("--include-last-step", is_flag=True, help="Also analyse the last ProfilerStep."),
+        click.option("-q", "--quiet", is_flag=True, help="No progress bars or notes."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def open_analysis(traces: str, kernel_patterns: str, no_cache: bool, cache_dir, on_error: str,
+                  include_last_step: bool, quiet: bool):
+    """Build the TraceAnalysis the options describe."""
+    from ..api import TraceAnalysis
+
+    return TraceAnalysis(
+        trace_dir=traces,
+        include_last_profiler_step=include_last_step,
+        kernel_patterns=kernel_patterns,
+        use_cache=not no_cache,
+        cache_dir=cache_dir,
+        on_error=on_error,
+        progress=False if quiet else None,
+    )

@@ -1,0 +1,19 @@
+"""``trace-analysis summary TRACES``: the headline numbers per rank, as a table in the terminal."""
+
+from __future__ import annotations
+
+import click
+
+from .options import open_analysis, trace_loading_options
+
+
+@click.command("summary")
+@click.argument("traces")
+@trace_loading_options
+def command(traces: str, **options) -> None:
+    """Headline numbers per rank for TRACES (a directory, a file or a gs:// URL)."""
+    from ..summary import rank_summary
+
+    ta = open_analysis(traces, **options)
+    table = rank_summary(ta)
+    click.echo(table.to_string(index=False))

@@ -1,0 +1,157 @@
+"""The TraceAnalysis facade: HTA's API end to end, rank selection, figures, errors, the HTA bridge."""
+
+from __future__ import annotations
+
+import uuid
+
+import pandas as pd
+import plotly.io as pio
+import pytest
+
+from analysis import TraceAnalysis
+from analysis.errors import ConfigError, TraceNotFoundError, UnknownRankError
+from tests.hta_oracle import hta_analysis
+
+
+@pytest.fixture(scope="module")
+def sample_ta(sample_traces_dir):
+    return TraceAnalysis(trace_dir=sample_traces_dir, kernel_patterns="hta", progress=False)
+
+
+@pytest.fixture(scope="module")
+def filter_dir(hta_traces_dir):
+    return hta_traces_dir / "trace_filter"
+
+
+def test_every_facade_method_equals_hta_on_a_real_two_rank_trace(filter_dir):
+    ours = TraceAnalysis(trace_dir=filter_dir, kernel_patterns="hta", use_cache=False, progress=False)
+    hta = hta_analysis(str(filter_dir))
+    assert ours.time_rounding == "hta"
+    pd.testing.assert_frame_equal(
+        ours.get_temporal_breakdown(visualize=False),
+        hta.get_temporal_breakdown(visualize=False),
+        check_dtype=False,
+    )
+    pd.testing.assert_frame_equal(
+        ours.get_comm_comp_overlap(visualize=False).reset_index(drop=True),
+        hta.get_comm_comp_overlap(visualize=False).reset_index(drop=True),
+        check_dtype=False,
+    )
+    ours_idle, ours_stats = ours.get_idle_time_breakdown(
+        ranks=[0, 1], visualize=False, show_idle_interval_stats=True
+    )
+    hta_idle, hta_stats = hta.get_idle_time_breakdown(
+        ranks=[0, 1], visualize=False, show_idle_interval_stats=True
+    )
+    pd.testing.assert_frame_equal(ours_idle, hta_idle, check_dtype=False)
+    pd.testing.assert_frame_equal(ours_stats, hta_stats, check_dtype=False)
+    ours_launch = ours.get_cuda_kernel_launch_stats(ranks=[0, 1], visualize=False)
+    hta_launch = hta.get_cuda_kernel_launch_stats(ranks=[0, 1], visualize=False)
+    assert sorted(ours_launch) == sorted(hta_launch)
+    for r in hta_launch:
+        pd.testing.assert_frame_equal(
+            ours_launch[r].reset_index(drop=True), hta_launch[r].reset_index(drop=True),
+            check_dtype=False,
+        )
+    ours_types, ours_kernels = ours.get_gpu_kernel_breakdown(visualize=False)
+    hta_types, hta_kernels = hta.get_gpu_kernel_breakdown(visualize=False, include_memory_kernels=True)
+    pd.testing.assert_frame_equal(ours_types, hta_types, check_dtype=False)
+    pd.testing.assert_frame_equal(ours_kernels, hta_kernels, check_dtype=False)
+    assert ours.get_profiler_steps() == hta.get_profiler_steps()
+
+
+def test_rank_selection(sample_ta):
+    assert sample_ta.ranks == list(range(8))
+    idle, _ = sample_ta.get_idle_time_breakdown(visualize=False)
+    assert set(idle["rank"]) == {0}  # HTA's default: the first rank
+    idle, _ = sample_ta.get_idle_time_breakdown(ranks="all", visualize=False)
+    assert set(idle["rank"]) == set(range(8))
+    assert list(sample_ta.get_cuda_kernel_launch_stats(ranks=3, visualize=False)) == [3]
+    with pytest.raises(UnknownRankError, match="rank 42 .*ranks present: \\[0, 1, 2"):
+        sample_ta.get_idle_time_breakdown(ranks=[42], visualize=False)
+    with pytest.raises(ConfigError, match="'everything'"):
+        sample_ta.get_cuda_kernel_launch_stats(ranks="everything", visualize=False)
+
+
+def test_default_preset_is_exact_and_differs_from_hta_only_where_documented(sample_traces_dir, sample_ta):
+    default = TraceAnalysis(trace_dir=sample_traces_dir, progress=False)
+    assert default.time_rounding == "exact"
+    # integer-µs synthetic traces with nccl kernels: both presets agree on the temporal numbers
+    pd.testing.assert_frame_equal(
+        default.get_temporal_breakdown(visualize=False),
+        sample_ta.get_temporal_breakdown(visualize=False),
+        check_dtype=False,
+    )
+
+
+def test_profiler_steps_and_step_table(sample_ta):
+    assert sample_ta.get_profiler_steps() == [10, 11, 12, 13]  # the cut-off last step is dropped
+    table = sample_ta.get_profiler_step_table()
+    assert set(table["rank"]) == set(range(8)) and 14 in set(table["step"])
+
+
+def test_visualize_shows_a_figure_and_returns_the_data(sample_ta, monkeypatch):
+    shown = []
+    monkeypatch.setattr("plotly.graph_objects.Figure.show", lambda fig, *a, **k: shown.append(fig))
+    df = sample_ta.get_temporal_breakdown(visualize=True)
+    sample_ta.get_idle_time_breakdown(visualize=True, show_idle_interval_stats=True)
+    sample_ta.get_comm_comp_overlap()
+    sample_ta.get_cuda_kernel_launch_stats()
+    sample_ta.get_gpu_kernel_breakdown()
+    assert len(df) == 8
+    titles = [f.layout.title.text for f in shown]
+    assert len(shown) == 7 and all(titles), titles
+
+
+def test_visualize_with_the_svg_renderer_displays_an_svg(sample_ta, kaleido_session, monkeypatch):
+    import types
+
+    import plotly.io._renderers as renderers
+
+    bundles = []
+    fake_display = types.SimpleNamespace(display=lambda bundle, raw=False: bundles.append(bundle))
+    monkeypatch.setattr(renderers, "ipython_display", fake_display)
+    monkeypatch.setattr(pio.renderers, "default", "svg")
+    df = sample_ta.get_comm_comp_overlap(visualize=True)
+    assert len(df) == 8
+    assert len(bundles) == 1 and "<svg" in bundles[0]["image/svg+xml"]
+    assert "overlap" in bundles[0]["image/svg+xml"].lower()
+
+
+def test_constructor_errors(tmp_path):
+    with pytest.raises(ConfigError):
+        TraceAnalysis()
+    with pytest.raises(TraceNotFoundError, match="does-not-exist"):
+        TraceAnalysis(trace_dir=tmp_path / "does-not-exist")
+    with pytest.raises(ConfigError, match="time_rounding"):
+        TraceAnalysis(trace_dir=tmp_path, time_rounding="ceil")
+    with pytest.raises(ConfigError):
+        TraceAnalysis(trace_dir=tmp_path, kernel_patterns="no-such-preset")
+
+
+def test_hta_bridge_on_local_traces(filter_dir):
+    pytest.importorskip("hta")
+    ta = TraceAnalysis(trace_dir=filter_dir, progress=False)
+    hta = ta.hta
+    assert sorted(hta.t.traces) == ta.ranks
+    assert ta.hta is hta  # built once
+
+
+def test_hta_bridge_fetches_remote_traces(gcs_emulator, filter_dir, tmp_path):
+    pytest.importorskip("hta")
+    import gcsfs
+
+    fs = gcsfs.GCSFileSystem(endpoint_url=gcs_emulator, token="anon")
+    bucket = f"bridge-{uuid.uuid4().hex[:8]}"
+    fs.mkdir(bucket)
+    for f in sorted(filter_dir.iterdir()):
+        fs.put_file(str(f), f"{bucket}/run/{f.name}")
+    ta = TraceAnalysis(
+        trace_dir=f"gs://{bucket}/run",
+        storage_options={"endpoint_url": gcs_emulator, "token": "anon"},
+        cache_dir=tmp_path,
+        progress=False,
+    )
+    hta = ta.hta
+    assert sorted(hta.t.traces) == [0, 1]
+    assert all(str(tmp_path) in p for p in hta.t.trace_files.values())
