@@ -20,7 +20,7 @@ one is never ``host_wait``.
 Columns, row order, index and rounding (2 decimals) are HTA 0.5.0's ``get_idle_time_breakdown``.
 HTA documents ``consecutive_kernel_delay`` as ns but compares it with µs intervals: it is µs, here too.
 
-Deviations of the default (``patterns="default"``) from HTA (docs/deviations-idle-launch.md):
+Deviations of the default (``patterns="default"``) from HTA (docs/deviations.md):
 
 - An event that starts before the previous one on its stream has ended (overlap: clock jitter, or
   HTA's whole-µs rounding of ns-resolution traces) gives HTA a *negative* idle interval that is

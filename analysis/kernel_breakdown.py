@@ -14,7 +14,7 @@ Two tables, as HTA 0.5.0's ``get_gpu_kernel_breakdown`` returns them (times in Â
 
 Types analysed: COMPUTATION, COMMUNICATION, and MEMORY when ``include_memory_kernels``.
 
-Deviations of the default from HTA (docs/deviations-kernels.md):
+Deviations of the default from HTA (docs/deviations.md):
 - HTA, when it groups "others", recomputes every row's max/min/mean/std from the per-name *sums*,
   so a kept kernel's max = min = mean = its total time and its stddev = 0. The default reports the
   statistics of the kernels' durations ("others" over all its kernels); ``patterns="hta"``

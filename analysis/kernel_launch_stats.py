@@ -16,7 +16,7 @@ kernel pattern preset: ``"hta"`` for ``patterns="hta"`` (any ``KernelPatterns`` 
 ``LaunchApis``). Columns and row order (CPU calls in file order, then their GPU events in file order)
 are HTA 0.5.0's ``get_cuda_kernel_launch_stats``: a ``{rank: DataFrame}`` dict.
 
-Deviations of the default from HTA (docs/deviations-idle-launch.md):
+Deviations of the default from HTA (docs/deviations.md):
 
 - The ``"default"`` launch APIs add the driver API (``cuLaunchKernel``: Triton kernels), CUDA
   graphs (``cudaGraphLaunch``), cooperative launches, ROCm (``hipLaunchKernel``,

@@ -12,7 +12,7 @@ Two presets:
   ``^nccl.*Kernel``, containing ``Memcpy``, starting with ``Memset`` or containing ``Sync``. It also
   selects as "GPU events" every event with a stream (``stream != -1``), as HTA's temporal, overlap
   and kernel breakdowns do, which on ROCm traces includes CPU-side ``hipLaunchKernel`` calls.
-- ``"default"`` (more correct, see docs/deviations-kernels.md): communication also covers every
+- ``"default"`` (more correct, see docs/deviations.md): communication also covers every
   ``nccl*``/``rccl*``/``hccl*`` kernel, ROCm ``hip*`` collectives, DeepEP (``...ep::...::dispatch``,
   ``combine``, ``notify``), NVSHMEM kernels and custom all-reduce kernels (``cross_device_reduce``,
   symmetric-memory one/two-shot all-reduce, ``multimem`` collectives); only the CUDA synchronisation

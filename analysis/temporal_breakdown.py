@@ -10,7 +10,7 @@ Per rank, over the GPU work (``KernelPatterns.select``):
 
 All times in µs. Columns and rounding are HTA 0.5.0's ``get_temporal_breakdown``.
 
-Deviations of the default from HTA (docs/deviations-kernels.md):
+Deviations of the default from HTA (docs/deviations.md):
 - ``patterns="default"`` selects GPU work (no CPU runtime calls that carry a stream, as ROCm's
   ``hipLaunchKernel`` do, no synchronisation waits) and counts more kernels as communication.
 - ``rounding="exact"`` keeps ns: HTA rounds ns-resolution events to whole µs, so sub-µs kernels can
