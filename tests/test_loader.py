@@ -204,6 +204,38 @@ def test_unreadable_directory_is_a_permission_error(two_ranks):
         two_ranks.chmod(0o755)
 
 
+def test_unreadable_file_is_a_permission_error_for_an_unprivileged_user(tmp_path, hta_traces_dir):
+    """Real EACCES: as root, a child process drops to uid 65534 before loading a chmod-000 file."""
+    import subprocess
+    import sys
+    import textwrap
+
+    if os.geteuid() != 0 and not hasattr(os, "setuid"):
+        pytest.skip("cannot switch users here")
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="perm-"))  # pytest's tmp_path is private to root
+    d.chmod(0o755)
+    shutil.copy(hta_traces_dir / "triton_example" / "triton_example.json.gz", d / "rank0.json.gz")
+    (d / "rank0.json.gz").chmod(0)
+    script = textwrap.dedent(f"""
+        import os
+        from analysis.errors import TracePermissionError
+        from analysis.loader import load_trace
+        if os.geteuid() == 0:
+            os.setgroups([]); os.setgid(65534); os.setuid(65534)
+        try:
+            load_trace({str(d)!r}, use_cache=False, progress=False, max_workers=1)
+        except TracePermissionError as e:
+            print("PERMISSION", e)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert "PERMISSION" in out.stdout, out.stderr
+    shutil.rmtree(d)
+    assert "rank0.json.gz" in out.stdout and "permission denied" in out.stdout
+
+
 class _KillsTheWorker:
     """Pickles fine here; unpickling it (in a worker process) ends that process at once."""
 
