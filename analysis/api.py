@@ -20,13 +20,13 @@ from . import comm_comp_overlap as _overlap
 from . import idle_time as _idle
 from . import kernel_breakdown as _kernels
 from . import kernel_launch_stats as _launch
+from . import operator_summary as _operators
 from . import profiler_steps as _steps
 from . import temporal_breakdown as _temporal
+from .engines import Engine, load_engine
 from .errors import ConfigError, TraceAnalysisError
 from .kernel_types import KernelPatterns, resolve_patterns
-from .loader import load_trace
 from .model import Trace
-from .step_window import profiler_step_window
 from .timebase import Rounding
 
 RankSpec = int | Iterable[int] | str | None
@@ -50,6 +50,10 @@ class TraceAnalysis:
         cache_dir, use_cache: the local cache of parsed traces (second opens read only the cache).
         on_error: ``"raise"`` (default) or ``"skip"`` files that fail to load (a warning lists them).
         max_workers, progress: parallel parsing and the progress bar.
+        client: a ``dask.distributed.Client``: each rank is then loaded, kept and analysed on
+            the cluster's workers and only results come back (``pip install
+            'trace-analysis[dask]'``, docs/dask.md); ``cache_dir`` is then a path on the workers.
+        timeout: seconds that each wait on the Dask cluster may last (None: no limit).
     """
 
     def __init__(
@@ -66,6 +70,8 @@ class TraceAnalysis:
         on_error: str = "raise",
         max_workers: int | None = None,
         progress: bool | None = None,
+        client: Any = None,
+        timeout: float | None = None,
     ) -> None:
         if trace_dir is None and trace_files is None:
             raise ConfigError("give trace_dir (a directory or URL) or trace_files")
@@ -78,41 +84,66 @@ class TraceAnalysis:
         self.include_last_profiler_step = include_last_profiler_step
         self.storage_options = dict(storage_options or {})
         self.cache_dir = cache_dir
-        self.full_trace: Trace = load_trace(
+        # Where the per-rank work runs: this process (client=None) or the Dask cluster; the
+        # engine also cuts the analysed window (complete profiler steps only), as HTA does.
+        self.engine: Engine = load_engine(
             None if trace_dir is None else os.fspath(trace_dir),
             trace_files,
+            client=client,
+            include_last_profiler_step=include_last_profiler_step,
             storage_options=self.storage_options,
             cache_dir=cache_dir,
             use_cache=use_cache,
             on_error=on_error,
             max_workers=max_workers,
             progress=progress,
+            timeout=timeout,
         )
-        # The analysed window: complete profiler steps only, as HTA does in its constructor.
-        self.trace: Trace = profiler_step_window(self.full_trace, include_last_profiler_step)
         self._hta = None
 
     # ----------------------------------------------------------------------------------- helpers
     @property
     def ranks(self) -> list[int]:
-        return self.trace.rank_list()
+        return self.engine.ranks
+
+    @property
+    def full_trace(self) -> Trace:
+        """Every loaded rank, whole, in this process (not with a Dask client: see ``trace``)."""
+        return self._local_trace("full_trace")
+
+    @property
+    def trace(self) -> Trace:
+        """The analysed window (complete profiler steps) of every rank, in this process."""
+        return self._local_trace("trace")
+
+    def _local_trace(self, name: str) -> Trace:
+        if not hasattr(self.engine, name):
+            window = "full" if name == "full_trace" else "steps"
+            raise TraceAnalysisError(
+                "the traces live on the Dask cluster, not in this process; bring the ranks you "
+                f"need here with ta.engine.fetch_trace(ranks, window={window!r})"
+            )
+        return getattr(self.engine, name)
 
     def _select(self, ranks: RankSpec, default: str = "first") -> list[int]:
-        return self.trace.select(ranks, default=default)
+        return self.engine.select(ranks, default=default)
 
     def _analysis_kwargs(self) -> dict[str, Any]:
         return {"patterns": self.patterns, "rounding": self.time_rounding}
 
     @staticmethod
-    def _show(fig) -> None:
+    def _show(fig, renderer: str | None = None) -> None:
         from .export import show
 
-        show(fig)
+        show(fig, renderer)
 
     # --------------------------------------------------------------------------------- analyses
-    def get_temporal_breakdown(self, visualize: bool = True) -> pd.DataFrame:
+    def get_temporal_breakdown(self, visualize: bool = True, *, ranks: RankSpec = "all") -> pd.DataFrame:
         """Per rank: idle, compute and non-compute GPU time (µs) and their shares of kernel time."""
-        df = _temporal.temporal_breakdown(self.trace, **self._analysis_kwargs())
+        frames = self.engine.map_ranks(
+            _temporal.temporal_breakdown_rank, self._select(ranks, "all"), **self._analysis_kwargs()
+        )
+        df = _temporal.combine(frames)
         if visualize:
             from .figures import temporal_breakdown as fig
 
@@ -129,13 +160,16 @@ class TraceAnalysis:
         consecutive_kernel_delay: int = 30,
     ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
         """Per rank and stream: GPU idle time split into host wait, kernel wait and other (µs)."""
-        result = _idle.idle_time_breakdown(
-            self.trace,
-            ranks=self._select(ranks),
-            streams=streams,
+        frames = self.engine.map_ranks(
+            _idle.idle_time_breakdown_rank,
+            self._select(ranks),
+            streams=None if streams is None else list(streams),
             show_idle_interval_stats=show_idle_interval_stats,
             consecutive_kernel_delay=consecutive_kernel_delay,
             **self._analysis_kwargs(),
+        )
+        result = _idle.combine(
+            frames, show_idle_interval_stats=show_idle_interval_stats, patterns=self.patterns
         )
         if visualize:
             from . import figures
@@ -145,9 +179,12 @@ class TraceAnalysis:
                 self._show(figures.idle_interval_stats(result[1]))
         return result
 
-    def get_comm_comp_overlap(self, visualize: bool = True) -> pd.DataFrame:
+    def get_comm_comp_overlap(self, visualize: bool = True, *, ranks: RankSpec = "all") -> pd.DataFrame:
         """Per rank: % of communication kernel time that overlaps computation kernels."""
-        df = _overlap.comm_comp_overlap(self.trace, **self._analysis_kwargs())
+        frames = self.engine.map_ranks(
+            _overlap.comm_comp_overlap_rank, self._select(ranks, "all"), **self._analysis_kwargs()
+        )
+        df = _overlap.combine(frames)
         if visualize:
             from .figures import comm_comp_overlap as fig
 
@@ -163,12 +200,13 @@ class TraceAnalysis:
         visualize: bool = True,
     ) -> dict[int, pd.DataFrame]:
         """Per rank: each launch's CPU duration, GPU duration and launch delay (µs)."""
-        stats = _launch.kernel_launch_stats(
-            self.trace,
-            ranks=self._select(ranks),
+        frames = self.engine.map_ranks(
+            _launch.kernel_launch_stats_rank,
+            self._select(ranks),
             include_memory_events=include_memory_events,
             **self._analysis_kwargs(),
         )
+        stats = _launch.combine(frames)
         if visualize:
             from .figures import kernel_launch_stats as fig
 
@@ -184,35 +222,52 @@ class TraceAnalysis:
         num_kernels: int = 10,
         include_memory_kernels: bool = True,
         image_renderer: str | None = None,
+        *,
+        ranks: RankSpec = "all",
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """Time per kernel type (with overlaps) and the top kernels per type and rank."""
-        result = _kernels.kernel_breakdown(
-            self.trace,
+        """Time per kernel type (with overlaps) and the top kernels per type and rank.
+
+        ``image_renderer`` is a plotly renderer name for the figures (HTA's argument).
+        """
+        frames = self.engine.map_ranks(
+            _kernels.kernel_breakdown_rank,
+            self._select(ranks, "all"),
             duration_ratio=duration_ratio,
             num_kernels=num_kernels,
             include_memory_kernels=include_memory_kernels,
             **self._analysis_kwargs(),
         )
+        result = _kernels.combine(frames)
         if visualize:
             from . import figures
 
-            self._show(figures.kernel_type_breakdown(result[0]))
-            self._show(figures.kernel_breakdown(result[1]))
+            self._show(figures.kernel_type_breakdown(result[0]), image_renderer)
+            self._show(figures.kernel_breakdown(result[1]), image_renderer)
         return result
 
     def get_profiler_steps(self) -> list[int]:
         """The profiler step numbers in the analysed window, all ranks (HTA's return value)."""
-        return _steps.step_ids(_steps.profiler_steps(self.trace, ranks="all"))
+        frames = self.engine.map_ranks(_steps.profiler_steps_rank, self.ranks)
+        return _steps.step_ids(_steps.combine(frames))
 
     def get_profiler_step_table(self, ranks: RankSpec = "all") -> pd.DataFrame:
         """Per rank and step: start, end and duration (µs) of each ``ProfilerStep#N``."""
-        return _steps.profiler_steps(self.full_trace, ranks=self._select(ranks, default="all"))
+        frames = self.engine.map_ranks(
+            _steps.profiler_steps_rank, self._select(ranks, default="all"), window="full"
+        )
+        return _steps.combine(frames)
+
+    def get_trace_metadata(self, ranks: RankSpec = "all") -> pd.DataFrame:
+        """Per rank: source file, GPU, world size, events, profiler steps and time range."""
+        from .summary import combine_metadata, rank_metadata
+
+        frames = self.engine.map_ranks(rank_metadata, self._select(ranks, "all"), window="full")
+        return combine_metadata(frames)
 
     def get_operator_summary(self, ranks: RankSpec = None, top: int = 20) -> pd.DataFrame:
         """Per CPU operator: calls, total/self CPU time and the GPU time it launched (µs)."""
-        from .operator_summary import operator_summary_for_ranks
-
-        return operator_summary_for_ranks(self.trace, self._select(ranks), top=top)
+        frames = self.engine.map_ranks(_operators.operator_summary, self._select(ranks), top=top)
+        return _operators.combine(frames)
 
     # ------------------------------------------------------------------------------ HTA bridge
     @property
@@ -228,7 +283,7 @@ class TraceAnalysis:
                     "HolisticTraceAnalysis is not installed: pip install 'trace-analysis[hta]' "
                     "(or pip install holistictraceanalysis==0.5.0)"
                 ) from exc
-            files = {r: self._local_copy(rt.meta.source) for r, rt in self.full_trace.items()}
+            files = {r: self._local_copy(meta.source) for r, meta in self.engine.metas.items()}
             self._hta = HTATraceAnalysis(
                 trace_files=files,
                 trace_dir=str(Path(next(iter(files.values()))).parent),
@@ -257,4 +312,4 @@ class TraceAnalysis:
         return str(target)
 
     def __repr__(self) -> str:
-        return f"TraceAnalysis(source={self.full_trace.source!r}, ranks={self.ranks})"
+        return f"TraceAnalysis(source={self.engine.source!r}, ranks={self.ranks})"

@@ -23,7 +23,7 @@ Python-function events in new ones. Nesting is computed with sorts, cumulative s
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -63,16 +63,17 @@ def operator_summary(rank_trace: RankTrace, top: int | None = 20) -> pd.DataFram
     return table[COLUMNS].reset_index(drop=True)
 
 
+def combine(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
+    """Per-rank ``operator_summary`` tables → one table with a leading ``rank`` column."""
+    parts = [table.assign(rank=rank)[["rank", *COLUMNS]] for rank, table in frames.items()]
+    if not parts:
+        return pd.DataFrame(columns=["rank", *COLUMNS])
+    return pd.concat(parts, ignore_index=True)
+
+
 def operator_summary_for_ranks(trace: Trace, ranks: Iterable[int], top: int | None = 20) -> pd.DataFrame:
     """``operator_summary`` of each rank, stacked with a leading ``rank`` column."""
-    frames = []
-    for rank in ranks:
-        table = operator_summary(trace[rank], top=top)
-        table.insert(0, "rank", rank)
-        frames.append(table)
-    if not frames:
-        return pd.DataFrame(columns=["rank", *COLUMNS])
-    return pd.concat(frames, ignore_index=True)
+    return combine({rank: operator_summary(trace[rank], top=top) for rank in ranks})
 
 
 def operator_times(events: pd.DataFrame) -> pd.DataFrame:

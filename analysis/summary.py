@@ -2,29 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 
+METADATA_COLUMNS = ["rank", "file", "gpu", "world_size", "events", "steps", "duration_ms"]
 
-def trace_metadata(ta) -> pd.DataFrame:
-    """One row per rank: source file, GPU, world size, events, profiler steps and time range."""
-    rows = []
-    for rank, rt in ta.full_trace.items():
-        ev = rt.events
-        steps = rt.profiler_steps()
-        start = int(ev["ts"].min()) if len(ev) else None
-        end = int((ev["ts"] + ev["dur"]).max()) if len(ev) else None
-        rows.append(
-            {
-                "rank": rank,
-                "file": rt.meta.source,
-                "gpu": ", ".join(sorted(set(rt.meta.gpu_names))) or "-",
-                "world_size": rt.meta.world_size,
-                "events": len(ev),
-                "steps": ", ".join(str(s) for s in steps["step"]) if len(steps) else "-",
-                "duration_ms": None if start is None else round((end - start) / 1e6, 3),
-            }
-        )
-    return pd.DataFrame(rows)
+
+def rank_metadata(rt) -> dict:
+    """One rank's source file, GPU, world size, event count, profiler steps and duration (ms)."""
+    ev = rt.events
+    steps = rt.profiler_steps()
+    start = int(ev["ts"].min()) if len(ev) else None
+    end = int((ev["ts"] + ev["dur"]).max()) if len(ev) else None
+    return {
+        "rank": rt.rank,
+        "file": rt.meta.source,
+        "gpu": ", ".join(sorted(set(rt.meta.gpu_names))) or "-",
+        "world_size": rt.meta.world_size,
+        "events": len(ev),
+        "steps": ", ".join(str(s) for s in steps["step"]) if len(steps) else "-",
+        "duration_ms": None if start is None else round((end - start) / 1e6, 3),
+    }
+
+
+def combine_metadata(rows: Mapping[int, dict]) -> pd.DataFrame:
+    """Per-rank metadata rows → one table, ranks in the order given."""
+    return pd.DataFrame(list(rows.values()), columns=METADATA_COLUMNS)
 
 
 def headline_table(temporal: pd.DataFrame, overlap: pd.DataFrame, metadata: pd.DataFrame) -> pd.DataFrame:
@@ -50,5 +54,5 @@ def rank_summary(ta) -> pd.DataFrame:
     return headline_table(
         ta.get_temporal_breakdown(visualize=False),
         ta.get_comm_comp_overlap(visualize=False),
-        trace_metadata(ta),
+        ta.get_trace_metadata(),
     )

@@ -50,6 +50,11 @@ def main(ctx: click.Context, debug: bool) -> None:
     """Analyse PyTorch profiler (Kineto) traces: local directories or gs:// URLs."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    if not debug:
+        import logging
+
+        # gcsfs logs whole aiohttp tracebacks before raising; our one-line error says it all.
+        logging.getLogger("gcsfs").setLevel(logging.CRITICAL)
 
 
 def _register() -> None:

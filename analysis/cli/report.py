@@ -1,0 +1,44 @@
+"""``trace-analysis report TRACES -o OUT_DIR``: the five analyses as an HTML page, figures and CSVs.
+
+Parses the arguments and calls ``analysis.reports.write_report``; nothing is computed here.
+"""
+
+from __future__ import annotations
+
+import click
+
+from .options import open_analysis, trace_loading_options
+
+
+def _formats(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
+    """``-f svg -f png`` or ``-f svg,png`` → ("svg", "png")."""
+    out = tuple(dict.fromkeys(p.strip().lower() for v in value for p in v.split(",") if p.strip()))
+    bad = [f for f in out if f not in ("html", "svg", "png", "pdf")]
+    if bad:
+        raise click.BadParameter(f"unknown format(s) {', '.join(bad)}; use html, svg, png or pdf")
+    return out or ("html", "svg")
+
+
+@click.command("report")
+@click.argument("traces")
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory for index.html, figures/ and tables/ (created if needed).")
+@click.option("--ranks", default="all", show_default=True,
+              help="Ranks to report: 'all' or a comma-separated list such as 0,3,5.")
+@click.option("-f", "--format", "formats", multiple=True, callback=_formats,
+              help="Outputs: html (the page), svg, png, pdf (one file per figure). Repeat or use "
+                   "commas; default: html,svg.")
+@trace_loading_options
+def command(traces: str, out_dir: str, ranks: str, formats: tuple[str, ...], **options) -> None:
+    """Write a report of TRACES (a directory, a file or a gs:// URL) into OUT_DIR."""
+    from ..reports import write_report
+
+    ta = open_analysis(traces, **options)
+    result = write_report(ta, out_dir, formats=formats, ranks=ranks,
+                          progress=False if options["quiet"] else None)
+    for title, reason in result.unavailable.items():
+        click.echo(f"note: {title} left out: {reason}", err=True)
+    if not options["quiet"]:
+        n_files = sum(len(p) for p in result.figures.values())
+        where = result.index or result.out_dir
+        click.echo(f"wrote {where} ({n_files} figure files, {len(result.tables)} tables)")

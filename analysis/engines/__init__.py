@@ -1,0 +1,91 @@
+"""Engines: where the per-rank work runs -- in this process, or on a Dask cluster.
+
+Every analysis is written as a per-rank step (``<module>.<name>_rank(rank_trace, **options)``,
+which sees one rank) and a ``combine`` step (which sees only the per-rank results). An *engine*
+holds the loaded ranks and runs per-rank steps over them; the facade combines what comes back::
+
+    engine = load_engine("gs://bucket/run", client=dask_client)   # or client=None: this process
+    frames = engine.map_ranks(temporal_breakdown_rank, engine.ranks, patterns="default")
+    table = temporal_breakdown.combine(frames)
+
+- :class:`~analysis.engines.local.LocalEngine` loads with :func:`analysis.loader.load_trace`
+  (a local process pool) and keeps the :class:`~analysis.model.Trace` in this process.
+- :class:`~analysis.engines.dask.DaskEngine` loads each file on a Dask worker, keeps every rank's
+  tables there, runs the per-rank steps there and brings back only their results.
+
+Both give identical results, rank numbers, errors and warnings. ``map_ranks(..., window="steps")``
+(the default) runs over HTA's analysed window (complete profiler steps, :mod:`analysis.step_window`),
+``window="full"`` over the whole trace.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, Protocol
+
+from ..model import RankMeta
+
+Window = Literal["steps", "full"]
+
+
+class Engine(Protocol):
+    """What the facade needs from an engine (see the module docstring)."""
+
+    source: str  # what the user asked for (directory, URL, ...)
+    skipped: list[tuple[str, str]]  # (file, reason) of the files not loaded
+    metas: dict[int, RankMeta]  # each loaded rank's metadata, on the caller
+
+    @property
+    def ranks(self) -> list[int]: ...
+
+    def select(self, ranks=None, default: str = "first") -> list[int]:
+        """A ``ranks`` argument (None, "all", int, list) as a list of loaded ranks."""
+        ...
+
+    def map_ranks(
+        self, func: Callable[..., Any], ranks: Iterable[int], *, window: Window = "steps", **kw
+    ) -> dict[int, Any]:
+        """``{rank: func(rank_trace, **kw)}`` for ``ranks``, in the order given."""
+        ...
+
+
+def load_engine(
+    trace_dir: str | os.PathLike | None = None,
+    trace_files: Iterable[str] | Mapping[int, str] | None = None,
+    *,
+    client: Any = None,
+    include_last_profiler_step: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    on_error: str = "raise",
+    max_workers: int | None = None,
+    progress: bool | None = None,
+    timeout: float | None = None,
+) -> Engine:
+    """Load the traces into a :class:`LocalEngine` (``client=None``) or a :class:`DaskEngine`.
+
+    ``client``: a ``dask.distributed.Client``; the traces are then read, parsed and kept on its
+    workers (which must be able to read the files: gs:// URLs, or a shared file system).
+    ``timeout`` (s) bounds each wait on the cluster (None: no bound); ``max_workers`` applies to
+    the local pool only. The other arguments are :func:`analysis.loader.load_trace`'s.
+    """
+    options = dict(
+        include_last_profiler_step=include_last_profiler_step,
+        storage_options=storage_options,
+        cache_dir=cache_dir,
+        use_cache=use_cache,
+        on_error=on_error,
+        progress=progress,
+    )
+    if client is None:
+        from .local import LocalEngine
+
+        return LocalEngine.load(trace_dir, trace_files, max_workers=max_workers, **options)
+    from .dask import DaskEngine
+
+    return DaskEngine.load(client, trace_dir, trace_files, timeout=timeout, **options)
+
+
+__all__ = ["Engine", "Window", "load_engine"]

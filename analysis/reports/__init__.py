@@ -1,0 +1,133 @@
+"""Reports: the analyses of a ``TraceAnalysis`` written to a folder someone can attach to a ticket.
+
+``write_report(ta, out_dir)`` writes::
+
+    out_dir/index.html          one self-contained page (plotly.js inline, works offline)
+    out_dir/figures/<name>.svg  one file per figure and static format asked for (svg, png, pdf)
+    out_dir/tables/<name>.csv   every table, all rows
+
+``content.build_report`` decides what is in it, ``html.render_html`` draws the page, and
+``analysis.export.export_figures`` writes the static figures through one kaleido browser.
+The ``trace-analysis report`` command and the walkthrough notebook both call ``write_report``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import BrowserNotFoundError, ExportError
+from .content import BUILD_STEPS, ReportContent, build_report, select_report_ranks
+
+__all__ = ["ReportResult", "ReportContent", "build_report", "select_report_ranks", "write_report"]
+
+REPORT_FORMATS = ("html", "svg", "png", "pdf")
+
+
+@dataclass
+class ReportResult:
+    """What ``write_report`` wrote (absolute paths)."""
+
+    out_dir: Path
+    index: Path | None
+    figures: dict[str, list[Path]] = field(default_factory=dict)
+    tables: dict[str, Path] = field(default_factory=dict)
+    # sections that could not be computed for these traces: {title: reason}
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+    def _repr_html_(self) -> str:  # a notebook shows a link to the page
+        from html import escape
+
+        if self.index is None:
+            return f"<p>Report written to {escape(str(self.out_dir))}</p>"
+        return f'<p>Report: <a href="{escape(self.index.as_uri())}">{escape(str(self.index))}</a></p>'
+
+
+def _check_formats(formats) -> tuple[str, ...]:
+    out = tuple(dict.fromkeys(f.lower().strip().lstrip(".") for f in
+                              ([formats] if isinstance(formats, str) else formats)))
+    bad = [f for f in out if f not in REPORT_FORMATS]
+    if bad or not out:
+        raise ExportError("formats", f"unsupported report format(s) {bad or '()'}; choose from "
+                          f"{REPORT_FORMATS}")
+    return out
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write atomically, so a reader never sees half a page."""
+    tmp = path.with_name(path.name + ".part")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as e:
+        raise ExportError(path, f"cannot write: {e.strerror or e}") from e
+
+
+def write_report(
+    ta,
+    out_dir: str | os.PathLike,
+    formats=("svg", "html"),
+    ranks="all",
+    progress: bool | None = None,
+) -> ReportResult:
+    """Run the analyses of ``ta`` for ``ranks`` and write the report into ``out_dir``.
+
+    ``formats``: ``"html"`` writes ``index.html``; ``"svg"``, ``"png"``, ``"pdf"`` write one file per
+    figure under ``figures/``. Tables are always written as CSV under ``tables/``. ``ranks``:
+    ``"all"``, an int, a list, or ``"0,2,5"``. ``progress``: a progress bar (None: only on a
+    terminal). Static formats need Chrome/Chromium: without one, the page and the tables are still
+    written and ``BrowserNotFoundError`` then says how to install a browser.
+    """
+    from tqdm.auto import tqdm
+
+    formats = _check_formats(formats)
+    static = [f for f in formats if f != "html"]
+    out = Path(out_dir).absolute()
+    try:
+        (out / "tables").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ExportError(out, f"cannot create the report directory: {e.strerror or e}") from e
+
+    total = BUILD_STEPS + 2 + bool(static)
+    # disable=None: tqdm shows the bar only on a terminal
+    disable = None if progress is None else not progress
+    with tqdm(total=total, desc="report", unit="step", disable=disable, leave=False) as bar:
+        content = build_report(ta, ranks=ranks, progress=bar)
+        result = ReportResult(out_dir=out, index=None,
+                              unavailable={s.title: s.error for s in content.sections if s.error})
+
+        for name, df in content.tables.items():
+            path = out / "tables" / f"{name}.csv"
+            try:
+                df.to_csv(path, index=False)
+            except OSError as e:
+                raise ExportError(path, f"cannot write: {e.strerror or e}") from e
+            result.tables[name] = path
+        bar.set_postfix_str("tables")
+        bar.update(1)
+
+        if "html" in formats:
+            import plotly.offline
+
+            from .html import render_html
+
+            result.index = out / "index.html"
+            _write_text(result.index, render_html(content, plotly.offline.get_plotlyjs()))
+        bar.set_postfix_str("html page")
+        bar.update(1)
+
+        if static:
+            from ..export import export_figures
+
+            bar.set_postfix_str(f"{'/'.join(static)} figures")
+            try:
+                result.figures = export_figures(content.figures, out / "figures", formats=static)
+            except BrowserNotFoundError as e:
+                written = "index.html and the tables" if result.index else "the tables"
+                raise BrowserNotFoundError(
+                    e.path, f"{e.reason} ({written} were written to {out}; only the "
+                    f"{'/'.join(static)} figures are missing)"
+                ) from e
+            bar.update(1)
+    return result

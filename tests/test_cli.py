@@ -1,0 +1,147 @@
+"""The ``trace-analysis`` command line: report, summary, cache, and its one-line error paths."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from analysis.cli import main
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cli-cache")
+
+
+def run(*args: str, env: dict | None = None):
+    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+def _one_line_error(result, *needles: str) -> str:
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and "Traceback" not in result.output
+    for needle in needles:
+        assert needle in lines[0]
+    return lines[0]
+
+
+def test_help_lists_every_command():
+    out = subprocess.run([sys.executable, "-m", "analysis", "--help"], capture_output=True, text=True,
+                         check=True).stdout
+    for command in ("report", "summary", "cache"):
+        assert f"  {command} " in out
+    report_help = run("report", "--help").output
+    for option in ("--output", "--ranks", "--format", "--patterns", "--no-cache", "--quiet"):
+        assert option in report_help
+
+
+# --------------------------------------------------------------------------------------- report
+def test_report_writes_the_page_and_tables(sample_traces_dir, cache_dir, tmp_path):
+    result = run("report", str(sample_traces_dir), "-o", str(tmp_path / "out"), "-f", "html",
+                 "--ranks", "0,1", "--cache-dir", str(cache_dir))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == f"wrote {tmp_path / 'out' / 'index.html'} (0 figure files, 12 tables)"
+    assert (tmp_path / "out" / "index.html").stat().st_size > 1_000_000  # plotly.js inlined
+    assert pd.read_csv(tmp_path / "out" / "tables" / "headline.csv")["rank"].tolist() == [0, 1]
+
+
+def test_report_quiet_prints_nothing(sample_traces_dir, cache_dir, tmp_path):
+    result = run("report", str(sample_traces_dir), "-o", str(tmp_path), "-f", "html", "-q",
+                 "--cache-dir", str(cache_dir))
+    assert result.exit_code == 0 and result.output == ""
+    assert (tmp_path / "index.html").exists()
+
+
+def test_report_without_a_browser_writes_the_page_and_says_how_to_install_one(
+    sample_traces_dir, cache_dir, tmp_path
+):
+    result = run("report", str(sample_traces_dir), "-o", str(tmp_path), "-f", "html,svg", "-q",
+                 "--cache-dir", str(cache_dir), env={"BROWSER_PATH": str(tmp_path / "no-chromium")})
+    _one_line_error(result, "apt-get install chromium", "index.html and the tables were written")
+    assert (tmp_path / "index.html").exists()
+
+
+def test_report_missing_directory(tmp_path):
+    missing = tmp_path / "nope"
+    _one_line_error(run("report", str(missing), "-o", str(tmp_path / "out")), str(missing),
+                    "no such file")
+    assert not (tmp_path / "out" / "index.html").exists()
+
+
+def test_report_bad_url(tmp_path):
+    _one_line_error(run("report", "nosuch://bucket/traces", "-o", str(tmp_path)),
+                    "nosuch://bucket/traces", "Protocol not known")
+
+
+def test_report_missing_gcs_bucket(gcs_emulator, tmp_path):
+    # gcsfs reaches the local emulator through STORAGE_EMULATOR_HOST, set by the fixture
+    _one_line_error(run("report", "gs://no-such-bucket/traces", "-o", str(tmp_path), "--no-cache"),
+                    "gs://no-such-bucket/traces")
+
+
+def test_report_corrupt_file(sample_traces_dir, tmp_path):
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shutil.copy(sample_traces_dir / "rank-0.pt.trace.json.gz", traces)
+    data = (sample_traces_dir / "rank-1.pt.trace.json.gz").read_bytes()
+    (traces / "rank-1.pt.trace.json.gz").write_bytes(data[: len(data) // 2])  # cut off mid-stream
+    line = _one_line_error(run("report", str(traces), "-o", str(tmp_path / "out"), "--no-cache"),
+                           "rank-1.pt.trace.json.gz")
+    assert "gzip" in line
+
+
+def test_report_not_a_trace(tmp_path):
+    (tmp_path / "et.json.gz").write_bytes(gzip.compress(b'{"nodes": []}'))
+    _one_line_error(run("report", str(tmp_path), "-o", str(tmp_path / "out"), "--no-cache"),
+                    "et.json.gz")
+
+
+def test_report_unknown_rank(sample_traces_dir, cache_dir, tmp_path):
+    _one_line_error(run("report", str(sample_traces_dir), "-o", str(tmp_path), "--ranks", "0,9",
+                        "--cache-dir", str(cache_dir)), "rank 9", "[0, 1, 2, 3, 4, 5, 6, 7]")
+
+
+def test_report_bad_format_is_a_usage_error(sample_traces_dir, tmp_path):
+    result = run("report", str(sample_traces_dir), "-o", str(tmp_path), "-f", "svg,xml")
+    assert result.exit_code == 2 and "xml" in result.stderr
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    from analysis.errors import TraceNotFoundError
+
+    with pytest.raises(TraceNotFoundError):
+        run("--debug", "report", str(tmp_path / "nope"), "-o", str(tmp_path / "out"))
+
+
+# -------------------------------------------------------------------------------- summary, cache
+def test_summary_prints_one_row_per_rank(sample_traces_dir, cache_dir):
+    result = run("summary", str(sample_traces_dir), "--cache-dir", str(cache_dir), "-q")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].split()[:2] == ["rank", "gpu"] and "idle_%" in lines[0]
+    assert [line.split()[0] for line in lines[1:]] == [str(r) for r in range(8)]
+
+
+def test_summary_missing_directory(tmp_path):
+    _one_line_error(run("summary", str(tmp_path / "nope")), "no such file")
+
+
+def test_cache_info_and_clear(sample_traces_dir, tmp_path):
+    cache = tmp_path / "cache"
+    assert run("summary", str(sample_traces_dir), "--cache-dir", str(cache), "-q").exit_code == 0
+    info = run("cache", "--cache-dir", str(cache), "info")
+    assert info.exit_code == 0 and str(cache) in info.stdout
+    cleared = run("cache", "--cache-dir", str(cache), "clear")
+    assert cleared.exit_code == 0 and cleared.stdout.startswith(f"cleared {cache}")
+    freed = float(cleared.stdout.split("(")[1].split()[0])
+    assert freed > 0
+    again = run("cache", "--cache-dir", str(cache), "clear")
+    assert "(0.0 MiB freed)" in again.stdout

@@ -1,0 +1,331 @@
+"""The Dask engine on a real LocalCluster: same results as the local path, bounded caller memory,
+failures named by rank and file."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shutil
+import tracemalloc
+import warnings
+
+import fsspec
+import pandas as pd
+import pytest
+from fsspec.spec import AbstractFileSystem
+from isal import igzip
+
+distributed = pytest.importorskip("distributed")
+
+from analysis import comm_comp_overlap as overlap  # noqa: E402
+from analysis import idle_time as idle  # noqa: E402
+from analysis import kernel_breakdown as kernels  # noqa: E402
+from analysis import kernel_launch_stats as launch  # noqa: E402
+from analysis import profiler_steps as steps  # noqa: E402
+from analysis import temporal_breakdown as temporal  # noqa: E402
+from analysis.engines import load_engine  # noqa: E402
+from analysis.engines.dask import DaskEngine  # noqa: E402
+from analysis.errors import (  # noqa: E402
+    CorruptTraceError,
+    DuplicateRankError,
+    NoGPUEventsError,
+    TraceLoadError,
+    TraceLoadWarning,
+)
+from analysis.loader import load_trace  # noqa: E402
+from analysis.operator_summary import operator_summary  # noqa: E402
+from analysis.step_window import profiler_step_window  # noqa: E402
+
+# Every wait on the cluster is bounded, so a hung worker fails the test instead of the suite.
+TIMEOUT_S = 120
+# What the caller may allocate besides the results: client, scheduler (LocalCluster runs it in
+# this process), task metadata and messages for a few hundred tasks.
+CALLER_OVERHEAD_BYTES = 8 * 2**20
+CRASH_PROTOCOL = "crashfs"
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers that run on the workers (imported there by module name).
+
+class CrashFS(AbstractFileSystem):
+    """A "remote" file system whose reads kill the Dask worker process doing them."""
+
+    protocol = CRASH_PROTOCOL
+
+    def info(self, path, **kwargs):
+        return {"name": path, "size": 1000, "type": "file"}
+
+    def cat_file(self, path, start=None, end=None, **kwargs):
+        distributed.get_worker()  # raises outside a worker: never kill the test process
+        os._exit(1)
+
+
+class RegisterCrashFS(distributed.WorkerPlugin):
+    """Registers :class:`CrashFS` on every worker, restarted ones included."""
+
+    def setup(self, worker):
+        fsspec.register_implementation(CRASH_PROTOCOL, CrashFS, clobber=True)
+
+
+def kill_worker_on_rank(rt, *, rank):
+    """A per-rank step that kills its worker on ``rank`` and counts events elsewhere."""
+    if rt.rank == rank:
+        distributed.get_worker()
+        os._exit(1)
+    return len(rt.events)
+
+
+def table_bytes(rt):
+    """Memory held by a rank's tables, in bytes."""
+    return int(sum(df.memory_usage(deep=True).sum() for df in (rt.events, rt.flows, rt.collectives)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Fixtures
+
+@pytest.fixture(scope="module")
+def client():
+    # allowed_failures=0: the first worker death fails its tasks (Dask's default retries 3 times),
+    # which keeps the failure tests short and exercises the engine's own one-at-a-time retry.
+    cluster = distributed.LocalCluster(
+        n_workers=2, processes=True, threads_per_worker=1, host="127.0.0.1",
+        dashboard_address=None, scheduler_kwargs={"allowed_failures": 0},
+    )
+    fsspec.register_implementation(CRASH_PROTOCOL, CrashFS, clobber=True)
+    with distributed.Client(cluster) as c:
+        c.register_plugin(RegisterCrashFS())
+        yield c
+    cluster.close()
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    # One parsed copy per file for the module, shared by the local loader and the workers.
+    return str(tmp_path_factory.mktemp("trace-cache"))
+
+
+def results(engine, patterns="default", rounding="exact"):
+    """Every analysis through ``engine``: per-rank step on the engine, combine here."""
+    kw = {"patterns": patterns, "rounding": rounding}
+    ranks = engine.ranks
+    return {
+        "temporal": temporal.combine(engine.map_ranks(temporal.temporal_breakdown_rank, ranks, **kw)),
+        "overlap": overlap.combine(engine.map_ranks(overlap.comm_comp_overlap_rank, ranks, **kw)),
+        "idle": idle.combine(
+            engine.map_ranks(idle.idle_time_breakdown_rank, ranks,
+                             show_idle_interval_stats=True, **kw),
+            show_idle_interval_stats=True, patterns=patterns,
+        ),
+        "launch": launch.combine(engine.map_ranks(launch.kernel_launch_stats_rank, ranks, **kw)),
+        "kernels": kernels.combine(engine.map_ranks(kernels.kernel_breakdown_rank, ranks, **kw)),
+        "steps": steps.combine(engine.map_ranks(steps.profiler_steps_rank, ranks, window="full")),
+        "operators": engine.map_ranks(operator_summary, ranks, top=None),
+    }
+
+
+def whole_trace_results(trace, patterns="default", rounding="exact"):
+    """The same analyses the way the facade computes them today: whole-trace functions."""
+    kw = {"patterns": patterns, "rounding": rounding}
+    window = profiler_step_window(trace)
+    ranks = trace.rank_list()
+    return {
+        "temporal": temporal.temporal_breakdown(window, **kw),
+        "overlap": overlap.comm_comp_overlap(window, **kw),
+        "idle": idle.idle_time_breakdown(window, ranks=ranks, show_idle_interval_stats=True, **kw),
+        "launch": launch.kernel_launch_stats(window, ranks=ranks, **kw),
+        "kernels": kernels.kernel_breakdown(window, **kw),
+        "steps": steps.profiler_steps(trace, ranks="all"),
+        "operators": {r: operator_summary(window[r], top=None) for r in ranks},
+    }
+
+
+def assert_same(a, b):
+    """Equal values, dtypes, index and order, through tuples, dicts and frames."""
+    if isinstance(a, pd.DataFrame):
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+    elif isinstance(a, dict):
+        assert list(a) == list(b)
+        for k in a:
+            assert_same(a[k], b[k])
+    elif isinstance(a, tuple):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            assert_same(x, y)
+    else:
+        assert a == b
+
+
+def loaded_the_same(dask_engine, local_engine):
+    assert dask_engine.ranks == local_engine.ranks
+    assert dask_engine.skipped == local_engine.skipped
+    for r in local_engine.ranks:
+        assert dask_engine.metas[r] == local_engine.metas[r]
+
+
+# ---------------------------------------------------------------------------------------------
+# Identical results
+
+def test_sample_traces_identical_to_local(client, sample_traces_dir, cache_dir):
+    dask_engine = load_engine(sample_traces_dir, client=client, cache_dir=cache_dir,
+                              timeout=TIMEOUT_S)
+    local = load_engine(sample_traces_dir, cache_dir=cache_dir, max_workers=1)
+    assert isinstance(dask_engine, DaskEngine)
+    assert dask_engine.ranks == list(range(8))
+    loaded_the_same(dask_engine, local)
+    got = results(dask_engine)
+    assert_same(got, results(local))
+    assert_same(got, whole_trace_results(local.full_trace))
+    # the window was cut on the workers: the last (partial) step is gone there too
+    assert sorted(got["steps"]["step"].unique()) == [10, 11, 12, 13, 14]
+    assert_same(dask_engine.fetch_trace([3]).ranks[3].events, local.trace[3].events)
+
+
+def test_trace_filter_identical_to_local(client, hta_traces_dir, cache_dir):
+    folder = hta_traces_dir / "trace_filter"
+    dask_engine = load_engine(folder, client=client, cache_dir=cache_dir, timeout=TIMEOUT_S)
+    local = load_engine(folder, cache_dir=cache_dir, max_workers=1)
+    loaded_the_same(dask_engine, local)
+    assert dask_engine.ranks == [0, 1]
+    for preset in ("default", "hta"):
+        rounding = "hta" if preset == "hta" else "exact"
+        got = results(dask_engine, preset, rounding)
+        assert_same(got, results(local, preset, rounding))
+        assert_same(got, whole_trace_results(local.full_trace, preset, rounding))
+
+
+def test_rank_mapping_and_duplicates_as_local(client, sample_traces_dir, tmp_path, cache_dir):
+    files = {5: str(sample_traces_dir / "rank-0.pt.trace.json.gz"),
+             9: str(sample_traces_dir / "rank-1.pt.trace.json.gz")}
+    dask_engine = load_engine(trace_files=files, client=client, cache_dir=cache_dir,
+                              timeout=TIMEOUT_S)
+    loaded_the_same(dask_engine, load_engine(trace_files=files, cache_dir=cache_dir))
+    assert dask_engine.metas[9].rank_origin == "mapping"
+    assert temporal.combine(
+        dask_engine.map_ranks(temporal.temporal_breakdown_rank, [9])
+    )["rank"].tolist() == [9]
+
+    # two files whose distributedInfo both say rank 0
+    shutil.copy(sample_traces_dir / "rank-0.pt.trace.json.gz", tmp_path / "a.pt.trace.json.gz")
+    shutil.copy(sample_traces_dir / "rank-0.pt.trace.json.gz", tmp_path / "b.pt.trace.json.gz")
+    with pytest.raises(DuplicateRankError) as local_err:
+        load_trace(tmp_path, use_cache=False, max_workers=1)
+    with pytest.raises(DuplicateRankError) as dask_err:
+        load_engine(tmp_path, client=client, use_cache=False, timeout=TIMEOUT_S)
+    assert str(dask_err.value) == str(local_err.value)
+
+
+def test_analysis_errors_come_back_unchanged(client, tmp_path):
+    cpu_only = {"distributedInfo": {"rank": 4}, "traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}
+    (tmp_path / "cpu.json").write_text(json.dumps(cpu_only))
+    engine = load_engine(tmp_path, client=client, use_cache=False, timeout=TIMEOUT_S)
+    local = load_engine(tmp_path, use_cache=False)
+    with pytest.raises(NoGPUEventsError) as local_err:
+        local.map_ranks(idle.idle_time_breakdown_rank, [4])
+    with pytest.raises(NoGPUEventsError) as dask_err:
+        engine.map_ranks(idle.idle_time_breakdown_rank, [4])
+    assert dask_err.value.ranks == [4]
+    assert str(dask_err.value) == str(local_err.value)
+    assert "idle_time_breakdown_rank" in str(dask_err.value.__cause__)  # the worker's traceback
+
+
+# ---------------------------------------------------------------------------------------------
+# Caller memory
+
+def write_ranks(sample_traces_dir, out_dir, n):
+    """``n`` traces: the sample traces repeated, each with its own rank in distributedInfo."""
+    originals = [gzip.decompress((sample_traces_dir / f"rank-{r}.pt.trace.json.gz").read_bytes())
+                 for r in range(8)]
+    rank_field = re.compile(rb'("distributedInfo": \{[^{}]*?"rank": )\d+')
+    for rank in range(n):
+        text, count = rank_field.subn(rb"\g<1>%d" % rank, originals[rank % 8], count=1)
+        assert count == 1
+        (out_dir / f"trace-{rank:03d}.pt.trace.json.gz").write_bytes(
+            igzip.compress(text, compresslevel=0)
+        )
+
+
+def test_caller_memory_bounded_by_results(client, sample_traces_dir, tmp_path):
+    n = 32
+    write_ranks(sample_traces_dir, tmp_path, n)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        engine = load_engine(tmp_path, client=client, use_cache=False, progress=False,
+                             timeout=TIMEOUT_S)
+        per_rank = engine.map_ranks(temporal.temporal_breakdown_rank, engine.ranks)
+        table = temporal.combine(per_rank)
+        breakdown = engine.map_ranks(kernels.kernel_breakdown_rank, engine.ranks)
+        kernels.combine(breakdown)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert table["rank"].tolist() == list(range(n))
+    result_bytes = sum(
+        int(df.memory_usage(deep=True).sum())
+        for df in [*per_rank.values(), *(f for pair in breakdown.values() for f in pair)]
+    )
+    bound = CALLER_OVERHEAD_BYTES + 4 * result_bytes
+    trace_bytes = sum(engine.map_ranks(table_bytes, engine.ranks, window="full").values())
+    # The bound must be meaningful: holding the traces here would exceed it several times over.
+    assert trace_bytes > 4 * bound, (trace_bytes, bound)
+    assert peak < bound, f"caller peak {peak / 2**20:.1f} MiB, bound {bound / 2**20:.1f} MiB"
+    engine.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Failures
+
+def test_corrupt_file_named_and_skipped(client, sample_traces_dir, tmp_path, cache_dir):
+    for r in range(3):
+        shutil.copy(sample_traces_dir / f"rank-{r}.pt.trace.json.gz", tmp_path)
+    bad = tmp_path / "rank-3.pt.trace.json.gz"
+    bad.write_bytes((sample_traces_dir / "rank-3.pt.trace.json.gz").read_bytes()[:5000])
+
+    with pytest.raises(CorruptTraceError) as err:
+        load_engine(tmp_path, client=client, cache_dir=cache_dir, timeout=TIMEOUT_S)
+    assert err.value.path == str(bad)
+
+    with pytest.warns(TraceLoadWarning, match="rank-3.pt.trace.json.gz"):
+        engine = load_engine(tmp_path, client=client, cache_dir=cache_dir, on_error="skip",
+                             timeout=TIMEOUT_S)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TraceLoadWarning)
+        local = load_engine(tmp_path, cache_dir=cache_dir, on_error="skip", max_workers=1)
+    loaded_the_same(engine, local)
+    assert engine.ranks == [0, 1, 2]
+    assert [path for path, _ in engine.skipped] == [str(bad)]
+    assert_same(results(engine)["temporal"], results(local)["temporal"])
+
+
+def test_worker_death_while_loading(client, sample_traces_dir):
+    good = [str(sample_traces_dir / f"rank-{r}.pt.trace.json.gz") for r in range(3)]
+    crashing = f"{CRASH_PROTOCOL}://bucket/run/rank-7.pt.trace.json.gz"
+    with pytest.warns(TraceLoadWarning, match="rank-7") as record:
+        engine = load_engine(trace_files=[*good, crashing], client=client, use_cache=False,
+                             on_error="skip", timeout=TIMEOUT_S)
+    assert engine.ranks == [0, 1, 2], engine.skipped  # files that shared the dead worker are not blamed
+    [(path, reason)] = engine.skipped
+    assert path == crashing
+    assert reason.startswith("rank 7: the Dask worker loading this file died")
+    assert any(crashing in str(w.message) for w in record)
+    counts = engine.map_ranks(kill_worker_on_rank, engine.ranks, rank=-1)
+    assert counts == {r: len(engine.fetch_trace([r])[r].events) for r in range(3)}
+
+
+def test_worker_death_while_analysing(client, sample_traces_dir, cache_dir):
+    files = [str(sample_traces_dir / f"rank-{r}.pt.trace.json.gz") for r in range(4)]
+    engine = load_engine(trace_files=files, client=client, cache_dir=cache_dir, on_error="skip",
+                         timeout=TIMEOUT_S)
+    with pytest.warns(TraceLoadWarning, match="rank 2") as record:
+        counts = engine.map_ranks(kill_worker_on_rank, engine.ranks, rank=2)
+    assert sorted(counts) == [0, 1, 3]
+    assert files[2] in str(record[0].message)
+
+    engine.on_error = "raise"
+    with pytest.raises(TraceLoadError) as err:
+        engine.map_ranks(kill_worker_on_rank, [1, 2], rank=2)
+    assert err.value.path == files[2] and err.value.rank == 2
+    assert "died" in err.value.reason
