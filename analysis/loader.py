@@ -37,6 +37,9 @@ from .model import RankTrace, Trace
 from .sources import TraceFile, find_trace_files, rank_from_file_name, read_trace_bytes
 
 ON_ERROR_CHOICES = ("raise", "skip")
+# Below this much (compressed) input, starting a process pool (~0.7 s here) costs more than it saves:
+# parsing runs at roughly 20 MB of gzip per second per core.
+SMALL_JOB_BYTES = 8 * 2**20
 # Progress appears only for loads slower than this (seconds), so quick loads print nothing.
 PROGRESS_DELAY_S = 1.0
 # Imported once by the forkserver, so every worker starts with them already loaded.
@@ -263,8 +266,10 @@ def load_trace(
                 tasks.append((file.url, storage_options, cache_dir_str, key))
 
         workers = min(max_workers or _available_cpus(), len(tasks))
+        sizes = [f.size for f in files if f.url in {t[0] for t in tasks}]
+        small_job = max_workers is None and None not in sizes and sum(sizes) < SMALL_JOB_BYTES
         # memory:// lives in this process only; workers would find it empty.
-        if workers <= 1 or any(task[0].startswith("memory://") for task in tasks):
+        if workers <= 1 or small_job or any(task[0].startswith("memory://") for task in tasks):
             for task in tasks:
                 on_outcome(task, _load_file(*task, return_trace=True))
         else:
