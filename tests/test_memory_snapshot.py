@@ -246,3 +246,21 @@ def test_snapshot_figures_mark_the_peak_and_list_the_top_allocations():
     assert sum("4.0 MiB" in t for t in texts) == 3  # the three largest groups are labelled
     table = top_allocations_table(top)
     assert list(table.data[0].cells.values[0]) == list(top["frame"])
+
+
+def test_gzipped_snapshot_loads_from_gs_on_a_real_gcs_server(gcs_emulator):
+    import uuid
+
+    import gcsfs
+
+    builder, _ = training_run(steps=2)
+    snapshot = builder.snapshot()
+    fs = gcsfs.GCSFileSystem(endpoint_url=gcs_emulator, token="anon")
+    bucket = f"mem-{uuid.uuid4().hex[:8]}"
+    fs.mkdir(bucket)
+    fs.pipe(f"{bucket}/run/snapshot.pickle.gz", gzip.compress(pickle.dumps(snapshot)))
+    loaded = load_snapshot(
+        f"gs://{bucket}/run/snapshot.pickle.gz",
+        storage_options={"endpoint_url": gcs_emulator, "token": "anon"},
+    )
+    assert loaded == snapshot
