@@ -53,7 +53,7 @@ class WorkerTraceback(Exception):
 # ---------------------------------------------------------------------------------------------
 # One file: runs in a worker process, or in-process for a single file / max_workers=1.
 
-def _load_file(
+def load_file(
     url: str,
     storage_options: Mapping[str, Any] | None,
     cache_dir: str | None,
@@ -88,7 +88,7 @@ def _load_file(
     return ("trace", trace, notes)
 
 
-def _error_from(outcome: tuple) -> TraceLoadError:
+def error_from(outcome: tuple) -> TraceLoadError:
     _, cls, path, reason, tb = outcome
     try:
         exc = cls(path, reason)
@@ -132,13 +132,13 @@ def _use_environment(environ: dict[str, str]) -> None:
 
 
 def _run_pool(tasks: list[tuple], workers: int, on_outcome) -> None:
-    """Run ``_load_file`` over ``tasks``; a dead worker fails its own file only, never hangs."""
+    """Run ``load_file`` over ``tasks``; a dead worker fails its own file only, never hangs."""
     ctx = _pool_context()
     pool_args = {"mp_context": ctx, "initializer": _use_environment, "initargs": (dict(os.environ),)}
     broken: list[tuple] = []
     pool = ProcessPoolExecutor(max_workers=workers, **pool_args)
     try:
-        futures = {pool.submit(_load_file, *task): task for task in tasks}
+        futures = {pool.submit(load_file, *task): task for task in tasks}
         for future in as_completed(futures):
             try:
                 on_outcome(futures[future], future.result())
@@ -151,13 +151,13 @@ def _run_pool(tasks: list[tuple], workers: int, on_outcome) -> None:
     for task in broken:
         with ProcessPoolExecutor(max_workers=1, **pool_args) as single:
             try:
-                outcome = single.submit(_load_file, *task).result()
+                outcome = single.submit(load_file, *task).result()
             except BrokenProcessPool:
                 outcome = _worker_died(task[0])
         on_outcome(task, outcome)
 
 
-def _progress_bar(total: int, progress: bool | None):
+def progress_bar(total: int, progress: bool | None):
     if progress is False:
         return contextlib.nullcontext(None)
     from tqdm.auto import tqdm  # only the parent process needs it
@@ -166,7 +166,7 @@ def _progress_bar(total: int, progress: bool | None):
     return tqdm(total=total, desc="loading traces", unit="file", delay=delay, leave=False)
 
 
-def _assign_ranks(loaded: list[tuple[TraceFile, RankTrace]]) -> dict[int, RankTrace]:
+def assign_ranks(loaded: list[tuple[TraceFile, RankTrace]]) -> dict[int, RankTrace]:
     """Rank of each file: the mapping's, else distributedInfo.rank, else the file name's, else 0."""
     ranks: dict[int, RankTrace] = {}
     defaulted = []
@@ -194,6 +194,46 @@ def _assign_ranks(loaded: list[tuple[TraceFile, RankTrace]]) -> dict[int, RankTr
             stacklevel=3,
         )
     return ranks
+
+
+def settle_failures(
+    files: Sequence[TraceFile],
+    loaded: Mapping[str, Any],
+    failures: Mapping[str, TraceLoadError],
+    on_error: str,
+    source: str,
+) -> list[tuple[str, str]]:
+    """Apply the rules for files that did not load; returns ``Trace.skipped`` as (path, reason).
+
+    Non-traces are always skipped with one warning naming them. Other failures raise (one error,
+    or ``MultipleLoadErrors``) with ``on_error="raise"`` or when nothing loaded; with ``"skip"``
+    one warning lists them. Nothing loaded at all is a ``TraceNotFoundError``.
+    """
+    skipped: list[tuple[str, str]] = []
+    not_traces = [f.url for f in files if isinstance(failures.get(f.url), NotATraceError)]
+    if not_traces:
+        warnings.warn(
+            "skipped files that are not Kineto traces (no traceEvents): " + ", ".join(not_traces),
+            TraceLoadWarning,
+            stacklevel=3,
+        )
+        skipped += [(url, failures[url].reason) for url in not_traces]
+    errors = [failures[f.url] for f in files if f.url in failures and f.url not in not_traces]
+    if errors and (on_error == "raise" or not loaded):
+        raise errors[0] if len(errors) == 1 else MultipleLoadErrors(errors)
+    if errors:
+        warnings.warn(
+            f"skipped {len(errors)} trace file(s) that failed to load:\n"
+            + "\n".join(f"  - {e.path}: {e.reason}" for e in errors),
+            TraceLoadWarning,
+            stacklevel=3,
+        )
+        skipped += [(e.path, e.reason) for e in errors]
+    if not loaded:
+        raise TraceNotFoundError(
+            source, f"none of the {len(files)} file(s) is a Kineto trace: " + ", ".join(not_traces)
+        )
+    return skipped
 
 
 def load_trace(
@@ -235,19 +275,19 @@ def load_trace(
     failures: dict[str, TraceLoadError] = {}
     notes: list[str] = []
 
-    with _progress_bar(len(files), progress) as bar:
+    with progress_bar(len(files), progress) as bar:
 
         def on_outcome(task: tuple, outcome: tuple) -> None:
             url = task[0]
             if outcome[0] == "error":
-                failures[url] = _error_from(outcome)
+                failures[url] = error_from(outcome)
             elif outcome[0] == "trace":
                 traces[url] = outcome[1]
                 notes.extend(outcome[2])
             else:
                 cached = cache.get(outcome[1])
                 if cached is None:  # removed or damaged since the worker wrote it: parse here
-                    outcome = _load_file(url, storage_options, None, None, True)
+                    outcome = load_file(url, storage_options, None, None, True)
                     return on_outcome(task, outcome)
                 traces[url] = cached
                 notes.extend(outcome[2])
@@ -271,37 +311,13 @@ def load_trace(
         # memory:// lives in this process only; workers would find it empty.
         if workers <= 1 or small_job or any(task[0].startswith("memory://") for task in tasks):
             for task in tasks:
-                on_outcome(task, _load_file(*task, return_trace=True))
+                on_outcome(task, load_file(*task, return_trace=True))
         else:
             _run_pool([(*task, False) for task in tasks], workers, on_outcome)
 
     for note in notes:
         warnings.warn(note, TraceLoadWarning, stacklevel=2)
 
-    skipped: list[tuple[str, str]] = []
-    not_traces = [f.url for f in files if isinstance(failures.get(f.url), NotATraceError)]
-    if not_traces:
-        warnings.warn(
-            "skipped files that are not Kineto traces (no traceEvents): " + ", ".join(not_traces),
-            TraceLoadWarning,
-            stacklevel=2,
-        )
-        skipped += [(url, failures[url].reason) for url in not_traces]
-    errors = [failures[f.url] for f in files if f.url in failures and f.url not in not_traces]
-    if errors and (on_error == "raise" or not traces):
-        raise errors[0] if len(errors) == 1 else MultipleLoadErrors(errors)
-    if errors:
-        warnings.warn(
-            f"skipped {len(errors)} trace file(s) that failed to load:\n"
-            + "\n".join(f"  - {e.path}: {e.reason}" for e in errors),
-            TraceLoadWarning,
-            stacklevel=2,
-        )
-        skipped += [(e.path, e.reason) for e in errors]
-    if not traces:
-        raise TraceNotFoundError(
-            source, f"none of the {len(files)} file(s) is a Kineto trace: " + ", ".join(not_traces)
-        )
-
+    skipped = settle_failures(files, traces, failures, on_error, source)
     loaded = [(f, traces[f.url]) for f in files if f.url in traces]
-    return Trace(ranks=_assign_ranks(loaded), source=source, skipped=skipped)
+    return Trace(ranks=assign_ranks(loaded), source=source, skipped=skipped)

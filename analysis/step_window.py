@@ -27,7 +27,7 @@ from .model import RankTrace, Trace
 STEP_MARKER = "ProfilerStep"
 
 
-def _step_names(rt: RankTrace) -> set[str]:
+def step_names(rt: RankTrace) -> set[str]:
     names = rt.events["name"]
     cats = names.cat.categories if hasattr(names, "cat") else names.unique()
     return {c for c in cats if isinstance(c, str) and STEP_MARKER in c}
@@ -57,7 +57,7 @@ def profiler_step_window(trace: Trace, include_last_profiler_step: bool = False)
     """The trace restricted to its complete profiler steps, HTA's default view of a trace."""
     names: set[str] = set()
     for rt in trace.values():
-        names |= _step_names(rt)
+        names |= step_names(rt)
     if len(names) <= 1:
         return trace
     return Trace(

@@ -39,18 +39,22 @@ from typing import Any
 from ..cache import TraceCache, cache_key
 from ..errors import (
     ConfigError,
-    MultipleLoadErrors,
-    NotATraceError,
     TraceAnalysisError,
     TraceLoadError,
     TraceLoadWarning,
-    TraceNotFoundError,
     UnknownRankError,
 )
-from ..loader import ON_ERROR_CHOICES, _assign_ranks, _error_from, _load_file, _progress_bar
+from ..loader import (
+    ON_ERROR_CHOICES,
+    assign_ranks,
+    error_from,
+    load_file,
+    progress_bar,
+    settle_failures,
+)
 from ..model import EVENT_COLUMNS, RankMeta, RankTrace, Trace, empty_frame
 from ..sources import TraceFile, find_trace_files, rank_from_file_name
-from ..step_window import _step_names, rank_window
+from ..step_window import rank_window, step_names
 from . import Window
 
 try:
@@ -82,16 +86,16 @@ def load_rank(
         cached = TraceCache(cache_dir).get(key)
         if cached is not None:
             return cached, []
-    outcome = _load_file(file.url, storage_options, cache_dir, key, True)
+    outcome = load_file(file.url, storage_options, cache_dir, key, True)
     if outcome[0] == "error":
-        raise _error_from(outcome)
+        raise error_from(outcome)
     return outcome[1], outcome[2]
 
 
 def rank_info(loaded: tuple[RankTrace, list[str]]) -> tuple[RankMeta, set[str], list[str]]:
     """The small part of a loaded file: its metadata, its ProfilerStep names and its notes."""
     trace, notes = loaded
-    return trace.meta, _step_names(trace), notes
+    return trace.meta, step_names(trace), notes
 
 
 def place_rank(loaded: tuple[RankTrace, list[str]], meta: RankMeta) -> RankTrace:
@@ -251,7 +255,7 @@ class DaskEngine:
         pending = {}
         for i, file in enumerate(files):
             loads[file.url], pending[file.url] = submit(file, i)
-        with _progress_bar(len(files), progress) as bar:
+        with progress_bar(len(files), progress) as bar:
             done = as_completed(list(pending.values()), timeout=timeout)
             try:
                 for _ in done:
@@ -273,15 +277,15 @@ class DaskEngine:
         for _meta, _names, notes in infos.values():
             for note in notes:
                 warnings.warn(note, TraceLoadWarning, stacklevel=2)
-        skipped = _settle_failures(files, infos, failures, on_error, source)
+        skipped = settle_failures(files, infos, failures, on_error, source)
 
         # Ranks are decided here, by the local loader's own rule, over metadata-only stand-ins.
         stand_ins = [
             (f, RankTrace(meta=infos[f.url][0], events=empty_frame(EVENT_COLUMNS)))
             for f in files if f.url in infos
         ]
-        by_rank = _assign_ranks(stand_ins)
-        full = {  # _assign_ranks set each meta.source to its file's URL, the key of `loads`
+        by_rank = assign_ranks(stand_ins)
+        full = {  # assign_ranks set each meta.source to its file's URL, the key of `loads`
             rank: client.submit(place_rank, loads[rt.meta.source], rt.meta,
                                 key=_task_key("place_rank", rank), pure=False)
             for rank, rt in by_rank.items()
@@ -420,38 +424,3 @@ def _wait(futures: list, timeout: float | None, what: str) -> None:
         wait(futures, timeout=timeout)
     except TimeoutError as exc:
         raise TraceAnalysisError(f"{what} did not finish within {timeout} s") from exc
-
-
-def _settle_failures(
-    files: list[TraceFile],
-    loaded: Mapping[str, Any],
-    failures: Mapping[str, TraceLoadError],
-    on_error: str,
-    source: str,
-) -> list[tuple[str, str]]:
-    """The local loader's rules for failed files: the ``skipped`` list, warnings, or the error."""
-    skipped: list[tuple[str, str]] = []
-    not_traces = [f.url for f in files if isinstance(failures.get(f.url), NotATraceError)]
-    if not_traces:
-        warnings.warn(
-            "skipped files that are not Kineto traces (no traceEvents): " + ", ".join(not_traces),
-            TraceLoadWarning,
-            stacklevel=3,
-        )
-        skipped += [(url, failures[url].reason) for url in not_traces]
-    errors = [failures[f.url] for f in files if f.url in failures and f.url not in not_traces]
-    if errors and (on_error == "raise" or not loaded):
-        raise errors[0] if len(errors) == 1 else MultipleLoadErrors(errors)
-    if errors:
-        warnings.warn(
-            f"skipped {len(errors)} trace file(s) that failed to load:\n"
-            + "\n".join(f"  - {e.path}: {e.reason}" for e in errors),
-            TraceLoadWarning,
-            stacklevel=3,
-        )
-        skipped += [(e.path, e.reason) for e in errors]
-    if not loaded:
-        raise TraceNotFoundError(
-            source, f"none of the {len(files)} file(s) is a Kineto trace: " + ", ".join(not_traces)
-        )
-    return skipped
