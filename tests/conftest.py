@@ -119,3 +119,9 @@ def kaleido_session():
         if os.environ.get("CI"):
             raise
         pytest.skip(str(e))
+
+
+@pytest.fixture
+def trace_dir(request, hta_traces_dir, sample_traces_dir):
+    """Indirect parametrisation target: a folder name of ../shared/traces/hta, or "sample"."""
+    return sample_traces_dir if request.param == "sample" else hta_traces_dir / request.param

@@ -16,11 +16,6 @@ from analysis.step_window import profiler_step_window
 from analysis.synthetic import SynthConfig, generate, write_traces
 
 
-@pytest.fixture
-def trace_dir(request, hta_traces_dir, sample_traces_dir):
-    return sample_traces_dir if request.param == "sample" else hta_traces_dir / request.param
-
-
 @pytest.mark.parametrize("trace_dir", [*HTA_GPU_TRACE_DIRS, "sample"], indirect=True)
 def test_hta_parity(trace_dir):
     theirs = hta_analysis(str(trace_dir)).get_comm_comp_overlap(visualize=False)

@@ -7,9 +7,8 @@ import pickle
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import HTA_GPU_TRACE_DIRS
 from hta_oracle import hta_analysis
-from trace_helpers import load_dir
+from trace_helpers import load_dir, parity_dirs, rank_trace
 
 from analysis.errors import NoGPUEventsError
 from analysis.idle_time import (
@@ -19,27 +18,9 @@ from analysis.idle_time import (
     idle_time_breakdown,
     idle_time_breakdown_rank,
 )
-from analysis.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace
+from analysis.model import RankTrace, Trace
 from analysis.step_window import profiler_step_window
 from analysis.synthetic import SynthConfig, generate, write_traces
-
-
-def rank_trace(rows, rank=0, float_timestamps=False) -> RankTrace:
-    """A RankTrace from (name, cat, ts_ns, dur_ns, stream, correlation) tuples."""
-    df = pd.DataFrame(rows, columns=["name", "cat", "ts", "dur", "stream", "correlation"])
-    df = df.assign(pid=1, tid=1, external_id=-1, device=0)
-    df = df[list(EVENT_COLUMNS)].astype(EVENT_COLUMNS)
-    meta = RankMeta(rank=rank, source=f"hand-made rank {rank}", float_timestamps=float_timestamps)
-    return RankTrace(meta=meta, events=df)
-
-
-def parity_dirs():
-    return [pytest.param(d, id=d) for d in HTA_GPU_TRACE_DIRS] + [pytest.param("sample", id="sample")]
-
-
-@pytest.fixture
-def trace_dir(request, hta_traces_dir, sample_traces_dir):
-    return sample_traces_dir if request.param == "sample" else hta_traces_dir / request.param
 
 
 @pytest.mark.parametrize("trace_dir", parity_dirs(), indirect=True)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import HTA_GPU_TRACE_DIRS
 from hta_oracle import hta_analysis
-from trace_helpers import load_dir
+from trace_helpers import load_dir, parity_dirs
 
 from analysis.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace
 from analysis.profiler_steps import COLUMNS, profiler_steps, profiler_steps_rank, step_ids
@@ -20,15 +19,6 @@ def rank_trace(rows, rank=0) -> RankTrace:
     df = df.assign(pid=1, tid=1, external_id=-1, device=0)
     df = df[list(EVENT_COLUMNS)].astype(EVENT_COLUMNS)
     return RankTrace(meta=RankMeta(rank=rank, source="hand-made"), events=df)
-
-
-def parity_dirs():
-    return [pytest.param(d, id=d) for d in HTA_GPU_TRACE_DIRS] + [pytest.param("sample", id="sample")]
-
-
-@pytest.fixture
-def trace_dir(request, hta_traces_dir, sample_traces_dir):
-    return sample_traces_dir if request.param == "sample" else hta_traces_dir / request.param
 
 
 @pytest.mark.parametrize("trace_dir", parity_dirs(), indirect=True)

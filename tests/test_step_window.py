@@ -7,9 +7,8 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import HTA_GPU_TRACE_DIRS
 from hta_oracle import hta_analysis
-from trace_helpers import load_dir
+from trace_helpers import load_dir, parity_dirs
 
 from analysis.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace
 from analysis.step_window import profiler_step_window
@@ -41,15 +40,6 @@ def hta_kept_events(hta) -> dict[int, Counter]:
                                 df["dur"].astype("int64"), df["stream"], df["correlation"],
                                 strict=True))
     return out
-
-
-def parity_dirs():
-    return [pytest.param(d, id=d) for d in HTA_GPU_TRACE_DIRS] + [pytest.param("sample", id="sample")]
-
-
-@pytest.fixture
-def trace_dir(request, hta_traces_dir, sample_traces_dir):
-    return sample_traces_dir if request.param == "sample" else hta_traces_dir / request.param
 
 
 @pytest.mark.parametrize("trace_dir", parity_dirs(), indirect=True)

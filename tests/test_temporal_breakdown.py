@@ -5,23 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import HTA_GPU_TRACE_DIRS
 from hta_oracle import hta_analysis
-from trace_helpers import load_dir, rank_trace
+from trace_helpers import load_dir, parity_dirs, rank_trace
 
 from analysis.model import Trace
 from analysis.step_window import profiler_step_window
 from analysis.synthetic import SynthConfig, generate, write_traces
 from analysis.temporal_breakdown import COLUMNS, temporal_breakdown
-
-
-def parity_dirs():
-    return [pytest.param(d, id=d) for d in HTA_GPU_TRACE_DIRS] + [pytest.param("sample", id="sample")]
-
-
-@pytest.fixture
-def trace_dir(request, hta_traces_dir, sample_traces_dir):
-    return sample_traces_dir if request.param == "sample" else hta_traces_dir / request.param
 
 
 @pytest.mark.parametrize("trace_dir", parity_dirs(), indirect=True)

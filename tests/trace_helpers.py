@@ -6,6 +6,7 @@ from functools import cache
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from analysis.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace
 from analysis.parse import parse_trace_bytes
@@ -34,3 +35,10 @@ def rank_trace(rows, rank: int = 0, float_timestamps: bool = False) -> RankTrace
     df = df[list(EVENT_COLUMNS)].astype(EVENT_COLUMNS)
     meta = RankMeta(rank=rank, source=f"hand-made rank {rank}", float_timestamps=float_timestamps)
     return RankTrace(meta=meta, events=df)
+
+
+def parity_dirs() -> list:
+    """pytest params for the parity suite: every real GPU trace folder, plus the sample traces."""
+    from conftest import HTA_GPU_TRACE_DIRS
+
+    return [pytest.param(d, id=d) for d in HTA_GPU_TRACE_DIRS] + [pytest.param("sample", id="sample")]
