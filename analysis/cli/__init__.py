@@ -52,6 +52,10 @@ def main(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
     if not debug:
         import logging
+        import warnings
+
+        # Warnings (skipped files, guessed ranks) read as one line each, without source lines.
+        warnings.formatwarning = lambda message, category, *args, **kwargs: f"warning: {message}\n"
 
         # gcsfs logs whole aiohttp tracebacks before raising; our one-line error says it all.
         logging.getLogger("gcsfs").setLevel(logging.CRITICAL)
