@@ -83,10 +83,12 @@ def _write_table(df: pd.DataFrame, path: Path) -> None:
 
 
 def _read_table(path: Path) -> pd.DataFrame:
-    # Memory-mapped: the file's pages are read straight into the pandas columns, no extra copy.
+    # Memory-mapped and converted column by column (split_blocks: no consolidation copy), so numeric
+    # columns stay zero-copy, read-only views of the mapped file: page cache, not heap. Analyses
+    # never write into the model's frames.
     with pa.memory_map(str(path), "r") as source:
         table = pa.ipc.open_file(source).read_all()
-        return table.to_pandas()
+        return table.to_pandas(split_blocks=True, self_destruct=True)
 
 
 def _meta_to_dict(meta: RankMeta) -> dict[str, Any]:
