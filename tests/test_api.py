@@ -155,3 +155,14 @@ def test_hta_bridge_fetches_remote_traces(gcs_emulator, filter_dir, tmp_path):
     hta = ta.hta
     assert sorted(hta.t.traces) == [0, 1]
     assert all(str(tmp_path) in p for p in hta.t.trace_files.values())
+
+
+def test_hta_bridge_without_hta_says_how_to_install_it(filter_dir, monkeypatch):
+    import sys
+
+    from analysis.errors import TraceAnalysisError
+
+    ta = TraceAnalysis(trace_dir=filter_dir, progress=False)
+    monkeypatch.setitem(sys.modules, "hta.trace_analysis", None)  # import now fails
+    with pytest.raises(TraceAnalysisError, match=r"pip install 'trace-analysis\[hta\]'"):
+        _ = ta.hta
