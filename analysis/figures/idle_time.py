@@ -92,25 +92,10 @@ def idle_time_breakdown(df: pd.DataFrame, pctg: bool = True) -> go.Figure:
             legend_title="Idle category",
         )
 
-    fig = go.Figure()
-    for cat in categories:
-        part = df[df["idle_category"].astype(str) == cat]
-        fig.add_trace(
-            go.Box(
-                name=cat,
-                y=part["value"],
-                boxpoints="all",
-                jitter=0.4,
-                pointpos=0,
-                marker=dict(color=color_for(cat), size=4),
-                customdata=part[["rank", "stream", "idle_time"]].to_numpy(),
-                hovertemplate=(
-                    "rank %{customdata[0]}, stream %{customdata[1]}<br>"
-                    f"{cat}: %{{y:,.2f}}{' %' if pctg else ' µs'}"
-                    " (%{customdata[2]:,.0f} µs)<extra></extra>"
-                ),
-            )
-        )
+    fig = _category_boxes(
+        df, categories, "value", "idle_time",
+        "{cat}: %{{y:,.2f}}" + (" %" if pctg else " µs") + " (%{{customdata[2]:,.0f}} µs)",
+    )
     return apply_layout(
         fig,
         f"{TITLE} across {rank_note}",
@@ -182,24 +167,10 @@ def idle_interval_stats(stats_df: pd.DataFrame | None) -> go.Figure:
             legend_title="Idle category",
         )
 
-    fig = go.Figure()
-    for cat in categories:
-        part = df[df["idle_category"].astype(str) == cat]
-        fig.add_trace(
-            go.Box(
-                name=cat,
-                y=part["50%"],
-                boxpoints="all",
-                jitter=0.4,
-                pointpos=0,
-                marker=dict(color=color_for(cat), size=4),
-                customdata=part[["rank", "stream", "count"]].to_numpy(),
-                hovertemplate=(
-                    "rank %{customdata[0]}, stream %{customdata[1]}<br>"
-                    f"{cat}: median %{{y:,.1f}} µs over %{{customdata[2]:,.0f}} intervals<extra></extra>"
-                ),
-            )
-        )
+    fig = _category_boxes(
+        df, categories, "50%", "count",
+        "{cat}: median %{{y:,.1f}} µs over %{{customdata[2]:,.0f}} intervals",
+    )
     return apply_layout(
         fig,
         f"{STATS_TITLE} across {rank_note}",
@@ -208,3 +179,28 @@ def idle_interval_stats(stats_df: pd.DataFrame | None) -> go.Figure:
         y_title=f"Median {y_title[0].lower()}{y_title[1:]}",
         legend_title="Idle category",
     )
+
+
+def _category_boxes(df: pd.DataFrame, categories, y: str, extra: str, hover: str) -> go.Figure:
+    """One box per idle category with every (rank, stream) as a point: the many-ranks layout.
+
+    ``hover`` is a format string with ``{cat}``; ``customdata`` is (rank, stream, ``extra``).
+    """
+    fig = go.Figure()
+    for cat in categories:
+        part = df[df["idle_category"].astype(str) == cat]
+        fig.add_trace(
+            go.Box(
+                name=cat,
+                y=part[y],
+                boxpoints="all",
+                jitter=0.4,
+                pointpos=0,
+                marker=dict(color=color_for(cat), size=4),
+                customdata=part[["rank", "stream", extra]].to_numpy(),
+                hovertemplate="rank %{customdata[0]}, stream %{customdata[1]}<br>"
+                + hover.format(cat=cat)
+                + "<extra></extra>",
+            )
+        )
+    return fig
