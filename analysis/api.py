@@ -77,7 +77,7 @@ class TraceAnalysis:
             raise ConfigError("give trace_dir (a directory or URL) or trace_files")
         self.patterns = resolve_patterns(kernel_patterns)
         if time_rounding is None:
-            time_rounding = "hta" if kernel_patterns == "hta" else "exact"
+            time_rounding = "hta" if self.patterns.name == "hta" else "exact"
         if time_rounding not in ("exact", "hta"):
             raise ConfigError(f"time_rounding must be 'exact' or 'hta', not {time_rounding!r}")
         self.time_rounding: Rounding = time_rounding

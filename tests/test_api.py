@@ -84,6 +84,16 @@ def test_default_preset_is_exact_and_differs_from_hta_only_where_documented(samp
     )
 
 
+def test_the_hta_preset_object_implies_hta_rounding_like_its_name(sample_traces_dir):
+    from analysis.kernel_types import PRESETS
+
+    ta = TraceAnalysis(trace_dir=sample_traces_dir, kernel_patterns=PRESETS["hta"], progress=False)
+    assert ta.time_rounding == "hta"
+    ta = TraceAnalysis(trace_dir=sample_traces_dir, kernel_patterns=PRESETS["hta"],
+                       time_rounding="exact", progress=False)
+    assert ta.time_rounding == "exact"
+
+
 def test_profiler_steps_and_step_table(sample_ta):
     assert sample_ta.get_profiler_steps() == [10, 11, 12, 13]  # the cut-off last step is dropped
     table = sample_ta.get_profiler_step_table()
