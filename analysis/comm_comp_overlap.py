@@ -18,31 +18,12 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .kernel_types import KernelPatterns, classified_gpu_events, merge_intervals
+from .intervals import merge_intervals, time_by_state
+from .kernel_types import KernelPatterns, classified_gpu_events
 from .model import RankTrace, Trace
 from .timebase import Rounding
 
 COLUMNS = ["rank", "comp_comm_overlap_pctg"]
-
-
-def overlap_length(comm: tuple, comp: tuple) -> int:
-    """Time where a merged COMM interval and a merged COMP interval are both running.
-
-    A sweep over the merged intervals (+1/−1 for COMM, +2/−2 for COMP, overlap where the running
-    sum is 3), as HTA does, so that inverted intervals from HTA's rounding count the same way.
-    """
-    (m_s, m_e), (p_s, p_e) = comm, comp
-    times = np.concatenate([m_s, m_e, p_s, p_e])
-    if times.size == 0:
-        return 0
-    delta = np.concatenate(
-        [np.full(m_s.size, 1), np.full(m_e.size, -1), np.full(p_s.size, 2), np.full(p_e.size, -2)]
-    )
-    order = np.argsort(times, kind="stable")
-    times, running = times[order], np.cumsum(delta[order])
-    # the state after an event lasts until the next event (ties give zero-length states)
-    seg = np.diff(times)
-    return int(seg[running[:-1] == 3].sum())
 
 
 def comm_comp_overlap_rank(
@@ -60,7 +41,8 @@ def comm_comp_overlap_rank(
 
     comm, comp = merged("COMMUNICATION"), merged("COMPUTATION")
     comm_time = int((comm[1] - comm[0]).sum())
-    ratio = overlap_length(comm, comp) / comm_time if comm_time != 0 else np.nan
+    # state 0b11: a COMM interval and a COMP interval both running
+    ratio = time_by_state([comm, comp]).get(0b11, 0) / comm_time if comm_time != 0 else np.nan
     return pd.DataFrame({"rank": [rt.rank], "comp_comm_overlap_ratio": [ratio]})
 
 

@@ -1,18 +1,22 @@
-"""Vectorised interval arithmetic on integer (ns) intervals: merge, union length, intersection.
+"""Vectorised interval arithmetic on integer (ns) intervals: merging and the time-line sweep.
 
-Intervals are half-open ``[start, end)`` given as two equal-length integer arrays. Empty and
-inverted intervals (``end <= start``) cover nothing.
+Intervals are given as two equal-length integer arrays of starts and ends.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+
+from .timebase import Rounding
 
 
 def merge(starts, ends) -> tuple[np.ndarray, np.ndarray]:
     """Disjoint, sorted intervals covering exactly the union of the input intervals.
 
-    Touching intervals (one ends where the next starts) are merged into one.
+    Empty and inverted intervals (``end <= start``) cover nothing; touching intervals (one ends
+    where the next starts) are merged into one.
     """
     s = np.asarray(starts, dtype=np.int64)
     e = np.asarray(ends, dtype=np.int64)
@@ -32,53 +36,53 @@ def merge(starts, ends) -> tuple[np.ndarray, np.ndarray]:
     return group_starts, run_end[last_of_group]
 
 
-def union_length(starts, ends) -> int:
-    """Total length covered by at least one interval."""
-    s, e = merge(starts, ends)
-    return int((e - s).sum())
+def hta_merge(starts, ends) -> tuple[np.ndarray, np.ndarray]:
+    """HTA 0.5.0's ``merge_kernel_intervals``, inverted intervals included.
 
-
-def intersection_length(a_starts, a_ends, b_starts, b_ends) -> int:
-    """Length covered by both the union of set A and the union of set B."""
-    a_s, a_e = merge(a_starts, a_ends)
-    b_s, b_e = merge(b_starts, b_ends)
-    if a_s.size == 0 or b_s.size == 0:
-        return 0
-    # |A ∩ B| = |A| + |B| - |A ∪ B|, all on merged (disjoint) sets
-    both_s = np.concatenate([a_s, b_s])
-    both_e = np.concatenate([a_e, b_e])
-    return int((a_e - a_s).sum() + (b_e - b_s).sum() - union_length(both_s, both_e))
-
-
-def coverage_segments(starts, ends, labels, n_labels: int):
-    """Sweep: split the time line into segments labelled by which label sets are active.
-
-    Returns ``(seg_start, seg_end, mask)`` where ``mask`` is an int bitmask (bit ``k`` set when an
-    interval with label ``k`` covers the segment). Segments where nothing is active are omitted.
-    ``labels`` are small integers in ``[0, n_labels)``, ``n_labels <= 62``.
+    After HTA's whole-µs rounding a sub-µs event can end before it starts (``ceil(ts) >
+    floor(ts + dur)``); HTA keeps such intervals, which start groups of negative length, so its
+    busy time is slightly short on ns-resolution traces. Reproduced for parity.
     """
     s = np.asarray(starts, dtype=np.int64)
     e = np.asarray(ends, dtype=np.int64)
-    lab = np.asarray(labels, dtype=np.int64)
-    keep = e > s
-    s, e, lab = s[keep], e[keep], lab[keep]
     if s.size == 0:
-        empty = np.empty(0, dtype=np.int64)
-        return empty, empty, empty
-    times = np.concatenate([s, e])
-    delta = np.concatenate([np.ones_like(s), -np.ones_like(e)])
-    lab2 = np.concatenate([lab, lab])
-    order = np.argsort(times, kind="stable")
-    times, delta, lab2 = times[order], delta[order], lab2[order]
-    # running count of active intervals per label
-    counts = np.zeros((times.size, n_labels), dtype=np.int64)
-    counts[np.arange(times.size), lab2] = delta
-    counts = np.cumsum(counts, axis=0)
-    # state after each distinct time point
-    last_at_time = np.r_[times[1:] != times[:-1], True]
-    t = times[last_at_time]
-    active = counts[last_at_time] > 0
-    mask = (active * (1 << np.arange(n_labels, dtype=np.int64))).sum(axis=1)
-    seg_s, seg_e, seg_m = t[:-1], t[1:], mask[:-1]
-    nz = (seg_m != 0) & (seg_e > seg_s)
-    return seg_s[nz], seg_e[nz], seg_m[nz]
+        return s, e
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    # a row opens a new group when it starts after every end seen so far (HTA's cummax rule)
+    new[1:] = s[1:] > np.maximum.accumulate(e)[:-1]
+    first = np.flatnonzero(new)
+    return s[first], np.maximum.reduceat(e, first)
+
+
+def merge_intervals(starts, ends, rounding: Rounding = "exact") -> tuple[np.ndarray, np.ndarray]:
+    """Union of busy intervals as disjoint ``(start, end)`` arrays: ``merge`` for exact times,
+    ``hta_merge`` with HTA's rounding (whose inverted intervals HTA counts)."""
+    return hta_merge(starts, ends) if rounding == "hta" else merge(starts, ends)
+
+
+def time_by_state(interval_sets: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[int, int]:
+    """Sweep the time line over merged interval sets: total time (ns) spent in each state.
+
+    Set ``k`` adds ``1 << k`` to the running state while one of its intervals is open, so state
+    ``0b101`` is "sets 0 and 2 both running". Zero-length states count nothing. Inverted intervals
+    (from ``hta_merge``) are swept as they are, as HTA does, and may produce states outside
+    ``[0, 2**len(sets))``; callers pick the states they define.
+    """
+    times, deltas = [], []
+    for bit, (s, e) in enumerate(interval_sets):
+        times += [s, e]
+        deltas += [np.full(len(s), 1 << bit), np.full(len(e), -(1 << bit))]
+    if not times or sum(len(t) for t in times) == 0:
+        return {}
+    t = np.concatenate(times)
+    order = np.argsort(t, kind="stable")
+    t, running = t[order], np.cumsum(np.concatenate(deltas)[order])
+    # the state after an event lasts until the next event (ties give zero-length states)
+    seg, state = np.diff(t), running[:-1]
+    states, which = np.unique(state, return_inverse=True)
+    totals = np.zeros(states.size, dtype=np.int64)
+    np.add.at(totals, which, seg)
+    return {int(k): int(v) for k, v in zip(states, totals, strict=True)}

@@ -30,7 +30,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .kernel_types import KernelPatterns, classified_gpu_events, merge_intervals, resolve_patterns
+from .intervals import merge_intervals, time_by_state
+from .kernel_types import KernelPatterns, classified_gpu_events, resolve_patterns
 from .model import RankTrace, Trace
 from .timebase import Rounding
 
@@ -47,28 +48,20 @@ def analysed_types(include_memory_kernels: bool) -> list[str]:
 
 def kernel_type_time(gpu: pd.DataFrame, types: list[str], rounding: Rounding) -> pd.DataFrame:
     """[``kernel_type``, ``sum``] in ns: time per combination of concurrently running types."""
-    starts, deltas = [], []
-    for bit, kind in enumerate(types):
+    merged = []
+    for kind in types:
         sel = gpu[gpu["kernel_type"] == kind]
-        s, e = merge_intervals(sel["start"].to_numpy(), sel["end"].to_numpy(), rounding)
-        starts += [s, e]
-        deltas += [np.full(s.size, 1 << bit), np.full(e.size, -(1 << bit))]
-    times = np.concatenate(starts)
-    if times.size == 0:
+        merged.append(merge_intervals(sel["start"].to_numpy(), sel["end"].to_numpy(), rounding))
+    by_state = {k: v for k, v in time_by_state(merged).items() if k > 0}
+    if not by_state:
         return pd.DataFrame({"kernel_type": pd.Series(dtype="str"), "sum": pd.Series(dtype="int64")})
-    order = np.argsort(times, kind="stable")
-    times, running = times[order], np.cumsum(np.concatenate(deltas)[order])
-    seg, state = np.diff(times), running[:-1]
-    keep = state > 0
-    seg, state = seg[keep], state[keep]
-    # label each distinct state once: the names of the types whose bit is set, in HTA's order
-    states, which = np.unique(state, return_inverse=True)
+    # label each state by the names of the types whose bit is set, in HTA's order
     labels = [
-        " overlapping ".join(k for b, k in enumerate(types) if int(u) & (1 << b)) for u in states
+        " overlapping ".join(k for b, k in enumerate(types) if state & (1 << b)) for state in by_state
     ]
-    per_state = np.zeros(states.size, dtype=np.int64)
-    np.add.at(per_state, which, seg)
-    df = pd.DataFrame({"kernel_type": pd.Series(labels, dtype="str"), "sum": per_state})
+    df = pd.DataFrame(
+        {"kernel_type": pd.Series(labels, dtype="str"), "sum": np.fromiter(by_state.values(), np.int64)}
+    )
     return df.groupby("kernel_type", as_index=False)["sum"].sum()
 
 

@@ -35,7 +35,6 @@ import pandas as pd
 
 from .errors import ConfigError
 from .events import DEVICE_SYNC_NAMES, SYNC_CATS, cat_mask, gpu_mask, runtime_mask
-from .intervals import merge
 from .model import RankTrace
 from .timebase import Rounding, event_bounds_ns
 
@@ -225,31 +224,6 @@ def resolve_patterns(spec: str | KernelPatterns = "default") -> KernelPatterns:
 def classify(names, patterns: str | KernelPatterns = "default") -> pd.Categorical:
     """Kernel type of each name under ``patterns`` (see ``KernelPatterns.classify``)."""
     return resolve_patterns(patterns).classify(names)
-
-
-def merge_intervals(starts, ends, rounding: Rounding = "exact") -> tuple[np.ndarray, np.ndarray]:
-    """Union of busy intervals as disjoint ``(start, end)`` arrays, the way ``rounding`` asks.
-
-    ``"exact"``: ``analysis.intervals.merge`` (empty and inverted intervals cover nothing).
-    ``"hta"``: HTA 0.5.0's ``merge_kernel_intervals``. After HTA's whole-µs rounding a sub-µs
-    event can end before it starts (``ceil(ts) > floor(ts + dur)``); HTA keeps such inverted
-    intervals, which start groups of negative length, so its busy time is slightly short on
-    ns-resolution traces. Reproduced here for parity.
-    """
-    if rounding != "hta":
-        return merge(starts, ends)
-    s = np.asarray(starts, dtype=np.int64)
-    e = np.asarray(ends, dtype=np.int64)
-    if s.size == 0:
-        return s, e
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    new = np.empty(s.size, dtype=bool)
-    new[0] = True
-    # a row opens a new group when it starts after every end seen so far (HTA's cummax rule)
-    new[1:] = s[1:] > np.maximum.accumulate(e)[:-1]
-    first = np.flatnonzero(new)
-    return s[first], np.maximum.reduceat(e, first)
 
 
 def classified_gpu_events(

@@ -14,7 +14,7 @@ Deviations of the default from HTA (docs/deviations.md):
 - ``patterns="default"`` selects GPU work (no CPU runtime calls that carry a stream, as ROCm's
   ``hipLaunchKernel`` do, no synchronisation waits) and counts more kernels as communication.
 - ``rounding="exact"`` keeps ns: HTA rounds ns-resolution events to whole µs, so sub-µs kernels can
-  get negative length (``merge_intervals``).
+  get negative length (``analysis.intervals.hta_merge``).
 - A rank without GPU events gives a row of NaN (HTA raises ``IndexError``).
 """
 
@@ -25,7 +25,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .kernel_types import KernelPatterns, classified_gpu_events, merge_intervals
+from .intervals import merge_intervals
+from .kernel_types import KernelPatterns, classified_gpu_events
 from .model import RankTrace, Trace
 from .timebase import Rounding
 

@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 
 from analysis.errors import ConfigError
+from analysis.intervals import merge_intervals
 from analysis.kernel_types import (
     DEFAULT_PATTERNS,
     HTA_PATTERNS,
     KernelPatterns,
     classify,
-    merge_intervals,
     resolve_patterns,
 )
 
