@@ -1,6 +1,6 @@
 """Fast, exact analysis of PyTorch profiler (Kineto) traces with HolisticTraceAnalysis's API."""
 
-from .errors import (
+from analysis.errors import (
     ConfigError,
     CorruptTraceError,
     DuplicateRankError,
@@ -18,19 +18,19 @@ def __getattr__(name):
     # Lazy: training processes (analysis.capture) and loader workers import this package; pandas,
     # plotly and the facade load only when used.
     if name in ("RankMeta", "RankTrace", "Trace"):
-        from . import model
+        from analysis.kineto import model
 
         return getattr(model, name)
     if name == "TraceAnalysis":
-        from .api import TraceAnalysis
+        from analysis.api import TraceAnalysis
 
         return TraceAnalysis
     if name == "load_trace":
-        from .loader import load_trace
+        from analysis.kineto.loader import load_trace
 
         return load_trace
     if name == "TraceCache":
-        from .cache import TraceCache
+        from analysis.kineto.cache import TraceCache
 
         return TraceCache
     raise AttributeError(f"module 'analysis' has no attribute {name!r}")

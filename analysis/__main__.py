@@ -1,3 +1,3 @@
-from .cli import main
+from analysis.cli import main
 
 main()

@@ -16,18 +16,18 @@ from typing import Any
 
 import pandas as pd
 
-from . import comm_comp_overlap as _overlap
-from . import idle_time as _idle
-from . import kernel_breakdown as _kernels
-from . import kernel_launch_stats as _launch
-from . import operator_summary as _operators
-from . import profiler_steps as _steps
-from . import temporal_breakdown as _temporal
-from .engines import Engine, load_engine
-from .errors import ConfigError, TraceAnalysisError
-from .kernel_types import KernelPatterns, resolve_patterns
-from .model import Trace
-from .timebase import Rounding
+from analysis.engines import Engine, load_engine
+from analysis.errors import ConfigError, TraceAnalysisError
+from analysis.kineto.model import Trace
+from analysis.metrics import comm_comp_overlap as _overlap
+from analysis.metrics import idle_time_breakdown as _idle
+from analysis.metrics import kernel_breakdown as _kernels
+from analysis.metrics import kernel_launch_stats as _launch
+from analysis.metrics import operator_summary as _operators
+from analysis.metrics import profiler_steps as _steps
+from analysis.metrics import temporal_breakdown as _temporal
+from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
+from analysis.metrics.timebase import Rounding
 
 RankSpec = int | Iterable[int] | str | None
 
@@ -133,7 +133,7 @@ class TraceAnalysis:
 
     @staticmethod
     def _show(fig, renderer: str | None = None) -> None:
-        from .export import show
+        from analysis.figures.export import show
 
         show(fig, renderer)
 
@@ -145,7 +145,7 @@ class TraceAnalysis:
         )
         df = _temporal.combine(frames)
         if visualize:
-            from .figures import temporal_breakdown as fig
+            from analysis.figures import temporal_breakdown as fig
 
             self._show(fig(df))
         return df
@@ -172,7 +172,7 @@ class TraceAnalysis:
             frames, show_idle_interval_stats=show_idle_interval_stats, patterns=self.patterns
         )
         if visualize:
-            from . import figures
+            from analysis import figures
 
             self._show(figures.idle_time_breakdown(result[0], pctg=visualize_pctg))
             if show_idle_interval_stats and result[1] is not None:
@@ -186,7 +186,7 @@ class TraceAnalysis:
         )
         df = _overlap.combine(frames)
         if visualize:
-            from .figures import comm_comp_overlap as fig
+            from analysis.figures import comm_comp_overlap as fig
 
             self._show(fig(df))
         return df
@@ -208,7 +208,7 @@ class TraceAnalysis:
         )
         stats = _launch.combine(frames)
         if visualize:
-            from .figures import kernel_launch_stats as fig
+            from analysis.figures import kernel_launch_stats as fig
 
             self._show(
                 fig(stats, runtime_cutoff=runtime_cutoff, launch_delay_cutoff=launch_delay_cutoff)
@@ -239,7 +239,7 @@ class TraceAnalysis:
         )
         result = _kernels.combine(frames)
         if visualize:
-            from . import figures
+            from analysis import figures
 
             self._show(figures.kernel_type_breakdown(result[0]), image_renderer)
             self._show(figures.kernel_breakdown(result[1]), image_renderer)
@@ -259,7 +259,7 @@ class TraceAnalysis:
 
     def get_trace_metadata(self, ranks: RankSpec = "all") -> pd.DataFrame:
         """Per rank: source file, GPU, world size, events, profiler steps and time range."""
-        from .summary import combine_metadata, rank_metadata
+        from analysis.metrics.trace_metadata import combine_metadata, rank_metadata
 
         frames = self.engine.map_ranks(rank_metadata, self._select(ranks, "all"), window="full")
         return combine_metadata(frames)
@@ -298,7 +298,7 @@ class TraceAnalysis:
         fs, path = fsspec.core.url_to_fs(source, **self.storage_options)
         if "file" in fs.protocol or fs.protocol == "file":
             return os.path.abspath(path)
-        from .cache import TraceCache
+        from analysis.kineto.cache import TraceCache
 
         root = TraceCache(self.cache_dir).dir / "hta-files"
         name = Path(path).name

@@ -3,7 +3,7 @@
 - ``real-8``: one real GPU trace (``shared/traces/hta/df_index_resolver``: 2 V100 ranks of a
   DataFrame-heavy job, 54 MB of JSON) written 8 times with ``distributedInfo.rank`` rewritten to
   0..7, so each copy is a distinct rank to both HTA and this package.
-- ``synth-rR-eE``: ``analysis.synthetic`` traces, R ranks of about E events each. Two sweeps: ranks
+- ``synth-rR-eE``: ``analysis.testing.synthetic`` traces, R ranks of about E events each. Two sweeps: ranks
   (1, 8, 64 at 0.25 M events) and events per rank (0.25 M, 1 M, 4 M on 1 rank). The default run
   builds the cheap ones; ``--full`` adds 64 ranks, 4 M events and 8 × 1 M.
 
@@ -90,7 +90,7 @@ def _build_real(ds: Dataset, tmp: Path) -> None:
 
 
 def _build_synthetic(ds: Dataset, tmp: Path) -> None:
-    from analysis.synthetic import SynthConfig, write_traces
+    from analysis.testing.synthetic import SynthConfig, write_traces
 
     slow_rank = 1 if ds.ranks > 1 else None  # the synthesiser's default, where there is a rank 1
     config = SynthConfig(ranks=ds.ranks, events_per_rank=ds.events_per_rank, slow_rank=slow_rank)

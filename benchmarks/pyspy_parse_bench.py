@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.pyspy import call_tree, pyspy_report, read_pyspy
+from analysis.pyspy.samples import call_tree, pyspy_report, read_pyspy
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "pyspy"
 

@@ -17,7 +17,7 @@ load over both:
 - ``cached``: the same again in a new process, reading the cache the ``ours`` run just wrote
   (a second open).
 - ``floor``: only read, decompress and JSON-decode each file with this package's own parser
-  (``analysis.parse``'s msgspec decoder), in the same process pool the loader uses; no tables,
+  (``analysis.kineto.parse``'s msgspec decoder), in the same process pool the loader uses; no tables,
   no model, no analysis. The least any loader built on that decoder can take.
 
 Times are wall clock inside the worker (``time.perf_counter``), imports excluded and reported
@@ -125,7 +125,7 @@ def worker_ours(data: Path, cache_dir: Path, timings: dict) -> dict:
 
 def _decode_only(path: str) -> int:
     """Read, decompress and decode one file with the loader's own decoder; returns the events."""
-    from analysis import parse
+    from analysis.kineto import parse
 
     # The parser's private stages on purpose: the same code the loader runs, minus the tables.
     text = parse._decompress(Path(path).read_bytes(), path)
@@ -137,7 +137,7 @@ def worker_floor(data: Path, cache_dir: Path, timings: dict) -> dict:
     t = time.perf_counter()
     from concurrent.futures import ProcessPoolExecutor
 
-    from analysis import loader
+    from analysis.kineto import loader
 
     timings["import"] = time.perf_counter() - t
     files = [str(p) for p in sorted(data.iterdir()) if p.name.endswith((".json", ".gz"))]

@@ -42,7 +42,7 @@ def repo_root() -> Path:
 @pytest.fixture(scope="session")
 def sample_traces_dir() -> Path:
     if not any(SAMPLE_TRACES.glob("*.json.gz")):
-        pytest.skip("sample_traces/ has no traces (run `python -m analysis.synthetic sample_traces`)")
+        pytest.skip("sample_traces/ has no traces (run `python -m analysis.testing.synthetic sample_traces`)")
     return SAMPLE_TRACES
 
 
@@ -110,7 +110,7 @@ def kaleido_session():
     Without a browser the tests that render skip locally, but fail in CI (CI=true), where the
     Makefile's set-up must have installed Chromium.
     """
-    from analysis.export import BrowserNotFoundError, kaleido_server
+    from analysis.figures.export import BrowserNotFoundError, kaleido_server
 
     try:
         with kaleido_server():

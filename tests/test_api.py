@@ -85,7 +85,7 @@ def test_default_preset_is_exact_and_differs_from_hta_only_where_documented(samp
 
 
 def test_the_hta_preset_object_implies_hta_rounding_like_its_name(sample_traces_dir):
-    from analysis.kernel_types import PRESETS
+    from analysis.metrics.kernel_types import PRESETS
 
     ta = TraceAnalysis(trace_dir=sample_traces_dir, kernel_patterns=PRESETS["hta"], progress=False)
     assert ta.time_rounding == "hta"

@@ -9,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.cache import PARSER_VERSION, CacheWarning, TraceCache, cache_key
 from analysis.errors import CorruptTraceError
-from analysis.loader import load_trace
-from analysis.parse import parse_trace_bytes
+from analysis.kineto.cache import PARSER_VERSION, CacheWarning, TraceCache, cache_key
+from analysis.kineto.loader import load_trace
+from analysis.kineto.parse import parse_trace_bytes
 
 TABLES = ("events", "flows", "collectives")
 

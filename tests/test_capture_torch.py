@@ -26,7 +26,7 @@ from analysis.capture import (  # noqa: E402
     schedule_table,
 )
 from analysis.capture.schedule import recorded_steps_per_trace  # noqa: E402
-from analysis.parse import parse_trace_bytes  # noqa: E402
+from analysis.kineto.parse import parse_trace_bytes  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 NAME_RE = re.compile(r"rank(\d+)\.step(\d+)\.pt\.trace\.json\.gz$")
@@ -239,6 +239,11 @@ WORKER = textwrap.dedent(
             optimizer.zero_grad()
             prof.step()
     dist.destroy_process_group()
+    # The traces are written; skip interpreter teardown, where gloo's threads can abort the process
+    # ("terminate called without an active exception") on a loaded machine.
+    sys.stdout.flush()
+    import os
+    os._exit(0)
     """
 )
 

@@ -10,10 +10,10 @@ from conftest import HTA_GPU_TRACE_DIRS
 from hta_oracle import hta_analysis
 from trace_helpers import load_dir, rank_trace
 
-from analysis.comm_comp_overlap import combine, comm_comp_overlap, comm_comp_overlap_rank
-from analysis.model import Trace
-from analysis.step_window import profiler_step_window
-from analysis.synthetic import SynthConfig, generate, write_traces
+from analysis.kineto.model import Trace
+from analysis.kineto.window import profiler_step_window
+from analysis.metrics.comm_comp_overlap import combine, comm_comp_overlap, comm_comp_overlap_rank
+from analysis.testing.synthetic import SynthConfig, generate, write_traces
 
 
 @pytest.mark.parametrize("trace_dir", [*HTA_GPU_TRACE_DIRS, "sample"], indirect=True)

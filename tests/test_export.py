@@ -9,14 +9,14 @@ import plotly.io as pio
 import pytest
 
 from analysis.errors import TraceAnalysisError
-from analysis.export import (
+from analysis.figures import comm_comp_overlap
+from analysis.figures.export import (
     BrowserNotFoundError,
     ExportError,
     export_figures,
     find_browser,
     show,
 )
-from analysis.figures import comm_comp_overlap
 from analysis.figures.style import apply_layout
 
 

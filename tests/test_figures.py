@@ -9,8 +9,8 @@ import plotly.graph_objects as go
 import pytest
 
 from analysis import figures
-from analysis.export import export_figures
-from analysis.figures.launch_stats import MAX_POINTS
+from analysis.figures.export import export_figures
+from analysis.figures.kernel_launch_stats import MAX_POINTS
 from analysis.figures.style import COLORS, MANY_RANKS, truncate
 
 RANK_SETS = {"1": [0], "8": list(range(8)), "160": list(range(160)), "odd": [3, 5, 17]}

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import pytest
 
 from analysis.figures.flamegraph import flamegraph
-from analysis.pyspy import call_tree, parse_pyspy
+from analysis.pyspy.samples import call_tree, parse_pyspy
 
 DATA = Path(__file__).parent / "data" / "pyspy"
 NODES = [DATA / "profile_node0.txt", DATA / "profile_node1.txt"]
@@ -75,7 +75,7 @@ def test_empty_tree_gives_a_no_data_figure():
 
 def test_svg_renders(tmp_path):
     """Render through kaleido and rsvg-convert, as a user's `flamegraph -o x.svg` does."""
-    from analysis.export import BrowserNotFoundError, export_figures
+    from analysis.figures.export import BrowserNotFoundError, export_figures
 
     fig = flamegraph(NODES)
     try:

@@ -9,9 +9,9 @@ import msgspec
 import pandas as pd
 import pytest
 
-from analysis.cache import TraceCache
 from analysis.errors import TraceNotFoundError
-from analysis.loader import load_trace
+from analysis.kineto.cache import TraceCache
+from analysis.kineto.loader import load_trace
 
 TABLES = ("events", "flows", "collectives")
 

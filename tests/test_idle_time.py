@@ -11,16 +11,16 @@ from hta_oracle import hta_analysis
 from trace_helpers import load_dir, parity_dirs, rank_trace
 
 from analysis.errors import NoGPUEventsError
-from analysis.idle_time import (
+from analysis.kineto.model import RankTrace, Trace
+from analysis.kineto.window import profiler_step_window
+from analysis.metrics.idle_time_breakdown import (
     COLUMNS,
     combine,
     idle_intervals,
     idle_time_breakdown,
     idle_time_breakdown_rank,
 )
-from analysis.model import RankTrace, Trace
-from analysis.step_window import profiler_step_window
-from analysis.synthetic import SynthConfig, generate, write_traces
+from analysis.testing.synthetic import SynthConfig, generate, write_traces
 
 
 @pytest.mark.parametrize("trace_dir", parity_dirs(), indirect=True)

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.intervals import hta_merge, merge, merge_intervals, time_by_state
+from analysis.metrics.intervals import hta_merge, merge, merge_intervals, time_by_state
 
 
 def test_merge_unions_touching_and_overlapping_and_drops_empty():

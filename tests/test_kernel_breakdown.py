@@ -8,10 +8,10 @@ from conftest import HTA_GPU_TRACE_DIRS
 from hta_oracle import hta_analysis
 from trace_helpers import load_dir, rank_trace
 
-from analysis.kernel_breakdown import kernel_breakdown
-from analysis.model import Trace
-from analysis.step_window import profiler_step_window
-from analysis.synthetic import SynthConfig, generate, write_traces
+from analysis.kineto.model import Trace
+from analysis.kineto.window import profiler_step_window
+from analysis.metrics.kernel_breakdown import kernel_breakdown
+from analysis.testing.synthetic import SynthConfig, generate, write_traces
 
 
 @pytest.mark.parametrize("trace_dir", [*HTA_GPU_TRACE_DIRS, "sample"], indirect=True)

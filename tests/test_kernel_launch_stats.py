@@ -10,16 +10,16 @@ from hta_oracle import hta_analysis
 from trace_helpers import load_dir, parity_dirs, rank_trace
 
 from analysis.errors import ConfigError, NoGPUEventsError
-from analysis.kernel_launch_stats import (
+from analysis.kineto.model import Trace
+from analysis.kineto.window import profiler_step_window
+from analysis.metrics.kernel_launch_stats import (
     COLUMNS,
     DEFAULT_LAUNCH_APIS,
     combine,
     kernel_launch_stats,
     kernel_launch_stats_rank,
 )
-from analysis.model import Trace
-from analysis.step_window import profiler_step_window
-from analysis.synthetic import SynthConfig, generate, write_traces
+from analysis.testing.synthetic import SynthConfig, generate, write_traces
 
 
 @pytest.mark.parametrize("include_memory_events", [True, False])

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from analysis.errors import ConfigError
-from analysis.intervals import merge_intervals
-from analysis.kernel_types import (
+from analysis.metrics.intervals import merge_intervals
+from analysis.metrics.kernel_types import (
     DEFAULT_PATTERNS,
     HTA_PATTERNS,
     KernelPatterns,

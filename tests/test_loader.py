@@ -20,7 +20,7 @@ from analysis.errors import (
     TraceNotFoundError,
     TracePermissionError,
 )
-from analysis.loader import TraceLoadWarning, load_trace
+from analysis.kineto.loader import TraceLoadWarning, load_trace
 
 TABLES = ("events", "flows", "collectives")
 
@@ -221,7 +221,7 @@ def test_unreadable_file_is_a_permission_error_for_an_unprivileged_user(tmp_path
     script = textwrap.dedent(f"""
         import os
         from analysis.errors import TracePermissionError
-        from analysis.loader import load_trace
+        from analysis.kineto.loader import load_trace
         if os.geteuid() == 0:
             os.setgroups([]); os.setgid(65534); os.setuid(65534)
         try:
@@ -273,7 +273,7 @@ def test_progress_bar_only_when_asked(two_ranks, capsys):
 )
 def test_denied_access_maps_to_permission_error(exc):
     # What fsspec raises when access is denied (chmod cannot deny root, so checked directly).
-    from analysis.sources import as_load_error
+    from analysis.kineto.sources import as_load_error
 
     error = as_load_error("gs://bucket/run", exc, "list this directory")
     assert isinstance(error, TracePermissionError)

@@ -7,14 +7,14 @@ from collections import defaultdict
 
 import pytest
 
-from analysis.model import Trace
-from analysis.operator_summary import (
+from analysis.kineto.model import Trace
+from analysis.kineto.parse import parse_trace_bytes
+from analysis.metrics.operator_summary import (
     COLUMNS,
     operator_summary,
     operator_summary_for_ranks,
     operator_times,
 )
-from analysis.parse import parse_trace_bytes
 
 
 def op(name, ts, dur, tid=1):

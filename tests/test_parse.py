@@ -11,8 +11,8 @@ import pytest
 from conftest import HTA_GPU_TRACE_DIRS
 
 from analysis.errors import CorruptTraceError, NotATraceError
-from analysis.model import COLLECTIVE_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, LEGACY_CATEGORIES
-from analysis.parse import parse_trace_bytes
+from analysis.kineto.model import COLLECTIVE_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, LEGACY_CATEGORIES
+from analysis.kineto.parse import parse_trace_bytes
 
 # Every folder of ../shared/traces/hta whose files are Kineto traces.
 KINETO_TRACE_DIRS = HTA_GPU_TRACE_DIRS + [

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from analysis.errors import TraceLoadError
-from analysis.model import COLLECTIVE_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, RankTrace
-from analysis.parse import parse_trace_bytes
+from analysis.kineto.model import COLLECTIVE_COLUMNS, EVENT_COLUMNS, FLOW_COLUMNS, RankTrace
+from analysis.kineto.parse import parse_trace_bytes
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SOURCE = "gs://bucket/prop/rank.json.gz"

@@ -7,10 +7,10 @@ import pytest
 from hta_oracle import hta_analysis
 from trace_helpers import load_dir, parity_dirs
 
-from analysis.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace
-from analysis.profiler_steps import COLUMNS, profiler_steps, profiler_steps_rank, step_ids
-from analysis.step_window import profiler_step_window
-from analysis.synthetic import SynthConfig, generate, write_traces
+from analysis.kineto.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace
+from analysis.kineto.window import profiler_step_window
+from analysis.metrics.profiler_steps import COLUMNS, profiler_steps, profiler_steps_rank, step_ids
+from analysis.testing.synthetic import SynthConfig, generate, write_traces
 
 
 def rank_trace(rows, rank=0) -> RankTrace:

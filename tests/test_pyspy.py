@@ -20,7 +20,14 @@ from click.testing import CliRunner
 from analysis.cli.pyspy import flamegraph as flamegraph_command
 from analysis.cli.pyspy import pyspy_report as report_command
 from analysis.errors import ConfigError, CorruptTraceError, TraceNotFoundError
-from analysis.pyspy import NO_FRAMES, NOT_FOUND, call_tree, parse_pyspy, pyspy_report, read_pyspy
+from analysis.pyspy.samples import (
+    NO_FRAMES,
+    NOT_FOUND,
+    call_tree,
+    parse_pyspy,
+    pyspy_report,
+    read_pyspy,
+)
 
 DATA = Path(__file__).parent / "data" / "pyspy"
 SIMPLE = DATA / "simple.txt"

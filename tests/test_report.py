@@ -16,7 +16,7 @@ import pytest
 from analysis.api import TraceAnalysis
 from analysis.errors import BrowserNotFoundError, ConfigError, ExportError, UnknownRankError
 from analysis.reports import write_report
-from analysis.synthetic import SynthConfig, write_traces
+from analysis.testing.synthetic import SynthConfig, write_traces
 
 FIGURES = [
     "temporal_breakdown",

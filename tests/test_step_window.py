@@ -1,4 +1,4 @@
-"""The analysed window (analysis.step_window) against the events HTA 0.5.0 keeps in its constructor."""
+"""The analysed window (analysis.kineto.window) against the events HTA 0.5.0 keeps in its constructor."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from hta_oracle import hta_analysis
 from trace_helpers import load_dir, parity_dirs
 
-from analysis.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace
-from analysis.step_window import profiler_step_window
-from analysis.timebase import event_bounds_ns
+from analysis.kineto.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace
+from analysis.kineto.window import profiler_step_window
+from analysis.metrics.timebase import event_bounds_ns
 
 
 def kept_events(full: Trace, window: Trace) -> dict[int, Counter]:

@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 from analysis.errors import ConfigError
-from analysis.synthetic import (
+from analysis.testing.synthetic import (
     CATEGORIES,
     COMM_STREAM,
     COMPUTE_STREAM,

@@ -8,10 +8,10 @@ import pytest
 from hta_oracle import hta_analysis
 from trace_helpers import load_dir, parity_dirs, rank_trace
 
-from analysis.model import Trace
-from analysis.step_window import profiler_step_window
-from analysis.synthetic import SynthConfig, generate, write_traces
-from analysis.temporal_breakdown import COLUMNS, temporal_breakdown
+from analysis.kineto.model import Trace
+from analysis.kineto.window import profiler_step_window
+from analysis.metrics.temporal_breakdown import COLUMNS, temporal_breakdown
+from analysis.testing.synthetic import SynthConfig, generate, write_traces
 
 
 @pytest.mark.parametrize("trace_dir", parity_dirs(), indirect=True)

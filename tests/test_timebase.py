@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.timebase import _float_us, event_bounds_ns, hta_bounds_ns
+from analysis.metrics.timebase import _float_us, event_bounds_ns, hta_bounds_ns
 
 
 def _text(ns: int) -> str:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace
-from analysis.parse import parse_trace_bytes
-from analysis.sources import rank_from_file_name
+from analysis.kineto.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace
+from analysis.kineto.parse import parse_trace_bytes
+from analysis.kineto.sources import rank_from_file_name
 
 
 @cache  # analyses never mutate a Trace; parity tests share one parse per directory

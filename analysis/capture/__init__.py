@@ -4,10 +4,10 @@
 built; configs and schedule tables work without it.
 """
 
-from .config import ProfilerConfig
-from .schedule import schedule_action, schedule_table
-from .session import DisabledProfiler, ProfilerSession, current_rank, profile
-from .upload import TraceUploadError
+from analysis.capture.config import ProfilerConfig
+from analysis.capture.schedule import schedule_action, schedule_table
+from analysis.capture.session import DisabledProfiler, ProfilerSession, current_rank, profile
+from analysis.capture.upload import TraceUploadError
 
 __all__ = [
     "DisabledProfiler",

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
+from analysis.errors import ConfigError
 
 ACTIVITIES = ("cpu", "cuda")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .config import ProfilerConfig
+from analysis.capture.config import ProfilerConfig
 
 # torch.profiler.ProfilerAction member names
 NONE, WARMUP, RECORD, RECORD_AND_SAVE = "NONE", "WARMUP", "RECORD", "RECORD_AND_SAVE"

@@ -25,8 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .config import ProfilerConfig
-from .upload import TraceUploader
+from analysis.capture.config import ProfilerConfig
+from analysis.capture.upload import TraceUploader
 
 
 class DisabledProfiler:

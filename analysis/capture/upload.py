@@ -14,7 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import TraceAnalysisError
+from analysis.errors import TraceAnalysisError
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ class _Group(click.Group):
         except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            from ..errors import TraceAnalysisError
+            from analysis.errors import TraceAnalysisError
 
             prefix = "error" if isinstance(exc, TraceAnalysisError) else type(exc).__name__
             click.echo(f"{prefix}: {exc} (rerun with --debug for details)", err=True)

@@ -18,7 +18,7 @@ def command(ctx: click.Context, cache_dir) -> None:
 @click.pass_context
 def info(ctx: click.Context) -> None:
     """Where the cache is, how many traces it holds and how big it is."""
-    from ..cache import TraceCache
+    from analysis.kineto.cache import TraceCache
 
     stats = TraceCache(ctx.obj.get("cache_dir")).info()
     for key, value in dict(stats).items():
@@ -29,7 +29,7 @@ def info(ctx: click.Context) -> None:
 @click.pass_context
 def clear(ctx: click.Context) -> None:
     """Delete every cached trace."""
-    from ..cache import TraceCache
+    from analysis.kineto.cache import TraceCache
 
     cache = TraceCache(ctx.obj.get("cache_dir"))
     freed = cache.clear()

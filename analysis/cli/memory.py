@@ -22,8 +22,8 @@ def command(snapshot: str, out_dir: str | None, device: int | None, top: int, fo
     if snapshot.endswith(_TIMELINE_SUFFIXES):
         _timeline(snapshot, out_dir, formats)
         return
-    from ..figures.memory import snapshot_timeline_figure, top_allocations_table
-    from ..memory import (
+    from analysis.figures.memory import snapshot_timeline_figure, top_allocations_table
+    from analysis.memory import (
         allocated_by_frame,
         allocations_at_peak,
         load_snapshot,
@@ -53,7 +53,7 @@ def command(snapshot: str, out_dir: str | None, device: int | None, top: int, fo
         return
     from pathlib import Path
 
-    from ..export import export_figures
+    from analysis.figures.export import export_figures
 
     out = Path(out_dir)
     figures = {
@@ -80,8 +80,8 @@ def _when(row, what: str) -> str:
 
 
 def _timeline(path: str, out_dir: str | None, formats: tuple[str, ...]) -> None:
-    from ..figures.memory import memory_timeline_figure
-    from ..memory import load_memory_timeline, memory_timeline_peak
+    from analysis.figures.memory import memory_timeline_figure
+    from analysis.memory import load_memory_timeline, memory_timeline_peak
 
     timeline = load_memory_timeline(path)
     peak = memory_timeline_peak(timeline)
@@ -94,7 +94,7 @@ def _timeline(path: str, out_dir: str | None, formats: tuple[str, ...]) -> None:
         return
     from pathlib import Path
 
-    from ..export import export_figures
+    from analysis.figures.export import export_figures
 
     out = Path(out_dir)
     export_figures({"memory_categories": memory_timeline_figure(timeline)}, out, formats=formats)

@@ -36,7 +36,7 @@ def trace_loading_options(func):
 def open_analysis(traces: str, kernel_patterns: str, no_cache: bool, cache_dir, on_error: str,
                   include_last_step: bool, quiet: bool):
     """Build the TraceAnalysis the options describe."""
-    from ..api import TraceAnalysis
+    from analysis.api import TraceAnalysis
 
     return TraceAnalysis(
         trace_dir=traces,

@@ -1,6 +1,6 @@
 """``trace-analysis pyspy-report FILE...`` and ``trace-analysis flamegraph FILE... -o OUT``.
 
-Both read ``py-spy record -f raw`` files (one per node, local or gs://) and call ``analysis.pyspy``
+Both read ``py-spy record -f raw`` files (one per node, local or gs://) and call ``analysis.pyspy.samples``
 and ``analysis.figures.flamegraph``; nothing is computed here.
 """
 
@@ -28,8 +28,8 @@ _ON_ERROR = click.option(
 @_ON_ERROR
 def pyspy_report(files, library_name, aggregate_leaf_paths, num_rows, on_error) -> None:
     """Where the Python samples of py-spy raw FILES go: leaf function, library function, share."""
-    from ..pyspy import load_profiles
-    from ..pyspy import pyspy_report as report
+    from analysis.pyspy.samples import load_profiles
+    from analysis.pyspy.samples import pyspy_report as report
 
     profiles = load_profiles(list(files), on_error=on_error)
     table = report(
@@ -59,9 +59,9 @@ def pyspy_report(files, library_name, aggregate_leaf_paths, num_rows, on_error) 
 @_ON_ERROR
 def flamegraph(files, output, min_width, title, on_error) -> None:
     """Flame graph of py-spy raw FILES (one root per file) written to OUTPUT."""
-    from ..export import IMAGE_FORMATS, ExportError, kaleido_server
-    from ..figures.flamegraph import flamegraph as draw
-    from ..pyspy import load_profiles
+    from analysis.figures.export import IMAGE_FORMATS, ExportError, kaleido_server
+    from analysis.figures.flamegraph import flamegraph as draw
+    from analysis.pyspy.samples import load_profiles
 
     out = Path(output)
     fmt = out.suffix.lower().lstrip(".")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from .options import open_analysis, trace_loading_options
+from analysis.cli.options import open_analysis, trace_loading_options
 
 
 def _formats(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -31,7 +31,7 @@ def _formats(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
 @trace_loading_options
 def command(traces: str, out_dir: str, ranks: str, formats: tuple[str, ...], **options) -> None:
     """Write a report of TRACES (a directory, a file or a gs:// URL) into OUT_DIR."""
-    from ..reports import write_report
+    from analysis.reports import write_report
 
     ta = open_analysis(traces, **options)
     result = write_report(ta, out_dir, formats=formats, ranks=ranks,

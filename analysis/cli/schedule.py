@@ -19,7 +19,7 @@ import click
               help="Read the schedule from this YAML profiler config instead.")
 def schedule(skip_first, wait, warmup, active, repeat, skip_first_wait, steps, config_path) -> None:
     """Print, step by step, what torch.profiler does under a schedule and when traces are saved."""
-    from ..capture import ProfilerConfig, schedule_table
+    from analysis.capture import ProfilerConfig, schedule_table
 
     if config_path:
         config = ProfilerConfig.from_yaml(config_path)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .options import open_analysis, trace_loading_options
+from analysis.cli.options import open_analysis, trace_loading_options
 
 
 @click.command("summary")
@@ -12,7 +12,7 @@ from .options import open_analysis, trace_loading_options
 @trace_loading_options
 def command(traces: str, **options) -> None:
     """Headline numbers per rank for TRACES (a directory, a file or a gs:// URL)."""
-    from ..summary import rank_summary
+    from analysis.metrics.trace_metadata import rank_summary
 
     ta = open_analysis(traces, **options)
     table = rank_summary(ta)

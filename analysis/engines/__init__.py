@@ -8,13 +8,13 @@ holds the loaded ranks and runs per-rank steps over them; the facade combines wh
     frames = engine.map_ranks(temporal_breakdown_rank, engine.ranks, patterns="default")
     table = temporal_breakdown.combine(frames)
 
-- :class:`~analysis.engines.local.LocalEngine` loads with :func:`analysis.loader.load_trace`
-  (a local process pool) and keeps the :class:`~analysis.model.Trace` in this process.
+- :class:`~analysis.engines.local.LocalEngine` loads with :func:`analysis.kineto.loader.load_trace`
+  (a local process pool) and keeps the :class:`~analysis.kineto.model.Trace` in this process.
 - :class:`~analysis.engines.dask.DaskEngine` loads each file on a Dask worker, keeps every rank's
   tables there, runs the per-rank steps there and brings back only their results.
 
 Both give identical results, rank numbers, errors and warnings. ``map_ranks(..., window="steps")``
-(the default) runs over HTA's analysed window (complete profiler steps, :mod:`analysis.step_window`),
+(the default) runs over HTA's analysed window (complete profiler steps, :mod:`analysis.kineto.window`),
 ``window="full"`` over the whole trace.
 """
 
@@ -24,7 +24,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Protocol
 
-from ..model import RankMeta
+from analysis.kineto.model import RankMeta
 
 Window = Literal["steps", "full"]
 
@@ -69,7 +69,7 @@ def load_engine(
     ``client``: a ``dask.distributed.Client``; the traces are then read, parsed and kept on its
     workers (which must be able to read the files: gs:// URLs, or a shared file system).
     ``timeout`` (s) bounds each wait on the cluster (None: no bound); ``max_workers`` applies to
-    the local pool only. The other arguments are :func:`analysis.loader.load_trace`'s.
+    the local pool only. The other arguments are :func:`analysis.kineto.loader.load_trace`'s.
     """
     options = dict(
         include_last_profiler_step=include_last_profiler_step,
@@ -80,10 +80,10 @@ def load_engine(
         progress=progress,
     )
     if client is None:
-        from .local import LocalEngine
+        from analysis.engines.local import LocalEngine
 
         return LocalEngine.load(trace_dir, trace_files, max_workers=max_workers, **options)
-    from .dask import DaskEngine
+    from analysis.engines.dask import DaskEngine
 
     return DaskEngine.load(client, trace_dir, trace_files, timeout=timeout, **options)
 

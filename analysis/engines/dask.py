@@ -6,14 +6,14 @@ machine, HTA issue #250). The steps, all as Dask tasks whose futures the engine 
 tables stay in the workers' memory (``client.persist`` semantics) and are recomputed from the
 source by Dask if a worker holding them dies:
 
-1. the caller lists the files (:func:`analysis.sources.find_trace_files`);
+1. the caller lists the files (:func:`analysis.kineto.sources.find_trace_files`);
 2. ``load_rank``: one task per file reads it through fsspec on the worker (gs:// directly), parses
    it, or takes it from the worker's own trace cache (``cache_dir`` is a path on the workers);
 3. ``rank_info``: the small part comes back -- each file's :class:`RankMeta` and its
    ``ProfilerStep`` names -- and the caller assigns ranks exactly as the local loader does
    (mapping, ``distributedInfo``, file name, duplicate check: the same code);
 4. ``place_rank`` gives each table its rank; ``rank_window`` cuts HTA's analysed window, with the
-   step names gathered over *all* ranks (:mod:`analysis.step_window`);
+   step names gathered over *all* ranks (:mod:`analysis.kineto.window`);
 5. :meth:`DaskEngine.map_ranks` runs a per-rank step next to each rank's table; the facade
    combines the results on the caller.
 
@@ -36,15 +36,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..cache import TraceCache, cache_key
-from ..errors import (
+from analysis.engines import Window
+from analysis.errors import (
     ConfigError,
     TraceAnalysisError,
     TraceLoadError,
     TraceLoadWarning,
     UnknownRankError,
 )
-from ..loader import (
+from analysis.kineto.cache import TraceCache, cache_key
+from analysis.kineto.loader import (
     ON_ERROR_CHOICES,
     assign_ranks,
     error_from,
@@ -52,10 +53,9 @@ from ..loader import (
     progress_bar,
     settle_failures,
 )
-from ..model import EVENT_COLUMNS, RankMeta, RankTrace, Trace, empty_frame
-from ..sources import TraceFile, find_trace_files, rank_from_file_name
-from ..step_window import rank_window, step_names
-from . import Window
+from analysis.kineto.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace, empty_frame
+from analysis.kineto.sources import TraceFile, find_trace_files, rank_from_file_name
+from analysis.kineto.window import rank_window, step_names
 
 try:
     from distributed import KilledWorker, as_completed, wait
@@ -79,7 +79,7 @@ def load_rank(
     """Read and parse one file on a worker, through the worker's trace cache.
 
     Returns the trace (rank not yet assigned) and notes for the caller to warn about; raises the
-    file's :class:`TraceLoadError`, as :func:`analysis.loader.load_trace` would.
+    file's :class:`TraceLoadError`, as :func:`analysis.kineto.loader.load_trace` would.
     """
     key = cache_key(file.url, file.size, file.version) if use_cache and file.version else None
     if key is not None:
@@ -314,7 +314,7 @@ class DaskEngine:
         return sorted(self._full)
 
     def select(self, ranks=None, default: str = "first") -> list[int]:
-        """A ``ranks`` argument as a list of loaded ranks (:meth:`analysis.model.Trace.select`)."""
+        """A ``ranks`` argument as a list of loaded ranks (:meth:`analysis.kineto.model.Trace.select`)."""
         # the same rule as the local engine's, over a trace of rank numbers only
         return Trace(dict.fromkeys(self.ranks), source=self.source).select(ranks, default=default)
 

@@ -1,6 +1,6 @@
-"""The local engine: the whole :class:`~analysis.model.Trace` lives in this process.
+"""The local engine: the whole :class:`~analysis.kineto.model.Trace` lives in this process.
 
-Loading uses :func:`analysis.loader.load_trace` (a local process pool); per-rank steps are plain
+Loading uses :func:`analysis.kineto.loader.load_trace` (a local process pool); per-rank steps are plain
 function calls over the trace held here.
 """
 
@@ -10,11 +10,11 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..errors import ConfigError
-from ..loader import load_trace
-from ..model import RankMeta, Trace
-from ..step_window import profiler_step_window
-from . import Window
+from analysis.engines import Window
+from analysis.errors import ConfigError
+from analysis.kineto.loader import load_trace
+from analysis.kineto.model import RankMeta, Trace
+from analysis.kineto.window import profiler_step_window
 
 
 class LocalEngine:
@@ -37,7 +37,7 @@ class LocalEngine:
         include_last_profiler_step: bool = False,
         **load_options: Any,
     ) -> LocalEngine:
-        """Load with :func:`analysis.loader.load_trace` (``load_options`` are its keywords)."""
+        """Load with :func:`analysis.kineto.loader.load_trace` (``load_options`` are its keywords)."""
         trace = load_trace(
             None if trace_dir is None else os.fspath(trace_dir), trace_files, **load_options
         )
@@ -48,7 +48,7 @@ class LocalEngine:
         return self.full_trace.rank_list()
 
     def select(self, ranks=None, default: str = "first") -> list[int]:
-        """A ``ranks`` argument as a list of loaded ranks (:meth:`analysis.model.Trace.select`)."""
+        """A ``ranks`` argument as a list of loaded ranks (:meth:`analysis.kineto.model.Trace.select`)."""
         return self.full_trace.select(ranks, default=default)
 
     def map_ranks(

@@ -1,7 +1,7 @@
 """Plotly figures of the analyses: one function per chart, a DataFrame in, a ``go.Figure`` out.
 
 Like ``plotly.express``: no side effects, the caller decides whether to show, export or embed (see
-``analysis.export``). Every figure accepts empty input and then says there is no data. Colours,
+``analysis.figures.export``). Every figure accepts empty input and then says there is no data. Colours,
 labels and the switch to distributions for many ranks live in ``analysis.figures.style``.
 
 The flame graph (py-spy profiles) and the memory figures live here too, under the same rules.
@@ -9,15 +9,19 @@ The flame graph (py-spy profiles) and the memory figures live here too, under th
 
 from __future__ import annotations
 
-from .flamegraph import flamegraph
-from .idle_time import idle_interval_stats, idle_time_breakdown
+from analysis.figures.comm_comp_overlap import comm_comp_overlap
+from analysis.figures.flamegraph import flamegraph
+from analysis.figures.idle_time_breakdown import idle_interval_stats, idle_time_breakdown
 
 # The function is bound after its module is imported, so `figures.kernel_breakdown` is the function.
-from .kernel_breakdown import kernel_breakdown, kernel_type_breakdown
-from .launch_stats import kernel_launch_stats
-from .memory import memory_timeline_figure, snapshot_timeline_figure, top_allocations_table
-from .overlap import comm_comp_overlap
-from .temporal import temporal_breakdown
+from analysis.figures.kernel_breakdown import kernel_breakdown, kernel_type_breakdown
+from analysis.figures.kernel_launch_stats import kernel_launch_stats
+from analysis.figures.memory import (
+    memory_timeline_figure,
+    snapshot_timeline_figure,
+    top_allocations_table,
+)
+from analysis.figures.temporal_breakdown import temporal_breakdown
 
 __all__ = [
     "comm_comp_overlap",

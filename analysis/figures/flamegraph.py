@@ -38,8 +38,8 @@ def flamegraph(
     import pandas as pd
     import plotly.graph_objects as go
 
-    from ..pyspy import call_tree
-    from .style import no_data_figure
+    from analysis.figures.style import no_data_figure
+    from analysis.pyspy.samples import call_tree
 
     tree = source if isinstance(source, pd.DataFrame) else call_tree(source)
     if tree.empty or tree["samples"].sum() == 0:

@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import (
+from analysis.figures.style import (
     KERNEL_COLORS,
     MANY_RANKS,
     apply_layout,

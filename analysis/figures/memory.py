@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import KERNEL_COLORS, apply_layout, no_data_figure, plural, truncate
+from analysis.figures.style import KERNEL_COLORS, apply_layout, no_data_figure, plural, truncate
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB

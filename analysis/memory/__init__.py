@@ -7,7 +7,7 @@ memory timeline files of ``torch.profiler`` (``export_memory_timeline``).
 - :mod:`.timeline`: ``export_memory_timeline`` files as bytes per category over time.
 """
 
-from .replay import (
+from analysis.memory.replay import (
     MemoryReplay,
     NoMemoryEventsError,
     alive_at,
@@ -18,8 +18,8 @@ from .replay import (
     replay_snapshot,
     segment_fragmentation,
 )
-from .snapshot import UnsafePickleError, load_snapshot, parse_snapshot_bytes
-from .timeline import CATEGORIES, load_memory_timeline, memory_timeline_peak
+from analysis.memory.snapshot import UnsafePickleError, load_snapshot, parse_snapshot_bytes
+from analysis.memory.timeline import CATEGORIES, load_memory_timeline, memory_timeline_peak
 
 __all__ = [
     "CATEGORIES", "MemoryReplay", "NoMemoryEventsError", "UnsafePickleError", "alive_at",

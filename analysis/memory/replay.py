@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import CorruptTraceError, NoMemoryEventsError
-from .frames import NO_STACK, top_user_frame
+from analysis.errors import CorruptTraceError, NoMemoryEventsError
+from analysis.memory.frames import NO_STACK, top_user_frame
 
 MiB = 1024 * 1024
 

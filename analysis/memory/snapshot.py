@@ -20,8 +20,8 @@ from typing import Any
 
 from isal import igzip
 
-from ..errors import CorruptTraceError, NotATraceError, TraceLoadError, UnsafePickleError
-from ..sources import read_trace_bytes
+from analysis.errors import CorruptTraceError, NotATraceError, TraceLoadError, UnsafePickleError
+from analysis.kineto.sources import read_trace_bytes
 
 _GZIP_MAGIC = b"\x1f\x8b"
 

@@ -21,9 +21,9 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from ..errors import CorruptTraceError, NotATraceError
-from ..sources import read_trace_bytes
-from .snapshot import decompress
+from analysis.errors import CorruptTraceError, NotATraceError
+from analysis.kineto.sources import read_trace_bytes
+from analysis.memory.snapshot import decompress
 
 # torch.profiler._memory_profiler._CATEGORY_TO_INDEX order; the last is tensors of no category.
 CATEGORIES = (

@@ -7,7 +7,7 @@
     out_dir/tables/<name>.csv   every table, all rows
 
 ``content.build_report`` decides what is in it, ``html.render_html`` draws the page, and
-``analysis.export.export_figures`` writes the static figures through one kaleido browser.
+``analysis.figures.export.export_figures`` writes the static figures through one kaleido browser.
 The ``trace-analysis report`` command and the walkthrough notebook both call ``write_report``.
 """
 
@@ -17,8 +17,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import BrowserNotFoundError, ExportError
-from .content import BUILD_STEPS, ReportContent, build_report, select_report_ranks
+from analysis.errors import BrowserNotFoundError, ExportError
+from analysis.reports.content import BUILD_STEPS, ReportContent, build_report, select_report_ranks
 
 __all__ = ["ReportResult", "ReportContent", "build_report", "select_report_ranks", "write_report"]
 
@@ -110,7 +110,7 @@ def write_report(
         if "html" in formats:
             import plotly.offline
 
-            from .html import render_html
+            from analysis.reports.html import render_html
 
             result.index = out / "index.html"
             _write_text(result.index, render_html(content, plotly.offline.get_plotlyjs()))
@@ -118,7 +118,7 @@ def write_report(
         bar.update(1)
 
         if static:
-            from ..export import export_figures
+            from analysis.figures.export import export_figures
 
             bar.set_postfix_str(f"{'/'.join(static)} figures")
             try:

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 import plotly.graph_objects as go
 
-from .. import figures
-from ..errors import ConfigError, TraceAnalysisError
-from ..summary import headline_table
+from analysis import figures
+from analysis.errors import ConfigError, TraceAnalysisError
+from analysis.metrics.trace_metadata import headline_table
 
 # HTA's defaults for the launch statistics cut-offs (µs) and the top operators listed.
 RUNTIME_CUTOFF_US = 50

@@ -14,7 +14,7 @@ from html import escape
 
 import pandas as pd
 
-from .content import ReportContent, Section
+from analysis.reports.content import ReportContent, Section
 
 # Tables longer than this are cut on the page (the CSV beside it has every row).
 MAX_TABLE_ROWS = 200

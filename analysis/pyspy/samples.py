@@ -34,7 +34,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import ConfigError, CorruptTraceError, TraceNotFoundError, TracePermissionError
+from analysis.errors import ConfigError, CorruptTraceError, TraceNotFoundError, TracePermissionError
 
 NOT_FOUND = "not found"  # library columns of a stack with no frame in the library
 NO_FRAMES = "<no Python frames>"  # leaf of py-spy's empty stacks (process sampled, no Python frame)

@@ -27,7 +27,7 @@ import msgspec
 import pandas as pd
 import pyarrow as pa
 
-from .model import RankMeta, RankTrace
+from analysis.kineto.model import RankMeta, RankTrace
 
 # Bump whenever the parser's output changes (columns, dtypes, normalisation, RankMeta fields):
 # old entries then miss and are re-parsed.

@@ -21,8 +21,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from .events import gpu_mask
-from .model import RankTrace, Trace
+from analysis.kineto.events import gpu_mask
+from analysis.kineto.model import RankTrace, Trace
 
 STEP_MARKER = "ProfilerStep"
 

@@ -2,7 +2,7 @@
 
 Everything here goes through fsspec (``fsspec.core.url_to_fs(url, **storage_options)``), so the
 same code lists a local folder, a GCS prefix or ``memory://`` in tests. Only file *names and
-fingerprints* are gathered here; reading and parsing happen in :mod:`analysis.loader`.
+fingerprints* are gathered here; reading and parsing happen in :mod:`analysis.kineto.loader`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
-from .errors import ConfigError, TraceLoadError, TraceNotFoundError, TracePermissionError
+from analysis.errors import ConfigError, TraceLoadError, TraceNotFoundError, TracePermissionError
 
 # Like HTA: Kineto writes *.pt.trace.json(.gz); HTA reads every *.json and *.gz and lets the
 # content decide (non-traces are skipped by the loader with a warning).

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import MANY_RANKS, apply_layout, color_for, no_data_figure, plural, sorted_ranks
+from analysis.figures.style import (
+    MANY_RANKS,
+    apply_layout,
+    color_for,
+    no_data_figure,
+    plural,
+    sorted_ranks,
+)
 
 # HTA's idle categories, in the order they stack
 CATEGORIES = ("host_wait", "kernel_wait", "other")

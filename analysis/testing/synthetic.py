@@ -44,7 +44,7 @@ from typing import Any
 import msgspec
 from isal import igzip
 
-from .errors import ConfigError
+from analysis.errors import ConfigError
 
 US = 1000  # ns per µs: the simulation runs in integer nanoseconds
 BASE_EPOCH_US = 1_732_000_000_000_000  # absolute epoch µs, as torch.profiler writes them
@@ -567,7 +567,7 @@ def write_traces(config: SynthConfig, out_dir, gzip: bool = True) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m analysis.synthetic", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m analysis.testing.synthetic", description=__doc__.splitlines()[0])
     p.add_argument("out_dir", type=Path)
     p.add_argument("--ranks", type=int, default=8)
     p.add_argument("--steps", type=int, default=4)

@@ -40,11 +40,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from .errors import ConfigError, NoGPUEventsError
-from .events import has_gpu_events
-from .kernel_types import KernelPatterns, resolve_patterns
-from .model import RankTrace, Trace
-from .timebase import Rounding, event_bounds_ns, ns_to_us
+from analysis.errors import ConfigError, NoGPUEventsError
+from analysis.kineto.events import has_gpu_events
+from analysis.kineto.model import RankTrace, Trace
+from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
+from analysis.metrics.timebase import Rounding, event_bounds_ns, ns_to_us
 
 COLUMNS = ["correlation", "cpu_duration", "gpu_duration", "launch_delay"]
 # The GPU events a launch can start (HTA's idle-time categories: kernels, copies, sets, MTIA CCP).

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .events import gpu_mask
-from .model import RankTrace, Trace
-from .timebase import Rounding, event_bounds_ns, ns_to_us
+from analysis.kineto.events import gpu_mask
+from analysis.kineto.model import RankTrace, Trace
+from analysis.metrics.timebase import Rounding, event_bounds_ns, ns_to_us
 
 COLUMNS = ["rank", "step", "start(us)", "end(us)", "duration(us)"]
 # HTA's step name pattern (hta/analyzers/straggler.py), matched at the start of the name.

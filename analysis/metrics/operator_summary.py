@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .events import cat_mask, kernel_like_mask, runtime_mask
-from .model import RankTrace, Trace
+from analysis.kineto.events import cat_mask, kernel_like_mask, runtime_mask
+from analysis.kineto.model import RankTrace, Trace
 
 COLUMNS = ["name", "calls", "cpu_total_us", "cpu_self_us", "gpu_total_us", "gpu_self_us"]
 CPU_OP_CATS = ("cpu_op",)

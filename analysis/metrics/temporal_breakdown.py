@@ -14,7 +14,7 @@ Deviations of the default from HTA (docs/deviations.md):
 - ``patterns="default"`` selects GPU work (no CPU runtime calls that carry a stream, as ROCm's
   ``hipLaunchKernel`` do, no synchronisation waits) and counts more kernels as communication.
 - ``rounding="exact"`` keeps ns: HTA rounds ns-resolution events to whole µs, so sub-µs kernels can
-  get negative length (``analysis.intervals.hta_merge``).
+  get negative length (``analysis.metrics.intervals.hta_merge``).
 - A rank without GPU events gives a row of NaN (HTA raises ``IndexError``).
 """
 
@@ -25,10 +25,10 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .intervals import merge_intervals
-from .kernel_types import KernelPatterns, classified_gpu_events
-from .model import RankTrace, Trace
-from .timebase import Rounding
+from analysis.kineto.model import RankTrace, Trace
+from analysis.metrics.intervals import merge_intervals
+from analysis.metrics.kernel_types import KernelPatterns, classified_gpu_events
+from analysis.metrics.timebase import Rounding
 
 TIME_COLUMNS = ["idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)"]
 COLUMNS = ["rank", *TIME_COLUMNS, "idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg"]

@@ -2,7 +2,7 @@
 
 Per rank: ``comp_comm_overlap_pctg`` = 100 × |COMP ∩ COMM| / |COMM|, rounded to 2 decimals, where
 COMM and COMP are the unions of the intervals of the rank's COMMUNICATION and COMPUTATION events
-(``analysis.kernel_types``). A dimensionless percentage; NaN for a rank without communication
+(``analysis.metrics.kernel_types``). A dimensionless percentage; NaN for a rank without communication
 kernels or without GPU events at all (HTA gives NaN for the first and does not crash on the second).
 Columns are HTA 0.5.0's ``get_comm_comp_overlap``.
 
@@ -18,10 +18,10 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .intervals import merge_intervals, time_by_state
-from .kernel_types import KernelPatterns, classified_gpu_events
-from .model import RankTrace, Trace
-from .timebase import Rounding
+from analysis.kineto.model import RankTrace, Trace
+from analysis.metrics.intervals import merge_intervals, time_by_state
+from analysis.metrics.kernel_types import KernelPatterns, classified_gpu_events
+from analysis.metrics.timebase import Rounding
 
 COLUMNS = ["rank", "comp_comm_overlap_pctg"]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from .errors import BrowserNotFoundError, ExportError
+from analysis.errors import BrowserNotFoundError, ExportError
 
 IMAGE_FORMATS = ("svg", "png", "pdf", "jpeg", "webp")
 FORMATS = (*IMAGE_FORMATS, "html")

@@ -1,4 +1,4 @@
-"""One Kineto trace file's bytes → a ``RankTrace`` (the columnar model of ``analysis.model``).
+"""One Kineto trace file's bytes → a ``RankTrace`` (the columnar model of ``analysis.kineto.model``).
 
 The outside world is decoded once, here: ``msgspec`` reads the JSON into typed structs that hold only
 the fields the model needs (no Python dict per event), and the columns are built from those in bulk.
@@ -30,8 +30,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from isal import isal_zlib
 
-from .errors import CorruptTraceError, NotATraceError
-from .model import (
+from analysis.errors import CorruptTraceError, NotATraceError
+from analysis.kineto.model import (
     COLLECTIVE_COLUMNS,
     EVENT_COLUMNS,
     FLOW_COLUMNS,

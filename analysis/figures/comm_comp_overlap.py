@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import (
+from analysis.figures.style import (
     MANY_RANKS,
     apply_layout,
     color_for,

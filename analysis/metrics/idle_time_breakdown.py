@@ -40,11 +40,11 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .errors import NoGPUEventsError
-from .events import gpu_mask
-from .kernel_types import KernelPatterns, resolve_patterns
-from .model import RankTrace, Trace
-from .timebase import Rounding, event_bounds_ns
+from analysis.errors import NoGPUEventsError
+from analysis.kineto.events import gpu_mask
+from analysis.kineto.model import RankTrace, Trace
+from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
+from analysis.metrics.timebase import Rounding, event_bounds_ns
 
 # HTA's idle categories, in its order (IdleTimeType values 0, 1, 2).
 CATEGORIES = ("host_wait", "kernel_wait", "other")

@@ -33,10 +33,10 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from .errors import ConfigError
-from .events import DEVICE_SYNC_NAMES, SYNC_CATS, cat_mask, gpu_mask, runtime_mask
-from .model import RankTrace
-from .timebase import Rounding, event_bounds_ns
+from analysis.errors import ConfigError
+from analysis.kineto.events import DEVICE_SYNC_NAMES, SYNC_CATS, cat_mask, gpu_mask, runtime_mask
+from analysis.kineto.model import RankTrace
+from analysis.metrics.timebase import Rounding, event_bounds_ns
 
 
 class KernelType(Enum):

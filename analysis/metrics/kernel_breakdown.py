@@ -19,7 +19,7 @@ Deviations of the default from HTA (docs/deviations.md):
   so a kept kernel's max = min = mean = its total time and its stddev = 0. The default reports the
   statistics of the kernels' durations ("others" over all its kernels); ``patterns="hta"``
   (``hta_quirks``) reproduces HTA.
-- plus the kernel selection/classification and rounding deviations of ``analysis.kernel_types``.
+- plus the kernel selection/classification and rounding deviations of ``analysis.metrics.kernel_types``.
 A rank without GPU events contributes no rows (HTA does the same).
 """
 
@@ -30,10 +30,10 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from .intervals import merge_intervals, time_by_state
-from .kernel_types import KernelPatterns, classified_gpu_events, resolve_patterns
-from .model import RankTrace, Trace
-from .timebase import Rounding
+from analysis.kineto.model import RankTrace, Trace
+from analysis.metrics.intervals import merge_intervals, time_by_state
+from analysis.metrics.kernel_types import KernelPatterns, classified_gpu_events, resolve_patterns
+from analysis.metrics.timebase import Rounding
 
 STAT_NAMES = ["sum", "max", "min", "mean", "std"]
 KERNEL_COLUMNS = ["name", "sum", "max", "min", "std", "mean", "kernel_type", "rank"]

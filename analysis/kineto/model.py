@@ -32,7 +32,7 @@ Other per-rank tables (empty DataFrames with the same columns when the trace has
 
 GPU events are the rows with ``stream >= 0`` and ``correlation >= 0`` (kernels, memcpy, memset,
 and CUDA sync events on a stream), plus the device-level ``Event Sync`` / ``Context Sync`` events.
-``analysis.events`` has the masks; analyses never re-derive them.
+``analysis.kineto.events`` has the masks; analyses never re-derive them.
 
 All times in the model are integers in nanoseconds; analyses report microseconds (µs) as HTA does.
 """
@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import ConfigError, UnknownRankError
+from analysis.errors import ConfigError, UnknownRankError
 
 EVENT_COLUMNS: dict[str, str] = {
     "ts": "int64",
@@ -115,7 +115,7 @@ class RankMeta:
     schema_version: Any = None
     base_time_ns: int | None = None
     # True when some event's ts is not a JSON integer (written with a fraction, or missing): HTA then
-    # reads the column as float and rounds every event to whole µs; see analysis.timebase.
+    # reads the column as float and rounds every event to whole µs; see analysis.metrics.timebase.
     float_timestamps: bool = False
     # The profiler's own span ("cat": "Trace"), as (ts_ns, dur_ns), if present.
     profiler_span: tuple[int, int] | None = None

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .timebase import Rounding
+from analysis.metrics.timebase import Rounding
 
 
 def merge(starts, ends) -> tuple[np.ndarray, np.ndarray]:

@@ -1,7 +1,7 @@
-"""Loading a set of trace files into a :class:`~analysis.model.Trace`, in parallel, through the cache.
+"""Loading a set of trace files into a :class:`~analysis.kineto.model.Trace`, in parallel, through the cache.
 
-``load_trace`` finds the files (:mod:`analysis.sources`), takes what it can from the cache
-(:mod:`analysis.cache`), parses the rest in a process pool -- one file per task; each worker reads
+``load_trace`` finds the files (:mod:`analysis.kineto.sources`), takes what it can from the cache
+(:mod:`analysis.kineto.cache`), parses the rest in a process pool -- one file per task; each worker reads
 the bytes through fsspec, parses them, writes the cache entry and returns only the entry's key, so
 big tables cross the process boundary as a memory-mapped Arrow file instead of a pickle -- and then
 gives every file its rank.
@@ -24,8 +24,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from .cache import TraceCache, cache_key
-from .errors import (
+from analysis.errors import (
     ConfigError,
     DuplicateRankError,
     MultipleLoadErrors,
@@ -34,8 +33,14 @@ from .errors import (
     TraceLoadWarning,
     TraceNotFoundError,
 )
-from .model import RankTrace, Trace
-from .sources import TraceFile, find_trace_files, rank_from_file_name, read_trace_bytes
+from analysis.kineto.cache import TraceCache, cache_key
+from analysis.kineto.model import RankTrace, Trace
+from analysis.kineto.sources import (
+    TraceFile,
+    find_trace_files,
+    rank_from_file_name,
+    read_trace_bytes,
+)
 
 ON_ERROR_CHOICES = ("raise", "skip")
 # Below this much (compressed) input, starting a process pool (~0.7 s here) costs more than it saves:
@@ -44,7 +49,7 @@ SMALL_JOB_BYTES = 8 * 2**20
 # Progress appears only for loads slower than this (seconds), so quick loads print nothing.
 PROGRESS_DELAY_S = 1.0
 # Imported once by the forkserver, so every worker starts with them already loaded.
-_WORKER_PRELOAD = ["analysis.parse", "analysis.cache", "analysis.sources"]
+_WORKER_PRELOAD = ["analysis.kineto.parse", "analysis.kineto.cache", "analysis.kineto.sources"]
 
 
 class WorkerTraceback(Exception):
@@ -69,7 +74,9 @@ def load_file(
     """
     try:
         data = read_trace_bytes(url, storage_options)
-        from .parse import parse_trace_bytes  # here, so sources-only callers never import it
+        from analysis.kineto.parse import (
+            parse_trace_bytes,  # here, so sources-only callers never import it
+        )
 
         trace = parse_trace_bytes(data, url)
     except TraceLoadError as exc:

@@ -15,7 +15,14 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .style import apply_layout, color_for, no_data_figure, plural, rank_axis, sorted_ranks
+from analysis.figures.style import (
+    apply_layout,
+    color_for,
+    no_data_figure,
+    plural,
+    rank_axis,
+    sorted_ranks,
+)
 
 TITLE = "CUDA kernel launch statistics"
 

@@ -1,0 +1,1 @@
+"""Test data the project generates itself: synthetic traces with exact ground truth."""
