@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
 
 import jupytext
 import pytest
 from nbclient import NotebookClient
+from paths import REPO_ROOT
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.md"))
+NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.md"))
 
 
 def _set_parameters(nb, values: dict) -> None:

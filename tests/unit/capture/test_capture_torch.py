@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
+from paths import REPO_ROOT  # noqa: E402
+
 from analysis.capture import (  # noqa: E402
     ProfilerConfig,
     TraceUploadError,
@@ -28,7 +30,7 @@ from analysis.capture import (  # noqa: E402
 from analysis.capture.schedule import recorded_steps_per_trace  # noqa: E402
 from analysis.kineto.parse import parse_trace_bytes  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 NAME_RE = re.compile(r"rank(\d+)\.step(\d+)\.pt\.trace\.json\.gz$")
 
 

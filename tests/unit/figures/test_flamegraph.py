@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
+from paths import TEST_DATA
 
 from analysis.figures.flamegraph import flamegraph
 from analysis.pyspy.samples import call_tree, parse_pyspy
 
-DATA = Path(__file__).parent / "data" / "pyspy"
+DATA = TEST_DATA / "pyspy"
 NODES = [DATA / "profile_node0.txt", DATA / "profile_node1.txt"]
 
 

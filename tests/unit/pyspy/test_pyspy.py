@@ -16,6 +16,7 @@ from pathlib import Path
 import fsspec
 import pytest
 from click.testing import CliRunner
+from paths import TEST_DATA  # noqa: E402
 
 from analysis.cli.pyspy import flamegraph as flamegraph_command
 from analysis.cli.pyspy import pyspy_report as report_command
@@ -29,7 +30,7 @@ from analysis.pyspy.samples import (
     read_pyspy,
 )
 
-DATA = Path(__file__).parent / "data" / "pyspy"
+DATA = TEST_DATA / "pyspy"
 SIMPLE = DATA / "simple.txt"
 NODES = [DATA / "profile_node0.txt", DATA / "profile_node1.txt"]
 # The shares of wall time workload.py spends in each leaf by default (kernel 0.5, preprocess 0.3).

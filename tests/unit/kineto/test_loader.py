@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from paths import REPO_ROOT
 
 from analysis.errors import (
     ConfigError,
@@ -230,7 +231,7 @@ def test_unreadable_file_is_a_permission_error_for_an_unprivileged_user(tmp_path
             print("PERMISSION", e)
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                         cwd=Path(__file__).resolve().parents[1])
+                         cwd=REPO_ROOT)
     assert "PERMISSION" in out.stdout, out.stderr
     shutil.rmtree(d)
     assert "rank0.json.gz" in out.stdout and "permission denied" in out.stdout

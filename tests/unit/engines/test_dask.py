@@ -19,12 +19,6 @@ from isal import igzip
 
 distributed = pytest.importorskip("distributed")
 
-from analysis.metrics import comm_comp_overlap as overlap  # noqa: E402
-from analysis.metrics import idle_time_breakdown as idle  # noqa: E402
-from analysis.metrics import kernel_breakdown as kernels  # noqa: E402
-from analysis.metrics import kernel_launch_stats as launch  # noqa: E402
-from analysis.metrics import profiler_steps as steps  # noqa: E402
-from analysis.metrics import temporal_breakdown as temporal  # noqa: E402
 from analysis.engines import load_engine  # noqa: E402
 from analysis.engines.dask import DaskEngine  # noqa: E402
 from analysis.errors import (  # noqa: E402
@@ -36,6 +30,12 @@ from analysis.errors import (  # noqa: E402
 )
 from analysis.kineto.loader import load_trace  # noqa: E402
 from analysis.kineto.window import profiler_step_window  # noqa: E402
+from analysis.metrics import comm_comp_overlap as overlap  # noqa: E402
+from analysis.metrics import idle_time_breakdown as idle  # noqa: E402
+from analysis.metrics import kernel_breakdown as kernels  # noqa: E402
+from analysis.metrics import kernel_launch_stats as launch  # noqa: E402
+from analysis.metrics import profiler_steps as steps  # noqa: E402
+from analysis.metrics import temporal_breakdown as temporal  # noqa: E402
 from analysis.metrics.operator_summary import operator_summary  # noqa: E402
 
 # Every wait on the cluster is bounded, so a hung worker fails the test instead of the suite.

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from paths import REPO_ROOT
 
 from analysis.capture import ProfilerConfig, schedule_action, schedule_table
 from analysis.capture.schedule import recorded_steps_per_trace
@@ -174,6 +175,5 @@ def test_config_and_schedule_do_not_import_torch():
 
 
 def _repo():
-    from pathlib import Path
 
-    return Path(__file__).resolve().parents[1]
+    return REPO_ROOT
