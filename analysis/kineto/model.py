@@ -20,6 +20,9 @@ column          dtype      meaning
 ``correlation`` int64      ``args.correlation`` (links a runtime call to its GPU event), -1 if absent
 ``external_id`` int64      ``args["External id"]`` (links a cpu_op to its runtime calls), -1 if absent
 ``device``      int64      ``args.device`` (GPU index), -1 if absent
+``wait_on_stream`` int64   CUDA sync events: ``args.wait_on_stream`` (the stream waited on), -1 if absent
+``wait_on_record`` int64   CUDA sync events: ``args.wait_on_cuda_event_record_corr_id`` (correlation of
+                           the ``cudaEventRecord`` waited on), -1 if absent
 =============== ========== =================================================================
 
 Other per-rank tables (empty DataFrames with the same columns when the trace has none):
@@ -60,6 +63,8 @@ EVENT_COLUMNS: dict[str, str] = {
     "correlation": "int64",
     "external_id": "int64",
     "device": "int64",
+    "wait_on_stream": "int64",
+    "wait_on_record": "int64",
 }
 FLOW_COLUMNS: dict[str, str] = {
     "id": "int64",

@@ -67,6 +67,9 @@ class _Args(msgspec.Struct, gc=False):
     correlation: _Num = -1
     external_id: _Num = msgspec.field(default=-1, name="External id")
     device: _Num = -1
+    # CUDA sync events ("Stream Wait Event", "Event Sync"): the stream and the cudaEventRecord waited on
+    wait_on_stream: _Num = -1
+    wait_on_record: _Num = msgspec.field(default=-1, name="wait_on_cuda_event_record_corr_id")
     # record_param_comms (NCCL collectives); kept raw, only those few rows are decoded further
     collective: msgspec.Raw = msgspec.field(default=_NULL, name="Collective name")
     in_nelems: _Num = msgspec.field(default=-1, name="In msg nelems")
@@ -433,6 +436,8 @@ def _events_table(
         "correlation": _int_column(args, "correlation"),
         "external_id": _int_column(args, "external_id"),
         "device": _int_column(args, "device"),
+        "wait_on_stream": _int_column(args, "wait_on_stream"),
+        "wait_on_record": _int_column(args, "wait_on_record"),
     }
     return pd.DataFrame(columns)
 

@@ -1,0 +1,449 @@
+"""The critical-path graph of one rank's window: nodes are event starts and ends, edges carry time.
+
+The rules are HolisticTraceAnalysis 0.5.0's (``hta/analyzers/critical_path_analysis.py``), built
+here with array operations instead of per-event Python objects:
+
+- **Window**: CPU events (``stream == -1``) with ``dur > 0`` that start inside the annotation's
+  ``[start, end]``, plus the GPU events they launched (and, as HTA does, every ``Stream Wait Event``).
+- **Nodes**: a start and an end node for every CPU operator / runtime / driver call and every GPU
+  event on a stream, ordered by time.
+- **Operator edges** (``critical_path_operator``): on each CPU thread, the call stack is rebuilt
+  (HTA's ordering of starts and ends) and walked depth first; consecutive start/end points of
+  operators on the stack are linked, weight = the time between them (zero into the end of a blocking
+  call such as ``cudaStreamSynchronize``: that time is the GPU's). Each edge is attributed to the
+  operator it lies in.
+- **Dependency edges** (zero weight): the end of one top-level operator to the start of the next on
+  the same thread.
+- **GPU edges**: each kernel's own span; a **launch delay** edge from the launching runtime call
+  when the stream's queue was empty at the launch and the previous kernel had finished; otherwise a
+  **kernel-kernel** edge from the previous kernel on the stream (weight = the gap).
+- **Sync edges** (zero weight): the last kernel of a stream (``Stream Sync``) or of every stream
+  (``Context Sync``) to the end of the synchronising runtime call; a kernel recorded by
+  ``cudaEventRecord`` to ``cudaEventSynchronize`` (``Event Sync``) or to the first kernel launched
+  after ``cudaStreamWaitEvent`` on the waiting stream (``Stream Wait Event``).
+
+``hta_compat=True`` keeps HTA's choices exactly; ``False`` (the default analysis) fixes what HTA gets
+wrong, see ``docs/deviations.md``: every kernel of a multi-kernel launch (``cudaGraphLaunch``) is
+kept and linked, the launch APIs are the ``kernel_launch_stats`` default preset (driver API,
+cooperative and ROCm launches), ROCm blocking calls count as blocking, and a launch whose runtime
+call is outside the graph falls back to a kernel-kernel edge instead of failing.
+
+All times are integer nanoseconds; weights can be negative here (the path clips them to 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from analysis.kineto.events import DEVICE_SYNC_NAMES, gpu_mask
+from analysis.kineto.model import RankTrace
+from analysis.metrics.kernel_launch_stats import DEFAULT_LAUNCH_APIS
+from analysis.metrics.timebase import Rounding, event_bounds_ns
+
+EDGE_TYPES = (
+    "critical_path_operator",
+    "critical_path_dependency",
+    "critical_path_kernel_launch_delay",
+    "critical_path_kernel_kernel_delay",
+    "critical_path_sync_dependency",
+)
+OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC = range(5)
+
+# hta/common/trace_symbol_table.py get_runtime_launch_events_query, HTA 0.5.0
+HTA_LAUNCH_CALLS = (
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaMemcpyAsync",
+    "cudaMemsetAsync", "runFunction - job_prep_and_submit_for_execution", "hipLaunchKernel",
+    "hipExtModuleLaunchKernel", "hipMemcpyAsync", "hipMemsetAsync", "hipMemcpyWithStream",
+)  # fmt: skip
+DEFAULT_LAUNCH_CALLS = tuple(
+    dict.fromkeys(HTA_LAUNCH_CALLS + DEFAULT_LAUNCH_APIS.kernel + DEFAULT_LAUNCH_APIS.memory)
+)
+# CPGraph.BLOCKING_SYNC_CALLS, HTA 0.5.0
+HTA_BLOCKING_CALLS = (
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
+    "cudaMemcpy", "cudaMemcpyAsync",
+)  # fmt: skip
+DEFAULT_BLOCKING_CALLS = HTA_BLOCKING_CALLS + (
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuMemcpy",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventQuery", "hipEventSynchronize",
+    "hipMemcpy", "hipMemcpyAsync", "hipMemcpyWithStream",
+)  # fmt: skip
+_CPU_NODE_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
+
+
+@dataclass
+class CPGraphArrays:
+    """Nodes and edges of one window's graph (positions into ``events`` are row positions)."""
+
+    events: pd.DataFrame  # the rank's event table (the analysed window)
+    start: np.ndarray  # per event, ns (rounded as asked)
+    end: np.ndarray
+    node_event: np.ndarray  # per node: row position of its event
+    node_ts: np.ndarray  # per node: ns
+    node_is_start: np.ndarray
+    edge_src: np.ndarray
+    edge_dst: np.ndarray
+    edge_weight: np.ndarray  # ns, may be negative
+    edge_type: np.ndarray  # int8 code into EDGE_TYPES
+    edge_event: np.ndarray  # row position of the attributed event, -1 for none
+    window: tuple[int, int]
+    notes: dict[str, int] = field(default_factory=dict)  # counts of dropped/repaired things
+
+
+def _last_by_key(keys: np.ndarray, values: np.ndarray) -> pd.Series:
+    """{key: the last value (in order) with that key}."""
+    s = pd.Series(values, index=keys)
+    return s[~s.index.duplicated(keep="last")]
+
+
+def build_graph(
+    rt: RankTrace, window: tuple[int, int], *, hta_compat: bool, rounding: Rounding = "exact"
+) -> CPGraphArrays:
+    """The critical-path graph of the events of ``rt`` in ``window`` (ns, inclusive)."""
+    ev = rt.events
+    n = len(ev)
+    start, end = event_bounds_ns(
+        ev["ts"].to_numpy(), ev["dur"].to_numpy(), rounding,
+        float_timestamps=rt.meta.float_timestamps,
+    )  # fmt: skip
+    dur = end - start
+    stream = ev["stream"].to_numpy()
+    corr = ev["correlation"].to_numpy()
+    names = ev["name"].astype(str).to_numpy() if n else np.array([], dtype=object)
+    name_s = pd.Series(names)
+    cat = ev["cat"].astype(str).to_numpy() if n else np.array([], dtype=object)
+    pos = np.arange(n)
+    notes: dict[str, int] = {}
+
+    # --- correlation: CPU call <-> GPU event (HTA's index_correlation; last match wins) ---------
+    is_gpu = gpu_mask(ev) if n else np.zeros(0, bool)
+    has_corr = corr != -1
+    cpu_c, gpu_c = pos[~is_gpu & has_corr], pos[is_gpu & has_corr]
+    gpu_to_cpu = np.full(n, -1)
+    cpu_to_gpu = np.full(n, -1)
+    if len(cpu_c) and len(gpu_c):
+        m = _last_by_key(corr[cpu_c], cpu_c)
+        gpu_to_cpu[gpu_c] = m.reindex(corr[gpu_c]).fillna(-1).to_numpy(np.int64)
+        m = _last_by_key(corr[gpu_c], gpu_c)
+        cpu_to_gpu[cpu_c] = m.reindex(corr[cpu_c]).fillna(-1).to_numpy(np.int64)
+
+    # --- the window -----------------------------------------------------------------------------
+    w0, w1 = window
+    cpu_rows = stream == -1
+    keep_cpu = cpu_rows & (start >= w0) & (start <= w1) & (dur > 0)
+    keep = keep_cpu.copy()
+    on_stream = stream != -1
+    if hta_compat:
+        launched = cpu_to_gpu[keep_cpu & (cpu_to_gpu >= 0)]
+        keep[launched[on_stream[launched]]] = True
+        keep |= on_stream & (names == "Stream Wait Event")
+    else:
+        launcher = gpu_to_cpu
+        keep |= on_stream & (launcher >= 0) & keep_cpu[np.maximum(launcher, 0)]
+
+    # --- nodes ----------------------------------------------------------------------------------
+    is_node = keep & (np.isin(cat, _CPU_NODE_CATS) | (on_stream & has_corr))
+    node_pos = pos[is_node]
+    k = len(node_pos)
+    all_ts = np.concatenate([start[node_pos], end[node_pos]])
+    order = np.argsort(all_ts, kind="stable")
+    node_event = np.concatenate([node_pos, node_pos])[order]
+    node_is_start = np.concatenate([np.ones(k, bool), np.zeros(k, bool)])[order]
+    node_ts = all_ts[order]
+    start_node = np.full(n, -1)
+    end_node = np.full(n, -1)
+    ids = np.arange(2 * k)
+    start_node[node_event[node_is_start]] = ids[node_is_start]
+    end_node[node_event[~node_is_start]] = ids[~node_is_start]
+
+    blocking = np.isin(names, HTA_BLOCKING_CALLS if hta_compat else DEFAULT_BLOCKING_CALLS)
+    cpu_edges = _cpu_edges(ev, pos[keep], start, end, stream, is_node, blocking,
+                           start_node, end_node, node_ts)  # fmt: skip
+
+    launch_calls = HTA_LAUNCH_CALLS if hta_compat else DEFAULT_LAUNCH_CALLS
+    is_launch = ~is_gpu & np.isin(names, launch_calls) & (cpu_to_gpu >= 0)
+    gpu_edges = _gpu_edges(
+        ev, keep, start, end, stream, corr, names, name_s, cat, is_gpu, is_launch,
+        gpu_to_cpu, cpu_to_gpu, start_node, end_node, node_ts, node_event, hta_compat, notes,
+    )  # fmt: skip
+    src, dst, w, typ, attr = (np.concatenate([a, b]) for a, b in zip(cpu_edges, gpu_edges, strict=False))
+    return CPGraphArrays(
+        events=ev, start=start, end=end, node_event=node_event, node_ts=node_ts,
+        node_is_start=node_is_start, edge_src=src, edge_dst=dst, edge_weight=w,
+        edge_type=typ.astype(np.int8), edge_event=attr, window=(w0, w1), notes=notes,
+    )  # fmt: skip
+
+
+def _cpu_edges(ev, rows, start, end, stream, is_node, blocking, start_node, end_node, node_ts):
+    """Operator and dependency edges from each CPU thread's call stack (see the module docstring).
+
+    HTA sorts a thread's starts and ends (same time: ends first; starts longest first; ends
+    shortest first), pushes on start and pops the top on end, and walks the resulting tree depth
+    first. Preorder is the start order; a node is exited when the next preorder node is not deeper.
+    """
+    empty = tuple(np.zeros(0, np.int64) for _ in range(5))
+    if len(rows) == 0:
+        return empty
+    pid = ev["pid"].to_numpy()[rows]
+    tid = ev["tid"].to_numpy()[rows]
+    grp_keys = pd.MultiIndex.from_arrays([pid, tid])
+    grp, _ = pd.factorize(grp_keys, sort=True)
+    # a thread is a CPU call stack when all its kept events have stream < 0 (HTA's device type)
+    cpu_thread = pd.Series(stream[rows] < 0).groupby(grp).transform("all").to_numpy()
+    rows, grp = rows[cpu_thread], grp[cpu_thread]
+    if len(rows) == 0:
+        return empty
+    m = len(rows)
+    s, e = start[rows], end[rows]
+    d = e - s
+    # points: START (type 1) and END (type 0) of each row
+    p_row = np.concatenate([np.arange(m), np.arange(m)])
+    p_start = np.concatenate([np.ones(m, bool), np.zeros(m, bool)])
+    p_time = np.concatenate([s, e])
+    p_grp = np.concatenate([grp, grp])
+    p_dur = np.concatenate([d, d])
+    p_idx = np.concatenate([rows, rows])
+    k1 = np.where(p_start, -p_dur, p_dur)
+    k2 = np.where(p_start, p_idx, -p_idx)
+    order = np.lexsort((k2, k1, p_start, p_time, p_grp))
+    p_row, p_start, p_grp = p_row[order], p_start[order], p_grp[order]
+    delta = np.where(p_start, 1, -1)
+    depth_after = _cumsum_by_group(delta, p_grp)
+    level = (depth_after - 1)[p_start]  # stack position of each pushed row (0 = under the root)
+    seq = np.flatnonzero(p_start)  # preorder: starts in sorted order
+    pre_row, pre_grp = p_row[seq], p_grp[seq]
+
+    # the most recent start at (group, level) at or before a preorder position
+    lmax = int(level.max()) + 2
+    key = (pre_grp.astype(np.int64) * lmax + level) * (len(seq) + 1) + np.arange(len(seq))
+    key_order = np.argsort(key, kind="stable")
+    sorted_key = key[key_order]
+
+    def last_at(g, lev, at):
+        q = (g.astype(np.int64) * lmax + lev) * (len(seq) + 1) + at
+        j = np.searchsorted(sorted_key, q, side="right") - 1
+        hit = (j >= 0) & (sorted_key[np.maximum(j, 0)] // (len(seq) + 1) == g * lmax + lev)
+        return np.where(hit, key_order[np.maximum(j, 0)], -1)
+
+    at = np.arange(len(seq))
+    parent_pre = np.where(level > 0, last_at(pre_grp, level - 1, at), -1)
+    parent_row = np.where(parent_pre >= 0, pre_row[np.maximum(parent_pre, 0)], -1)
+    parent_event = np.where(parent_row >= 0, rows[np.maximum(parent_row, 0)], -1)  # per preorder
+
+    # Euler tour: after preorder node i, exit levels level[i] .. level[next] (0 after the last)
+    nxt_level = np.append(level[1:], 0)
+    nxt_level[np.append(pre_grp[1:] != pre_grp[:-1], True)] = 0
+    n_exit = level - nxt_level + 1
+    ex_src = np.repeat(at, n_exit)
+    ex_k = np.arange(len(ex_src)) - np.repeat(np.cumsum(n_exit) - n_exit, n_exit)
+    ex_level = level[ex_src] - ex_k
+    ex_pre = last_at(pre_grp[ex_src], ex_level, ex_src)
+    # the walk: (preorder pos, sub-order): enter at sub 0, exits at 1, 2, ...
+    w_pre = np.concatenate([at, ex_pre])
+    w_major = np.concatenate([at, ex_src])
+    w_minor = np.concatenate([np.zeros(len(at), np.int64), ex_k + 1])
+    w_enter = np.concatenate([np.ones(len(at), bool), np.zeros(len(ex_pre), bool)])
+    worder = np.lexsort((w_minor, w_major))
+    w_pre, w_enter = w_pre[worder], w_enter[worder]
+    w_event = rows[pre_row[w_pre]]
+    w_grp = pre_grp[w_pre]
+    w_parent = parent_event[w_pre]
+    # keep only graph nodes (operators, runtime calls): the callbacks skip everything else
+    keep = is_node[w_event]
+    w_event, w_enter, w_grp, w_parent = w_event[keep], w_enter[keep], w_grp[keep], w_parent[keep]
+    if len(w_event) < 2:
+        return empty
+    w_node = np.where(w_enter, start_node[w_event], end_node[w_event])
+    op_depth = _cumsum_by_group(np.where(w_enter, 1, -1), w_grp)
+    a, b = np.arange(len(w_event) - 1), np.arange(1, len(w_event))
+    same = w_grp[a] == w_grp[b]
+    a, b = a[same], b[same]
+    is_op = op_depth[a] > 0
+    src, dst = w_node[a], w_node[b]
+    weight = node_ts[dst] - node_ts[src]
+    weight[~is_op | (~w_enter[b] & blocking[w_event[b]])] = 0
+    attr = np.where(
+        w_enter[a], w_event[a], np.where(~w_enter[b], w_event[b], w_parent[a])
+    )
+    attr[~is_op] = -1
+    typ = np.where(is_op, OPERATOR, DEPENDENCY)
+    return src, dst, weight, typ, attr
+
+
+def _cumsum_by_group(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Running sum of ``values`` restarting at each change of ``groups`` (groups are contiguous)."""
+    c = np.cumsum(values)
+    first = np.flatnonzero(np.append(True, groups[1:] != groups[:-1]))
+    base = np.repeat(c[first] - values[first], np.diff(np.append(first, len(values))))
+    return c - base
+
+
+def _launch_pairs(ev, is_launch, corr, stream):
+    """(runtime position, GPU position) for each GPU event on a stream launched by a launch call."""
+    r = np.flatnonzero(is_launch)
+    g = np.flatnonzero(stream != -1)
+    left = pd.DataFrame({"r": r, "corr": corr[r]})
+    right = pd.DataFrame({"g": g, "corr": corr[g]})
+    pairs = left.merge(right, on="corr", how="inner", sort=False)
+    return pairs["r"].to_numpy(), pairs["g"].to_numpy()
+
+
+def _gpu_edges(ev, keep, start, end, stream, corr, names, name_s, cat, is_gpu, is_launch,
+               gpu_to_cpu, cpu_to_gpu, start_node, end_node, node_ts, node_event,
+               hta_compat, notes):  # fmt: skip
+    n = len(ev)
+    pid = ev["pid"].to_numpy()
+    tid = ev["tid"].to_numpy()
+    pr, pg = _launch_pairs(ev, is_launch, corr, stream)
+    if hta_compat:  # the graph links a launch call to one GPU event only (HTA's index_correlation)
+        single = cpu_to_gpu[pr] == pg
+        gr_r, gr_g = pr[single], pg[single]
+    else:
+        gr_r, gr_g = pr, pg
+
+    # queue length per stream: +1 at each launch (per GPU event launched), -1 at each GPU start
+    q = pd.DataFrame({
+        "stream": np.concatenate([stream[pg], stream[pg]]),
+        "ts": np.concatenate([start[pr], start[pg]]),
+        "kind": np.concatenate([np.zeros(len(pg), np.int8), np.ones(len(pg), np.int8)]),
+        "delta": np.concatenate([np.ones(len(pg), np.int64), -np.ones(len(pg), np.int64)]),
+        "r": np.concatenate([pr, pr]),
+        "g": np.concatenate([pg, pg]),
+    }).sort_values(["stream", "ts", "kind"], kind="stable")  # fmt: skip
+    q["queue"] = q.groupby("stream", sort=False)["delta"].cumsum()
+    inc, dec = q[q["kind"] == 0], q[q["kind"] == 1]
+    # per (runtime, stream): queue before its first launch on the stream, and its GPU events there
+    per_rs = inc.groupby(["r", "stream"], sort=False).agg(first_q=("queue", "first"),
+                                                         n_own=("queue", "size"))  # fmt: skip
+    q_gpu = _last_by_key(dec["g"].to_numpy(), dec["queue"].to_numpy())
+    launch_ok = np.zeros(n, bool)
+    if len(gr_g):
+        rs = pd.MultiIndex.from_arrays([gr_r, stream[gr_g]])
+        info = per_rs.reindex(rs)
+        q_before = info["first_q"].to_numpy() - 1
+        n_own = info["n_own"].to_numpy()
+        first_own = (
+            pd.DataFrame({"r": pr, "s": stream[pg], "ts": start[pg], "g": pg})
+            .sort_values("ts", kind="stable").drop_duplicates(["r", "s"])["g"].to_numpy()
+        )  # fmt: skip
+        is_first = np.isin(gr_g, first_own)
+        qg = q_gpu.reindex(gr_g).to_numpy()
+        launch_ok[gr_g] = (q_before == 0) & is_first & (qg == n_own - 1)
+    launcher = np.full(n, -1)
+    launcher[gr_g] = gr_r
+
+    # cudaEventRecord -> the GPU event it records (the last launched before it on its stream)
+    record_src = _event_record_sources(ev, names, corr, start, stream, pid, gr_r, gr_g)
+    # cudaStreamWaitEvent -> the first GPU event launched after it on the waiting stream
+    wait_dest = _stream_wait_destinations(names, start, stream, pid, tid, gpu_to_cpu, gr_r, gr_g)
+
+    rows = np.flatnonzero(keep & ((stream != -1) | np.isin(names, DEVICE_SYNC_NAMES)) & (corr != -1))
+    is_sync = cat[rows] == "cuda_sync"
+    sort_by = np.where(is_sync, end[rows], start[rows])
+    rows, is_sync = rows[np.argsort(sort_by, kind="stable")], is_sync[np.argsort(sort_by, kind="stable")]
+
+    src, dst, wt, typ, attr = [], [], [], [], []
+
+    def add(u, v, t, a=-1, zero=False):
+        src.append(u), dst.append(v), typ.append(t), attr.append(a)
+        wt.append(0 if zero or t in (DEPENDENCY, SYNC) else int(node_ts[v] - node_ts[u]))
+
+    last_end: dict[int, int] = {}
+    kernel_sync: dict[int, int] = {}
+    missing_runtime = 0
+    for p, sync in zip(rows.tolist(), is_sync.tolist(), strict=False):
+        nm = names[p]
+        st = int(stream[p])
+        if sync:
+            rt_end = end_node[gpu_to_cpu[p]] if gpu_to_cpu[p] >= 0 else -1
+            if nm == "Stream Wait Event" or nm == "Event Sync":
+                src_k = record_src.get(int(ev["wait_on_record"].iat[p]), -1)
+                if src_k < 0:
+                    continue
+                if nm == "Stream Wait Event":
+                    dest = wait_dest.get(p, -1)
+                    if dest >= 0:
+                        kernel_sync[dest] = src_k
+                elif end_node[src_k] >= 0 and rt_end >= 0:
+                    add(end_node[src_k], rt_end, SYNC)
+            elif nm in ("Stream Sync", "Context Sync") and rt_end >= 0:
+                lasts = list(last_end.values()) if nm == "Context Sync" else [last_end.get(st)]
+                for u in lasts:
+                    if u is not None:
+                        add(u, rt_end, SYNC)
+            continue
+        s_node, e_node = int(start_node[p]), int(end_node[p])
+        add(s_node, e_node, OPERATOR, p)
+        sync_end = -1
+        src_k = kernel_sync.pop(p, -1)
+        if src_k >= 0 and end_node[src_k] >= 0:
+            sync_end = int(end_node[src_k])
+            add(sync_end, s_node, SYNC)
+        last = last_end.get(st)
+        r = launcher[p]
+        r_ts = start[r] if r >= 0 else 0
+        launched = False
+        if (
+            launch_ok[p]
+            and (last is None or node_ts[last] < r_ts)
+            and (sync_end < 0 or node_ts[sync_end] < r_ts)
+        ):
+            if start_node[r] >= 0:
+                add(int(start_node[r]), s_node, LAUNCH)
+                launched = True
+            else:
+                missing_runtime += 1
+        if not launched and last is not None and (sync_end < 0 or node_ts[sync_end] < node_ts[last]):
+            add(last, s_node, KERNEL_KERNEL, int(node_event[last]))
+        last_end[st] = e_node
+    if missing_runtime:
+        notes["launch_without_runtime_node"] = missing_runtime
+    as_arr = [np.asarray(x, dtype=np.int64) for x in (src, dst, wt, typ, attr)]
+    return tuple(as_arr)
+
+
+def _event_record_sources(ev, names, corr, start, stream, pid, gr_r, gr_g) -> dict[int, int]:
+    """{correlation of a cudaEventRecord: position of the GPU event it records}."""
+    waits = ev.loc[ev["wait_on_stream"].to_numpy() > -1]
+    rec = np.flatnonzero(names == "cudaEventRecord")
+    if waits.empty or len(rec) == 0 or len(gr_g) == 0:
+        return {}
+    rec_stream = (
+        pd.DataFrame({"c": waits["wait_on_record"].to_numpy(), "stream": waits["wait_on_stream"].to_numpy(),
+                      "gpu": waits["pid"].to_numpy()})
+        .drop_duplicates("c").set_index("c")
+    )  # fmt: skip
+    recs = pd.DataFrame({"c": corr[rec], "ts": start[rec]}).join(rec_stream, on="c").dropna()
+    if recs.empty:
+        return {}
+    launches = pd.DataFrame({"ts": start[gr_r], "gpu": pid[gr_g], "stream": stream[gr_g],
+                             "g": gr_g, "gts": start[gr_g]})  # fmt: skip
+    launches = launches.sort_values(["ts", "gts"], kind="stable").drop_duplicates(
+        ["ts", "gpu", "stream"], keep="last"
+    )
+    recs = recs.astype({"gpu": np.int64, "stream": np.int64}).sort_values("ts", kind="stable")
+    m = pd.merge_asof(recs, launches, on="ts", by=["gpu", "stream"], direction="backward")
+    m = m.dropna(subset=["g"])
+    return dict(zip(m["c"].astype(np.int64).tolist(), m["g"].astype(np.int64).tolist(), strict=False))
+
+
+def _stream_wait_destinations(names, start, stream, pid, tid, gpu_to_cpu, gr_r, gr_g) -> dict:
+    """{position of a Stream Wait Event: the first GPU event launched after its cudaStreamWaitEvent
+    from the same thread onto the waiting stream}."""
+    waits = np.flatnonzero((names == "Stream Wait Event") & (gpu_to_cpu >= 0))
+    if len(waits) == 0 or len(gr_g) == 0:
+        return {}
+    w_rt = gpu_to_cpu[waits]
+    wdf = pd.DataFrame({"w": waits, "ts": start[w_rt], "pid": pid[w_rt], "tid": tid[w_rt],
+                        "stream": stream[waits]}).sort_values("ts", kind="stable")  # fmt: skip
+    launches = pd.DataFrame({"ts": start[gr_r], "pid": pid[gr_r], "tid": tid[gr_r],
+                             "stream": stream[gr_g], "g": gr_g, "gts": start[gr_g]})  # fmt: skip
+    launches = launches.sort_values(["ts", "gts"], kind="stable").drop_duplicates(
+        ["ts", "pid", "tid", "stream"], keep="first"
+    )
+    m = pd.merge_asof(wdf, launches, on="ts", by=["pid", "tid", "stream"], direction="forward")
+    m = m.dropna(subset=["g"])
+    return dict(zip(m["w"].tolist(), m["g"].astype(np.int64).tolist(), strict=False))
