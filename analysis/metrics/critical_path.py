@@ -202,7 +202,7 @@ def annotation_windows(
             return []
         return [("", int(start.min()), int(end.max()))]
     names = ev["name"].astype(str)
-    mask = names.str.contains(annotation, regex=False).to_numpy()
+    mask = names.str.contains(annotation, regex=False).to_numpy().copy()
     if not hta_compat:
         mask &= ev["stream"].to_numpy() == -1
     idx = np.flatnonzero(mask)

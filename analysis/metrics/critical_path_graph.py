@@ -4,7 +4,7 @@ The rules are HolisticTraceAnalysis 0.5.0's (``hta/analyzers/critical_path_analy
 here with array operations instead of per-event Python objects:
 
 - **Window**: CPU events (``stream == -1``) with ``dur > 0`` that start inside the annotation's
-  ``[start, end]``, plus the GPU events they launched (and, as HTA does, every ``Stream Wait Event``).
+  ``[start, end]`` (HTA; the default: ``[start, end)``), plus the GPU events they launched (and, as HTA does, every ``Stream Wait Event``).
 - **Nodes**: a start and an end node for every CPU operator / runtime / driver call and every GPU
   event on a stream, ordered by time.
 - **Operator edges** (``critical_path_operator``): on each CPU thread, the call stack is rebuilt
@@ -15,7 +15,8 @@ here with array operations instead of per-event Python objects:
 - **Dependency edges** (zero weight): the end of one top-level operator to the start of the next on
   the same thread.
 - **GPU edges**: each kernel's own span; a **launch delay** edge from the launching runtime call
-  when the stream's queue was empty at the launch and the previous kernel had finished; otherwise a
+  when the stream's queue was empty at the launch and the previous kernel had finished (HTA also
+  requires that nothing else was queued by the time the kernel started); otherwise a
   **kernel-kernel** edge from the previous kernel on the stream (weight = the gap).
 - **Sync edges** (zero weight): the last kernel of a stream (``Stream Sync``) or of every stream
   (``Context Sync``) to the end of the synchronising runtime call; a kernel recorded by
@@ -133,7 +134,10 @@ def build_graph(
     # --- the window -----------------------------------------------------------------------------
     w0, w1 = window
     cpu_rows = stream == -1
-    keep_cpu = cpu_rows & (start >= w0) & (start <= w1) & (dur > 0)
+    # HTA keeps events starting exactly at the window's end (the next step's first operator);
+    # the default leaves them to the next step
+    in_window = (start <= w1) if hta_compat else (start < w1)
+    keep_cpu = cpu_rows & (start >= w0) & in_window & (dur > 0)
     keep = keep_cpu.copy()
     on_stream = stream != -1
     if hta_compat:
@@ -331,7 +335,9 @@ def _gpu_edges(ev, keep, start, end, stream, corr, names, name_s, cat, is_gpu, i
         )  # fmt: skip
         is_first = np.isin(gr_g, first_own)
         qg = q_gpu.reindex(gr_g).to_numpy()
-        launch_ok[gr_g] = (q_before == 0) & is_first & (qg == n_own - 1)
+        launch_ok[gr_g] = (q_before == 0) & is_first
+        if hta_compat:  # HTA also wants nothing else queued by the time the kernel starts
+            launch_ok[gr_g] &= qg == n_own - 1
     launcher = np.full(n, -1)
     launcher[gr_g] = gr_r
 
@@ -351,6 +357,7 @@ def _gpu_edges(ev, keep, start, end, stream, corr, names, name_s, cat, is_gpu, i
         src.append(u), dst.append(v), typ.append(t), attr.append(a)
         wt.append(0 if zero or t in (DEPENDENCY, SYNC) else int(node_ts[v] - node_ts[u]))
 
+    wait_record = ev["wait_on_record"].to_numpy() if "wait_on_record" in ev else np.full(n, -1)
     last_end: dict[int, int] = {}
     kernel_sync: dict[int, int] = {}
     missing_runtime = 0
@@ -360,7 +367,7 @@ def _gpu_edges(ev, keep, start, end, stream, corr, names, name_s, cat, is_gpu, i
         if sync:
             rt_end = end_node[gpu_to_cpu[p]] if gpu_to_cpu[p] >= 0 else -1
             if nm == "Stream Wait Event" or nm == "Event Sync":
-                src_k = record_src.get(int(ev["wait_on_record"].iat[p]), -1)
+                src_k = record_src.get(int(wait_record[p]), -1)
                 if src_k < 0:
                     continue
                 if nm == "Stream Wait Event":
@@ -407,6 +414,8 @@ def _gpu_edges(ev, keep, start, end, stream, corr, names, name_s, cat, is_gpu, i
 
 def _event_record_sources(ev, names, corr, start, stream, pid, gr_r, gr_g) -> dict[int, int]:
     """{correlation of a cudaEventRecord: position of the GPU event it records}."""
+    if "wait_on_stream" not in ev or "wait_on_record" not in ev:
+        return {}  # a hand-built table without the sync-wait columns
     waits = ev.loc[ev["wait_on_stream"].to_numpy() > -1]
     rec = np.flatnonzero(names == "cudaEventRecord")
     if waits.empty or len(rec) == 0 or len(gr_g) == 0:
