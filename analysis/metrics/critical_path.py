@@ -40,7 +40,9 @@ from analysis.metrics.critical_path_graph import (
     KERNEL_KERNEL,
     LAUNCH,
     CPGraphArrays,
+    RankContext,
     build_graph,
+    rank_context,
 )
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.timebase import Rounding
@@ -229,66 +231,75 @@ def longest_path(n_nodes: int, src: np.ndarray, dst: np.ndarray, weight: np.ndar
     eidx = last[first_order]  # the edge whose attributes count, in insertion order
     u, v = src[first[first_order]], dst[first[first_order]]
     w = np.maximum(weight[eidx], 0)
-    order, remaining = _topological_order(n_nodes, u, v)
     cycles_broken = 0
-    if remaining.any():
-        # break cycles: drop the edges among the unresolved nodes that run backwards in time order
+    result = _longest_in_topological_order(n_nodes, u, v, w)
+    if result is None:
+        # a cycle: drop the edges among the unresolved nodes that run backwards in time order
+        remaining = _unresolved(n_nodes, u, v)
         back = remaining[u] & remaining[v] & (u > v)
         cycles_broken = int(back.sum())
         u, v, w, eidx = u[~back], v[~back], w[~back], eidx[~back]
-        order, remaining = _topological_order(n_nodes, u, v)
-    # predecessors in insertion order
-    by_dst = np.argsort(v, kind="stable")
-    starts = np.searchsorted(v[by_dst], np.arange(n_nodes + 1))
-    pu, pw, pe = u[by_dst].tolist(), w[by_dst].tolist(), by_dst.tolist()
-    starts = starts.tolist()
-    dist = [0] * n_nodes
-    best_pred = [-1] * n_nodes
-    for node in order:
-        lo, hi = starts[node], starts[node + 1]
-        best, arg = -1, -1
-        for j in range(lo, hi):
-            c = dist[pu[j]] + pw[j]
-            if c > best:
-                best, arg = c, j
-        if arg >= 0:
-            dist[node], best_pred[node] = best, arg
-    d = np.asarray(dist)
-    top = d[order].max()
-    end_node = order[int(np.argmax(d[order] == top))]
+        result = _longest_in_topological_order(n_nodes, u, v, w)
+    end_node, best_edge = result
     path, path_e = [end_node], []
     node = end_node
-    while best_pred[node] >= 0:
-        j = best_pred[node]
-        path_e.append(pe[j])
-        node = pu[j]
+    while best_edge[node] >= 0:
+        j = best_edge[node]
+        path_e.append(j)
+        node = int(u[j])
         path.append(node)
     path.reverse()
     path_e.reverse()
     return path, eidx[np.asarray(path_e, dtype=np.int64)], cycles_broken
 
 
-def _topological_order(n_nodes: int, u: np.ndarray, v: np.ndarray):
-    """networkx ``topological_sort`` order (Kahn by generations, insertion order) and the mask of
-    nodes left unresolved (on or after a cycle)."""
+def _longest_in_topological_order(n_nodes, u, v, w):
+    """One pass of Kahn's algorithm in networkx's order (FIFO = topological generations) that
+    relaxes each edge once. Returns ``(end node, best incoming edge per node)``, or None when a
+    cycle leaves nodes unvisited."""
+    indeg = np.bincount(v, minlength=n_nodes).tolist()
+    by_src = np.argsort(u, kind="stable")
+    out_edge = by_src.tolist()
+    out_dst = v[by_src].tolist()
+    wl = w.tolist()
+    starts = np.searchsorted(u[by_src], np.arange(n_nodes + 1)).tolist()
+    dist = [0] * n_nodes
+    best = [-1] * n_nodes  # best incoming edge: max distance, ties to the first edge added
+    queue = [i for i in range(n_nodes) if indeg[i] == 0]
+    end_node, end_dist = -1, -1
+    for node in queue:  # the list grows while it is walked
+        d = dist[node]
+        if d > end_dist:
+            end_node, end_dist = node, d
+        for j in range(starts[node], starts[node + 1]):
+            c = out_dst[j]
+            e = out_edge[j]
+            cand = d + wl[e]
+            b = best[c]
+            if b < 0 or cand > dist[c] or (cand == dist[c] and e < b):
+                dist[c], best[c] = cand, e
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                queue.append(c)
+    if len(queue) < n_nodes:
+        return None
+    return end_node, best
+
+
+def _unresolved(n_nodes: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Nodes Kahn's algorithm never frees: on a cycle or downstream of one."""
     indeg = np.bincount(v, minlength=n_nodes).tolist()
     by_src = np.argsort(u, kind="stable")
     succ = v[by_src].tolist()
     starts = np.searchsorted(u[by_src], np.arange(n_nodes + 1)).tolist()
-    gen = [i for i in range(n_nodes) if indeg[i] == 0]
-    order: list[int] = []
-    while gen:
-        order.extend(gen)
-        nxt = []
-        for node in gen:
-            for j in range(starts[node], starts[node + 1]):
-                c = succ[j]
-                indeg[c] -= 1
-                if indeg[c] == 0:
-                    nxt.append(c)
-        gen = nxt
-    remaining = np.asarray(indeg) > 0
-    return order, remaining
+    queue = [i for i in range(n_nodes) if indeg[i] == 0]
+    for node in queue:
+        for j in range(starts[node], starts[node + 1]):
+            c = succ[j]
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                queue.append(c)
+    return np.asarray(indeg) > 0
 
 
 # --- the analysis -------------------------------------------------------------------------------
@@ -296,15 +307,12 @@ def _topological_order(n_nodes: int, u: np.ndarray, v: np.ndarray):
 
 def critical_path_graph(
     rt: RankTrace, window: tuple[str, int, int], *, patterns: KernelPatterns,
-    rounding: Rounding = "exact",
+    context: RankContext, comm: np.ndarray, data_loading: np.ndarray,
 ) -> CriticalPathGraph:  # fmt: skip
-    """The critical path of one window of one rank."""
-    hta = patterns.hta_quirks
+    """The critical path of one window of one rank (``context``: ``rank_context(rt, ...)``)."""
     name, w0, w1 = window
-    g = build_graph(rt, (w0, w1), hta_compat=hta, rounding=rounding)
+    g = build_graph(context, (w0, w1))
     path, path_edges, broken = longest_path(len(g.node_ts), g.edge_src, g.edge_dst, g.edge_weight)
-    ev = rt.events
-    comm = np.asarray(patterns.classify(ev["name"])) == "COMMUNICATION"
     notes = dict(g.notes)
     if broken:
         notes["cycle_edges_dropped"] = broken
@@ -315,8 +323,7 @@ def critical_path_graph(
         )  # fmt: skip
     return CriticalPathGraph(
         rank=rt.rank, instance=name, graph=g, critical_path_nodes=list(path),
-        path_edges=path_edges, comm_mask=comm,
-        data_loading_mask=np.zeros(len(ev), bool) if hta else _in_data_loader(ev, g.start, g.end),
+        path_edges=path_edges, comm_mask=comm, data_loading_mask=data_loading,
         cycles_broken=broken, success=len(path) >= 2, notes=notes,
     )  # fmt: skip
 
@@ -357,7 +364,16 @@ def critical_path_rank(
             )
         label = sel[0][0] if len(sel) == 1 else f"{sel[0][0]}..{sel[-1][0]}"
         chosen = [(label, min(s for _, s, _ in sel), max(e for _, _, e in sel))]
-    return {w[0]: critical_path_graph(rt, w, patterns=pat, rounding=rounding) for w in chosen}
+    hta = pat.hta_quirks
+    context = rank_context(rt, hta_compat=hta, rounding=rounding)
+    ev = rt.events
+    comm = np.asarray(pat.classify(ev["name"])) == "COMMUNICATION"
+    loading = np.zeros(len(ev), bool) if hta else _in_data_loader(ev, context.start, context.end)
+    return {
+        w[0]: critical_path_graph(rt, w, patterns=pat, context=context, comm=comm,
+                                  data_loading=loading)
+        for w in chosen
+    }  # fmt: skip
 
 
 def combine(parts: dict[int, dict[str, CriticalPathGraph]]) -> pd.DataFrame:

@@ -100,26 +100,56 @@ def _last_by_key(keys: np.ndarray, values: np.ndarray) -> pd.Series:
     return s[~s.index.duplicated(keep="last")]
 
 
-def build_graph(
-    rt: RankTrace, window: tuple[int, int], *, hta_compat: bool, rounding: Rounding = "exact"
-) -> CPGraphArrays:
-    """The critical-path graph of the events of ``rt`` in ``window`` (ns, inclusive)."""
+@dataclass
+class RankContext:
+    """What the graph needs from a whole rank, computed once for all of its windows (HTA also
+    computes queue lengths and event-record matches on the whole trace, not the window)."""
+
+    ev: pd.DataFrame
+    hta_compat: bool
+    start: np.ndarray  # ns
+    end: np.ndarray
+    stream: np.ndarray
+    corr: np.ndarray
+    is_cpu_node_cat: np.ndarray
+    is_swe: np.ndarray  # "Stream Wait Event"
+    sync_kind: np.ndarray  # per row: 0, or 1..4 = Stream Wait Event, Event Sync, Stream/Context Sync
+    on_device_sync: np.ndarray  # stream != -1 or a device-level sync name
+    blocking: np.ndarray
+    gpu_to_cpu: np.ndarray
+    cpu_to_gpu: np.ndarray
+    launcher: np.ndarray  # per GPU event: the launch call linked by a launch edge, -1 if none
+    launch_ok: np.ndarray  # per GPU event: launched onto an idle stream (see _launch_info)
+    record_src: dict[int, int]
+    wait_dest: dict[int, int]
+    wait_record: np.ndarray
+
+
+_SYNC_KINDS = {"Stream Wait Event": 1, "Event Sync": 2, "Stream Sync": 3, "Context Sync": 4}
+
+
+def _name_mask(names: pd.Series, wanted) -> np.ndarray:
+    """``names.isin(wanted)`` through the categories (names are categorical in the model)."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        cats = np.asarray(names.cat.categories.astype(str))
+        hit = np.append(np.isin(cats, list(wanted)), False)
+        return hit[names.cat.codes.to_numpy()]
+    return names.astype(str).isin(list(wanted)).to_numpy()
+
+
+def rank_context(rt: RankTrace, *, hta_compat: bool, rounding: Rounding = "exact") -> RankContext:
+    """The rank-wide arrays behind every window's graph."""
     ev = rt.events
     n = len(ev)
     start, end = event_bounds_ns(
         ev["ts"].to_numpy(), ev["dur"].to_numpy(), rounding,
         float_timestamps=rt.meta.float_timestamps,
     )  # fmt: skip
-    dur = end - start
     stream = ev["stream"].to_numpy()
     corr = ev["correlation"].to_numpy()
-    names = ev["name"].astype(str).to_numpy() if n else np.array([], dtype=object)
-    name_s = pd.Series(names)
-    cat = ev["cat"].astype(str).to_numpy() if n else np.array([], dtype=object)
+    names = ev["name"]
     pos = np.arange(n)
-    notes: dict[str, int] = {}
-
-    # --- correlation: CPU call <-> GPU event (HTA's index_correlation; last match wins) ---------
+    # correlation: CPU call <-> GPU event (HTA's index_correlation; the last match wins)
     is_gpu = gpu_mask(ev) if n else np.zeros(0, bool)
     has_corr = corr != -1
     cpu_c, gpu_c = pos[~is_gpu & has_corr], pos[is_gpu & has_corr]
@@ -130,26 +160,50 @@ def build_graph(
         gpu_to_cpu[gpu_c] = m.reindex(corr[gpu_c]).fillna(-1).to_numpy(np.int64)
         m = _last_by_key(corr[gpu_c], gpu_c)
         cpu_to_gpu[cpu_c] = m.reindex(corr[cpu_c]).fillna(-1).to_numpy(np.int64)
+    sync_kind = np.zeros(n, np.int8)
+    for kind_name, code in _SYNC_KINDS.items():
+        sync_kind[_name_mask(names, [kind_name])] = code
+    sync_kind[~_name_mask(ev["cat"], ["cuda_sync"])] = 0
+    launch_calls = HTA_LAUNCH_CALLS if hta_compat else DEFAULT_LAUNCH_CALLS
+    is_launch = ~is_gpu & _name_mask(names, launch_calls) & (cpu_to_gpu >= 0)
+    ctx = RankContext(
+        ev=ev, hta_compat=hta_compat, start=start, end=end, stream=stream, corr=corr,
+        is_cpu_node_cat=_name_mask(ev["cat"], _CPU_NODE_CATS),
+        is_swe=_name_mask(names, ["Stream Wait Event"]), sync_kind=sync_kind,
+        on_device_sync=(stream != -1) | _name_mask(names, DEVICE_SYNC_NAMES),
+        blocking=_name_mask(names, HTA_BLOCKING_CALLS if hta_compat else DEFAULT_BLOCKING_CALLS),
+        gpu_to_cpu=gpu_to_cpu, cpu_to_gpu=cpu_to_gpu, launcher=np.full(n, -1),
+        launch_ok=np.zeros(n, bool), record_src={}, wait_dest={},
+        wait_record=ev["wait_on_record"].to_numpy() if "wait_on_record" in ev else np.full(n, -1),
+    )  # fmt: skip
+    if n:
+        _launch_info(ctx, is_launch, names)
+    return ctx
 
-    # --- the window -----------------------------------------------------------------------------
+
+def build_graph(ctx: RankContext, window: tuple[int, int]) -> CPGraphArrays:
+    """The critical-path graph of a rank's events in ``window`` (ns)."""
+    ev, start, end, stream = ctx.ev, ctx.start, ctx.end, ctx.stream
+    n = len(ev)
+    pos = np.arange(n)
+    notes: dict[str, int] = {}
     w0, w1 = window
-    cpu_rows = stream == -1
     # HTA keeps events starting exactly at the window's end (the next step's first operator);
     # the default leaves them to the next step
-    in_window = (start <= w1) if hta_compat else (start < w1)
-    keep_cpu = cpu_rows & (start >= w0) & in_window & (dur > 0)
+    in_window = (start <= w1) if ctx.hta_compat else (start < w1)
+    keep_cpu = (stream == -1) & (start >= w0) & in_window & (end - start > 0)
     keep = keep_cpu.copy()
     on_stream = stream != -1
-    if hta_compat:
-        launched = cpu_to_gpu[keep_cpu & (cpu_to_gpu >= 0)]
+    if ctx.hta_compat:
+        launched = ctx.cpu_to_gpu[keep_cpu & (ctx.cpu_to_gpu >= 0)]
         keep[launched[on_stream[launched]]] = True
-        keep |= on_stream & (names == "Stream Wait Event")
+        keep |= on_stream & ctx.is_swe
     else:
-        launcher = gpu_to_cpu
+        launcher = ctx.gpu_to_cpu
         keep |= on_stream & (launcher >= 0) & keep_cpu[np.maximum(launcher, 0)]
 
-    # --- nodes ----------------------------------------------------------------------------------
-    is_node = keep & (np.isin(cat, _CPU_NODE_CATS) | (on_stream & has_corr))
+    # nodes: a start and an end per operator / runtime call / GPU event on a stream, by time
+    is_node = keep & (ctx.is_cpu_node_cat | (on_stream & (ctx.corr != -1)))
     node_pos = pos[is_node]
     k = len(node_pos)
     all_ts = np.concatenate([start[node_pos], end[node_pos]])
@@ -163,16 +217,9 @@ def build_graph(
     start_node[node_event[node_is_start]] = ids[node_is_start]
     end_node[node_event[~node_is_start]] = ids[~node_is_start]
 
-    blocking = np.isin(names, HTA_BLOCKING_CALLS if hta_compat else DEFAULT_BLOCKING_CALLS)
-    cpu_edges = _cpu_edges(ev, pos[keep], start, end, stream, is_node, blocking,
+    cpu_edges = _cpu_edges(ev, pos[keep], start, end, stream, is_node, ctx.blocking,
                            start_node, end_node, node_ts)  # fmt: skip
-
-    launch_calls = HTA_LAUNCH_CALLS if hta_compat else DEFAULT_LAUNCH_CALLS
-    is_launch = ~is_gpu & np.isin(names, launch_calls) & (cpu_to_gpu >= 0)
-    gpu_edges = _gpu_edges(
-        ev, keep, start, end, stream, corr, names, name_s, cat, is_gpu, is_launch,
-        gpu_to_cpu, cpu_to_gpu, start_node, end_node, node_ts, node_event, hta_compat, notes,
-    )  # fmt: skip
+    gpu_edges = _gpu_edges(ctx, keep, start_node, end_node, node_ts, node_event, notes)
     src, dst, w, typ, attr = (np.concatenate([a, b]) for a, b in zip(cpu_edges, gpu_edges, strict=False))
     return CPGraphArrays(
         events=ev, start=start, end=end, node_event=node_event, node_ts=node_ts,
@@ -295,19 +342,23 @@ def _launch_pairs(ev, is_launch, corr, stream):
     return pairs["r"].to_numpy(), pairs["g"].to_numpy()
 
 
-def _gpu_edges(ev, keep, start, end, stream, corr, names, name_s, cat, is_gpu, is_launch,
-               gpu_to_cpu, cpu_to_gpu, start_node, end_node, node_ts, node_event,
-               hta_compat, notes):  # fmt: skip
-    n = len(ev)
+def _launch_info(ctx: RankContext, is_launch: np.ndarray, names: pd.Series) -> None:
+    """Fill ``ctx`` with the launch links, idle-stream launches and event-record matches.
+
+    Queue length per stream (HTA's ``TraceCounters``): +1 at each launch call per GPU event it
+    launched, -1 when a GPU event starts. A launch edge needs an empty queue just before the launch
+    and the GPU event to be the first its call ran on that stream (HTA: and nothing else queued by
+    the time it starts).
+    """
+    ev, start, stream, corr = ctx.ev, ctx.start, ctx.stream, ctx.corr
     pid = ev["pid"].to_numpy()
     tid = ev["tid"].to_numpy()
     pr, pg = _launch_pairs(ev, is_launch, corr, stream)
-    if hta_compat:  # the graph links a launch call to one GPU event only (HTA's index_correlation)
-        single = cpu_to_gpu[pr] == pg
+    if ctx.hta_compat:  # the graph links a launch call to one GPU event only (index_correlation)
+        single = ctx.cpu_to_gpu[pr] == pg
         gr_r, gr_g = pr[single], pg[single]
     else:
         gr_r, gr_g = pr, pg
-
     # queue length per stream: +1 at each launch (per GPU event launched), -1 at each GPU start
     q = pd.DataFrame({
         "stream": np.concatenate([stream[pg], stream[pg]]),
@@ -323,7 +374,7 @@ def _gpu_edges(ev, keep, start, end, stream, corr, names, name_s, cat, is_gpu, i
     per_rs = inc.groupby(["r", "stream"], sort=False).agg(first_q=("queue", "first"),
                                                          n_own=("queue", "size"))  # fmt: skip
     q_gpu = _last_by_key(dec["g"].to_numpy(), dec["queue"].to_numpy())
-    launch_ok = np.zeros(n, bool)
+    launch_ok = ctx.launch_ok
     if len(gr_g):
         rs = pd.MultiIndex.from_arrays([gr_r, stream[gr_g]])
         info = per_rs.reindex(rs)
@@ -336,74 +387,88 @@ def _gpu_edges(ev, keep, start, end, stream, corr, names, name_s, cat, is_gpu, i
         is_first = np.isin(gr_g, first_own)
         qg = q_gpu.reindex(gr_g).to_numpy()
         launch_ok[gr_g] = (q_before == 0) & is_first
-        if hta_compat:  # HTA also wants nothing else queued by the time the kernel starts
+        if ctx.hta_compat:  # HTA also wants nothing else queued by the time the kernel starts
             launch_ok[gr_g] &= qg == n_own - 1
-    launcher = np.full(n, -1)
-    launcher[gr_g] = gr_r
+    ctx.launcher[gr_g] = gr_r
 
     # cudaEventRecord -> the GPU event it records (the last launched before it on its stream)
-    record_src = _event_record_sources(ev, names, corr, start, stream, pid, gr_r, gr_g)
+    ctx.record_src = _event_record_sources(ev, names, corr, start, stream, pid, gr_r, gr_g)
     # cudaStreamWaitEvent -> the first GPU event launched after it on the waiting stream
-    wait_dest = _stream_wait_destinations(names, start, stream, pid, tid, gpu_to_cpu, gr_r, gr_g)
+    ctx.wait_dest = _stream_wait_destinations(ctx.is_swe, start, stream, pid, tid, ctx.gpu_to_cpu, gr_r, gr_g)
 
-    rows = np.flatnonzero(keep & ((stream != -1) | np.isin(names, DEVICE_SYNC_NAMES)) & (corr != -1))
-    is_sync = cat[rows] == "cuda_sync"
-    sort_by = np.where(is_sync, end[rows], start[rows])
-    rows, is_sync = rows[np.argsort(sort_by, kind="stable")], is_sync[np.argsort(sort_by, kind="stable")]
+
+
+def _gpu_edges(ctx: RankContext, keep, start_node, end_node, node_ts, node_event, notes):
+    """Kernel, launch-delay, kernel-kernel and sync edges, walking the window's GPU events in time
+    order (sync events by their end) as HTA does."""
+    start, end, stream = ctx.start, ctx.end, ctx.stream
+    gpu_to_cpu, launcher, launch_ok = ctx.gpu_to_cpu, ctx.launcher, ctx.launch_ok
+    record_src, wait_dest, wait_record = ctx.record_src, ctx.wait_dest, ctx.wait_record
+    rows = np.flatnonzero(keep & ctx.on_device_sync & (ctx.corr != -1))
+    kind = ctx.sync_kind[rows]
+    is_sync = _name_mask(ctx.ev["cat"], ["cuda_sync"])[rows]
+    order = np.argsort(np.where(is_sync, end[rows], start[rows]), kind="stable")
+    rows, is_sync, kind = rows[order], is_sync[order], kind[order]
 
     src, dst, wt, typ, attr = [], [], [], [], []
+    ts_of = node_ts.tolist()
+    end_of = end_node.tolist()
 
-    def add(u, v, t, a=-1, zero=False):
+    def add(u, v, t, a=-1):
         src.append(u), dst.append(v), typ.append(t), attr.append(a)
-        wt.append(0 if zero or t in (DEPENDENCY, SYNC) else int(node_ts[v] - node_ts[u]))
+        wt.append(0 if t in (DEPENDENCY, SYNC) else ts_of[v] - ts_of[u])
 
-    wait_record = ev["wait_on_record"].to_numpy() if "wait_on_record" in ev else np.full(n, -1)
+    r_all = launcher[rows]
+    r_safe = np.maximum(r_all, 0)
+    rt_of = gpu_to_cpu[rows]
+    columns = zip(
+        rows.tolist(), is_sync.tolist(), kind.tolist(), stream[rows].tolist(),
+        start_node[rows].tolist(), end_node[rows].tolist(), launch_ok[rows].tolist(),
+        np.where(r_all >= 0, start[r_safe], 0).tolist(),
+        np.where(r_all >= 0, start_node[r_safe], -1).tolist(),
+        np.where(rt_of >= 0, end_node[np.maximum(rt_of, 0)], -1).tolist(),
+        wait_record[rows].tolist(), strict=True,
+    )  # fmt: skip
     last_end: dict[int, int] = {}
     kernel_sync: dict[int, int] = {}
     missing_runtime = 0
-    for p, sync in zip(rows.tolist(), is_sync.tolist(), strict=False):
-        nm = names[p]
-        st = int(stream[p])
+    for p, sync, knd, st, s_node, e_node, ok, r_ts, r_node, rt_end, rec in columns:
         if sync:
-            rt_end = end_node[gpu_to_cpu[p]] if gpu_to_cpu[p] >= 0 else -1
-            if nm == "Stream Wait Event" or nm == "Event Sync":
-                src_k = record_src.get(int(wait_record[p]), -1)
+            if knd in (1, 2):  # Stream Wait Event, Event Sync: on a cudaEventRecord
+                src_k = record_src.get(rec, -1)
                 if src_k < 0:
                     continue
-                if nm == "Stream Wait Event":
+                if knd == 1:
                     dest = wait_dest.get(p, -1)
                     if dest >= 0:
                         kernel_sync[dest] = src_k
-                elif end_node[src_k] >= 0 and rt_end >= 0:
-                    add(end_node[src_k], rt_end, SYNC)
-            elif nm in ("Stream Sync", "Context Sync") and rt_end >= 0:
-                lasts = list(last_end.values()) if nm == "Context Sync" else [last_end.get(st)]
+                elif end_of[src_k] >= 0 and rt_end >= 0:
+                    add(end_of[src_k], rt_end, SYNC)
+            elif knd in (3, 4) and rt_end >= 0:  # Stream Sync, Context Sync
+                lasts = list(last_end.values()) if knd == 4 else [last_end.get(st)]
                 for u in lasts:
                     if u is not None:
                         add(u, rt_end, SYNC)
             continue
-        s_node, e_node = int(start_node[p]), int(end_node[p])
         add(s_node, e_node, OPERATOR, p)
         sync_end = -1
         src_k = kernel_sync.pop(p, -1)
-        if src_k >= 0 and end_node[src_k] >= 0:
-            sync_end = int(end_node[src_k])
+        if src_k >= 0 and end_of[src_k] >= 0:
+            sync_end = end_of[src_k]
             add(sync_end, s_node, SYNC)
         last = last_end.get(st)
-        r = launcher[p]
-        r_ts = start[r] if r >= 0 else 0
         launched = False
         if (
-            launch_ok[p]
-            and (last is None or node_ts[last] < r_ts)
-            and (sync_end < 0 or node_ts[sync_end] < r_ts)
+            ok
+            and (last is None or ts_of[last] < r_ts)
+            and (sync_end < 0 or ts_of[sync_end] < r_ts)
         ):
-            if start_node[r] >= 0:
-                add(int(start_node[r]), s_node, LAUNCH)
+            if r_node >= 0:
+                add(r_node, s_node, LAUNCH)
                 launched = True
             else:
                 missing_runtime += 1
-        if not launched and last is not None and (sync_end < 0 or node_ts[sync_end] < node_ts[last]):
+        if not launched and last is not None and (sync_end < 0 or ts_of[sync_end] < ts_of[last]):
             add(last, s_node, KERNEL_KERNEL, int(node_event[last]))
         last_end[st] = e_node
     if missing_runtime:
@@ -417,7 +482,7 @@ def _event_record_sources(ev, names, corr, start, stream, pid, gr_r, gr_g) -> di
     if "wait_on_stream" not in ev or "wait_on_record" not in ev:
         return {}  # a hand-built table without the sync-wait columns
     waits = ev.loc[ev["wait_on_stream"].to_numpy() > -1]
-    rec = np.flatnonzero(names == "cudaEventRecord")
+    rec = np.flatnonzero(_name_mask(names, ["cudaEventRecord"]))
     if waits.empty or len(rec) == 0 or len(gr_g) == 0:
         return {}
     rec_stream = (
@@ -439,10 +504,10 @@ def _event_record_sources(ev, names, corr, start, stream, pid, gr_r, gr_g) -> di
     return dict(zip(m["c"].astype(np.int64).tolist(), m["g"].astype(np.int64).tolist(), strict=False))
 
 
-def _stream_wait_destinations(names, start, stream, pid, tid, gpu_to_cpu, gr_r, gr_g) -> dict:
+def _stream_wait_destinations(is_swe, start, stream, pid, tid, gpu_to_cpu, gr_r, gr_g) -> dict:
     """{position of a Stream Wait Event: the first GPU event launched after its cudaStreamWaitEvent
     from the same thread onto the waiting stream}."""
-    waits = np.flatnonzero((names == "Stream Wait Event") & (gpu_to_cpu >= 0))
+    waits = np.flatnonzero(is_swe & (gpu_to_cpu >= 0))
     if len(waits) == 0 or len(gr_g) == 0:
         return {}
     w_rt = gpu_to_cpu[waits]
