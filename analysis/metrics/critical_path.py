@@ -57,6 +57,8 @@ BOUND_BY = (
 )
 BREAKDOWN_COLUMNS = ("event_idx", "duration", "type", "s_name", "cat", "pid", "tid", "stream",
                      "bound_by")  # fmt: skip
+SUMMARY_COLUMNS = ("rank", "instance", "path_length_us", "path_nodes", "path_events", "path_edges",
+                   "nodes", "edges", "cycles_broken") + BOUND_BY  # fmt: skip
 _DATA_LOADER = re.compile(r"DataLoader", re.IGNORECASE)
 
 
@@ -389,4 +391,47 @@ def combine(parts: dict[int, dict[str, CriticalPathGraph]]) -> pd.DataFrame:
                    "cycles_broken": g.cycles_broken}  # fmt: skip
             row.update({b: float(s.get(b, 0.0)) for b in BOUND_BY})
             rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def critical_path_summary_rank(
+    rt: RankTrace, *, annotation: str = "ProfilerStep",
+    patterns: str | KernelPatterns = "default", rounding: Rounding = "exact",
+) -> pd.DataFrame:  # fmt: skip
+    """One rank's per-step summary rows (``combine``'s columns); a rank without the annotation is
+    analysed as one window over the whole analysed trace (instance ``"whole trace"``)."""
+    pat = resolve_patterns(patterns)
+    if not annotation_windows(rt, annotation, pat.hta_quirks, rounding):
+        graphs = critical_path_rank(rt, annotation="", patterns=pat, rounding=rounding)
+        graphs = {"whole trace": next(iter(graphs.values()))}
+    else:
+        graphs = critical_path_rank(rt, annotation=annotation, patterns=pat, rounding=rounding)
+    return combine({rt.rank: graphs})
+
+
+def combine_summaries(parts: dict[int, pd.DataFrame]) -> pd.DataFrame:
+    """The per-rank summary rows, in rank order."""
+    frames = [parts[r] for r in sorted(parts)]
+    return pd.concat(frames, ignore_index=True) if frames else combine({})
+
+
+def combine_graphs(parts: dict[int, dict[str, CriticalPathGraph]]):
+    """HTA's return value for one rank and instance: ``(graph, success)``; for several instances
+    (``instance_id=None``) or ranks: ``({(rank, instance): graph}, all succeeded)``."""
+    graphs = {(r, i): g for r in sorted(parts) for i, g in parts[r].items()}
+    if len(graphs) == 1:
+        (g,) = graphs.values()
+        return g, g.success
+    return graphs, all(g.success for g in graphs.values())
+
+
+def headline(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: the category that bounds most of the critical path over its steps, and its %."""
+    rows = []
+    for rank, df in summary.groupby("rank", sort=True):
+        us = {b: float((df[b] * df["path_length_us"]).sum() / 100) for b in BOUND_BY}
+        total = float(df["path_length_us"].sum())
+        top = max(us, key=us.get)
+        rows.append({"rank": rank, "critical_path_bound_by": top,
+                     "critical_path_bound_pct": us[top] / total * 100 if total else float("nan")})
+    return pd.DataFrame(rows, columns=["rank", "critical_path_bound_by", "critical_path_bound_pct"])
