@@ -19,9 +19,10 @@ classified (``bound_by``) as HTA 0.5.0 does:
 ``patterns.hta_quirks`` (``kernel_patterns="hta"``) reproduces HTA 0.5.0's graph exactly; the default
 fixes its known failures (see ``docs/deviations.md``).
 
-The longest path is computed in one pass over the nodes in topological order (networkx's order and
-tie-breaking, so that the path matches HTA's); a cycle (HTA #113: out-of-order call stacks) is
-reported and broken deterministically by dropping its edges that run backwards in time.
+The longest path (``analysis.metrics.longest_path``) follows networkx's order and tie-breaking, so
+that the path matches HTA's; a cycle (HTA #113: out-of-order call stacks) is reported (a
+``CriticalPathWarning``) and broken deterministically by dropping its edges that run backwards in
+time.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from analysis.metrics.critical_path_graph import (
     rank_context,
 )
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
+from analysis.metrics.longest_path import longest_path
 from analysis.metrics.timebase import Rounding
 
 BOUND_BY = (
@@ -205,103 +207,12 @@ def annotation_windows(
         if len(ev) == 0:
             return []
         return [("", int(start.min()), int(end.max()))]
-    names = ev["name"].astype(str)
-    mask = names.str.contains(annotation, regex=False).to_numpy().copy()
+    names = ev["name"]
+    mask = _name_contains(names, annotation, regex=False)
     if not hta_compat:
         mask &= ev["stream"].to_numpy() == -1
     idx = np.flatnonzero(mask)
-    return [(names.iat[i], int(start[i]), int(end[i])) for i in idx]
-
-
-# --- longest path -------------------------------------------------------------------------------
-
-
-def longest_path(n_nodes: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray):
-    """``(path nodes, path edge indices, cycles_broken)`` of the longest path of a graph.
-
-    Edges are deduplicated as networkx does (first position, last attributes); negative weights
-    count as 0 (HTA). The order is networkx's ``topological_sort`` and ties go to the first
-    predecessor added and the first end node in that order, as in ``nx.dag_longest_path``.
-    """
-    if n_nodes == 0:
-        return [], np.zeros(0, np.int64), 0
-    key = src.astype(np.int64) * n_nodes + dst
-    _, first = np.unique(key, return_index=True)
-    _, last_rev = np.unique(key[::-1], return_index=True)
-    last = len(key) - 1 - last_rev  # aligned with `first` (both sorted by key)
-    first_order = np.argsort(first, kind="stable")
-    eidx = last[first_order]  # the edge whose attributes count, in insertion order
-    u, v = src[first[first_order]], dst[first[first_order]]
-    w = np.maximum(weight[eidx], 0)
-    cycles_broken = 0
-    result = _longest_in_topological_order(n_nodes, u, v, w)
-    if result is None:
-        # a cycle: drop the edges among the unresolved nodes that run backwards in time order
-        remaining = _unresolved(n_nodes, u, v)
-        back = remaining[u] & remaining[v] & (u > v)
-        cycles_broken = int(back.sum())
-        u, v, w, eidx = u[~back], v[~back], w[~back], eidx[~back]
-        result = _longest_in_topological_order(n_nodes, u, v, w)
-    end_node, best_edge = result
-    path, path_e = [end_node], []
-    node = end_node
-    while best_edge[node] >= 0:
-        j = best_edge[node]
-        path_e.append(j)
-        node = int(u[j])
-        path.append(node)
-    path.reverse()
-    path_e.reverse()
-    return path, eidx[np.asarray(path_e, dtype=np.int64)], cycles_broken
-
-
-def _longest_in_topological_order(n_nodes, u, v, w):
-    """One pass of Kahn's algorithm in networkx's order (FIFO = topological generations) that
-    relaxes each edge once. Returns ``(end node, best incoming edge per node)``, or None when a
-    cycle leaves nodes unvisited."""
-    indeg = np.bincount(v, minlength=n_nodes).tolist()
-    by_src = np.argsort(u, kind="stable")
-    out_edge = by_src.tolist()
-    out_dst = v[by_src].tolist()
-    wl = w.tolist()
-    starts = np.searchsorted(u[by_src], np.arange(n_nodes + 1)).tolist()
-    dist = [0] * n_nodes
-    best = [-1] * n_nodes  # best incoming edge: max distance, ties to the first edge added
-    queue = [i for i in range(n_nodes) if indeg[i] == 0]
-    end_node, end_dist = -1, -1
-    for node in queue:  # the list grows while it is walked
-        d = dist[node]
-        if d > end_dist:
-            end_node, end_dist = node, d
-        for j in range(starts[node], starts[node + 1]):
-            c = out_dst[j]
-            e = out_edge[j]
-            cand = d + wl[e]
-            b = best[c]
-            if b < 0 or cand > dist[c] or (cand == dist[c] and e < b):
-                dist[c], best[c] = cand, e
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                queue.append(c)
-    if len(queue) < n_nodes:
-        return None
-    return end_node, best
-
-
-def _unresolved(n_nodes: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Nodes Kahn's algorithm never frees: on a cycle or downstream of one."""
-    indeg = np.bincount(v, minlength=n_nodes).tolist()
-    by_src = np.argsort(u, kind="stable")
-    succ = v[by_src].tolist()
-    starts = np.searchsorted(u[by_src], np.arange(n_nodes + 1)).tolist()
-    queue = [i for i in range(n_nodes) if indeg[i] == 0]
-    for node in queue:
-        for j in range(starts[node], starts[node + 1]):
-            c = succ[j]
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                queue.append(c)
-    return np.asarray(indeg) > 0
+    return [(str(names.iat[i]), int(start[i]), int(end[i])) for i in idx]
 
 
 # --- the analysis -------------------------------------------------------------------------------
@@ -330,10 +241,17 @@ def critical_path_graph(
     )  # fmt: skip
 
 
+def _name_contains(names: pd.Series, pattern, regex: bool = True) -> np.ndarray:
+    """Rows whose name contains ``pattern``, tested once per distinct name (names are categorical)."""
+    cat = names if isinstance(names.dtype, pd.CategoricalDtype) else names.astype("category")
+    cats = pd.Series(cat.cat.categories.astype(str))
+    hit = np.append(cats.str.contains(pattern, regex=regex).to_numpy(bool), False)
+    return hit[cat.cat.codes.to_numpy()]
+
+
 def _in_data_loader(ev: pd.DataFrame, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Per event row: starts inside a ``DataLoader`` span on the same CPU thread."""
-    names = ev["name"].astype(str)
-    dl = np.flatnonzero(names.str.contains(_DATA_LOADER).to_numpy() & (ev["stream"].to_numpy() == -1))
+    dl = np.flatnonzero(_name_contains(ev["name"], _DATA_LOADER) & (ev["stream"].to_numpy() == -1))
     out = np.zeros(len(ev), bool)
     pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
     for i in dl:

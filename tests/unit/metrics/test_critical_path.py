@@ -15,10 +15,10 @@ from analysis.metrics.critical_path import (
     CriticalPathWarning,
     combine,
     critical_path_rank,
-    longest_path,
     shorten_name,
 )
 from analysis.metrics.critical_path_graph import KERNEL_KERNEL
+from analysis.metrics.longest_path import longest_path
 from analysis.testing import critical_path_traces as cpt
 
 DOMINANT = {
@@ -157,8 +157,8 @@ def test_cycle_in_a_trace_warns(monkeypatch):
 
     real = cp.longest_path
 
-    def with_cycle(n, src, dst, w):
-        return real(n, np.append(src, dst[0]), np.append(dst, src[0]), np.append(w, 0))
+    def with_cycle(n, src, dst, w, **kw):
+        return real(n, np.append(src, dst[0]), np.append(dst, src[0]), np.append(w, 0), **kw)
 
     monkeypatch.setattr(cp, "longest_path", with_cycle)
     rt, _ = load("cpu_bound", steps=1)
@@ -176,3 +176,22 @@ def test_shorten_name_like_hta():
     )
     assert shorten_name("Memcpy HtoD (Pageable -> Device)") == "Memcpy HtoD (Pageable -> Device)"
     assert shorten_name("aten::mm") == "aten::mm"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_chain_fast_path_equals_the_exact_walk_on_random_dags(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 400))
+    # mostly chains (like a trace graph) plus random forward edges; node ids are a time order
+    src = np.concatenate([np.arange(n - 1), rng.integers(0, n - 1, n // 3)])
+    dst = np.concatenate([np.arange(1, n), np.zeros(n // 3, np.int64)])
+    dst[n - 1:] = src[n - 1:] + rng.integers(1, 40, n // 3)
+    keep = dst < n
+    src, dst = src[keep], dst[keep]
+    perm = rng.permutation(len(src))  # any insertion order
+    src, dst = src[perm], dst[perm]
+    w = rng.integers(-3, 50, len(src))
+    fast = longest_path(n, src, dst, w)
+    exact = longest_path(n, src, dst, w, fast=False)
+    assert fast[0] == exact[0]
+    assert fast[1].tolist() == exact[1].tolist()
