@@ -26,7 +26,8 @@ here with array operations instead of per-event Python objects:
 ``hta_compat=True`` keeps HTA's choices exactly; ``False`` (the default analysis) fixes what HTA gets
 wrong, see ``docs/deviations.md``: every kernel of a multi-kernel launch (``cudaGraphLaunch``) is
 kept and linked, the launch APIs are the ``kernel_launch_stats`` default preset (driver API,
-cooperative and ROCm launches), ROCm blocking calls count as blocking, and a launch whose runtime
+cooperative and ROCm launches), a blocking call without a CUDA sync event (ROCm traces have none)
+gets sync edges from the GPU events it waited for, and a launch whose runtime
 call is outside the graph falls back to a kernel-kernel edge instead of failing.
 
 All times are integer nanoseconds; weights can be negative here (the path clips them to 0).
@@ -123,6 +124,9 @@ class RankContext:
     record_src: dict[int, int]
     wait_dest: dict[int, int]
     wait_record: np.ndarray
+    # default analysis: blocking calls without a CUDA sync event (ROCm, cudaMemcpy) -> the GPU
+    # events they waited for (see _inferred_waits)
+    inferred_waits: dict[int, list[int]] = field(default_factory=dict)
 
 
 _SYNC_KINDS = {"Stream Wait Event": 1, "Event Sync": 2, "Stream Sync": 3, "Context Sync": 4}
@@ -178,7 +182,40 @@ def rank_context(rt: RankTrace, *, hta_compat: bool, rounding: Rounding = "exact
     )  # fmt: skip
     if n:
         _launch_info(ctx, is_launch, names)
+    if n and not hta_compat:
+        _inferred_waits(ctx)
     return ctx
+
+
+def _inferred_waits(ctx: RankContext) -> None:
+    """Blocking calls that have no CUDA sync event (ROCm traces have none; a synchronous memcpy
+    neither): the call waited for the GPU events it launched itself, or else for the last GPU
+    event of each stream that ended while it ran. Those get a sync edge into the call's end; a
+    blocking call that waited for nothing is not blocking (its time is the CPU's)."""
+    ev, start, end, stream = ctx.ev, ctx.start, ctx.end, ctx.stream
+    is_sync_event = _name_mask(ev["cat"], ["cuda_sync"]) | (ctx.sync_kind > 0)
+    partner = ctx.cpu_to_gpu
+    has_sync = (partner >= 0) & is_sync_event[np.maximum(partner, 0)]
+    calls = np.flatnonzero(ctx.blocking & (stream == -1) & ~has_sync)
+    work = np.flatnonzero((stream != -1) & ~is_sync_event & (ctx.corr != -1))
+    by_stream = {s: work[stream[work] == s] for s in np.unique(stream[work]).tolist()}
+    by_stream = {s: w[np.argsort(end[w], kind="stable")] for s, w in by_stream.items()}
+    corr = ctx.corr
+    for c in calls.tolist():
+        c0, c1 = start[c], end[c]
+        if partner[c] >= 0:  # it ran GPU work itself (a synchronous memcpy)
+            own = work[(corr[work] == corr[c])]
+            src = [g for g in own.tolist() if c0 < end[g] <= c1]
+        else:
+            src = []
+            for w in by_stream.values():
+                j = int(np.searchsorted(end[w], c1, side="right")) - 1
+                if j >= 0 and end[w[j]] > c0:
+                    src.append(int(w[j]))
+        if src:
+            ctx.inferred_waits[c] = src
+        else:
+            ctx.blocking[c] = False
 
 
 def build_graph(ctx: RankContext, window: tuple[int, int]) -> CPGraphArrays:
@@ -471,6 +508,11 @@ def _gpu_edges(ctx: RankContext, keep, start_node, end_node, node_ts, node_event
         if not launched and last is not None and (sync_end < 0 or ts_of[sync_end] < ts_of[last]):
             add(last, s_node, KERNEL_KERNEL, int(node_event[last]))
         last_end[st] = e_node
+    for call, sources in ctx.inferred_waits.items():
+        if end_of[call] >= 0:
+            for g in sources:
+                if end_of[g] >= 0:
+                    add(end_of[g], end_of[call], SYNC)
     if missing_runtime:
         notes["launch_without_runtime_node"] = missing_runtime
     as_arr = [np.asarray(x, dtype=np.int64) for x in (src, dst, wt, typ, attr)]

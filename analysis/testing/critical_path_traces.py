@@ -15,6 +15,7 @@ runs from the step's start to its end and its length equals the step time.
   ``cudaStreamSynchronize``;
 - ``data_loading_bound``: a ``DataLoader`` span that takes most of the step;
 - ``cuda_graph``: one ``cudaGraphLaunch`` running four kernels back to back (HTA #290);
+- ``rocm``: ``gpu_bound`` as an AMD trace records it: ``hip*`` calls, stream 0, no sync events;
 - ``triton``: ten kernels launched with ``cuLaunchKernelEx`` (HTA #271), each after the previous one
   finished: the stream idles between them because the CPU is late, not because of GPU overhead.
 """
@@ -184,6 +185,24 @@ def triton(steps: int = 3):
     return _steps(body, steps)
 
 
+def rocm(steps: int = 3):
+    """The GPU-bound step of an AMD trace: ``hip*`` calls, stream 0 and no sync events at all."""
+
+    def body(b, t):
+        hip = {"cudaLaunchKernel": "hipLaunchKernel"}
+        k = [("Cijk_Alik_Bljk_SB", t + 30, 300), ("elementwise_kernel", t + 332, 300),
+             ("Cijk_Alik_Bljk_SB", t + 634, 356)]  # fmt: skip
+        b.launch(hip["cudaLaunchKernel"], t + 10, 10, [k[0]], stream=0)
+        b.launch(hip["cudaLaunchKernel"], t + 25, 10, [k[1]], stream=0)
+        b.launch(hip["cudaLaunchKernel"], t + 40, 10, [k[2]], stream=0)
+        b.cpu("hipDeviceSynchronize", t + 60, 930, cat="cuda_runtime")
+        # as gpu_bound; HTA: no sync edge and the call's 930 µs count as CPU time
+        return PathTruth(STEP_US, {"cpu_bound": 20, "gpu_kernel_launch_overhead": 20,
+                                   "gpu_kernel_kernel_overhead": 4, "gpu_compute_bound": 956})
+
+    return _steps(body, steps)
+
+
 SCENARIOS = {
     "cpu_bound": cpu_bound,
     "gpu_bound": gpu_bound,
@@ -192,4 +211,5 @@ SCENARIOS = {
     "data_loading_bound": data_loading_bound,
     "cuda_graph": cuda_graph,
     "triton": triton,
+    "rocm": rocm,
 }

@@ -36,8 +36,9 @@ def main() -> None:
     t1 = time.perf_counter()
     real_stdout, sys.stdout = sys.stdout, io.StringIO()  # HTA prints
     try:
+        rank = sorted(ta.t.traces)[0]  # the trace's own rank (one file)
         graph, success = ta.critical_path_analysis(
-            rank=0, annotation=annotation, instance_id=instance
+            rank=rank, annotation=annotation, instance_id=instance
         )
         t2 = time.perf_counter()
         bd = graph.get_critical_path_breakdown()
@@ -45,7 +46,7 @@ def main() -> None:
     finally:
         sys.stdout = real_stdout
     base = int(ta.t.min_ts)
-    df = ta.t.get_trace(0)
+    df = ta.t.get_trace(rank)
     sym = ta.t.symbol_table.get_sym_table()
 
     def key(ev_idx):

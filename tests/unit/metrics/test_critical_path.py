@@ -29,6 +29,7 @@ DOMINANT = {
     "data_loading_bound": "data_loading",
     "cuda_graph": "cpu_bound",
     "triton": "cpu_bound",
+    "rocm": "gpu_compute_bound",
 }
 
 
@@ -195,3 +196,23 @@ def test_chain_fast_path_equals_the_exact_walk_on_random_dags(seed):
     exact = longest_path(n, src, dst, w, fast=False)
     assert fast[0] == exact[0]
     assert fast[1].tolist() == exact[1].tolist()
+
+
+def test_rocm_sync_without_sync_events():
+    """AMD traces have no CUDA sync events: HTA reads hipDeviceSynchronize's wait as CPU time."""
+    rt, _ = load("rocm", steps=1)
+    hta = critical_path_rank(rt, patterns="hta")["ProfilerStep#1"]
+    assert by_bound(hta) == {"cpu_bound": cpt.STEP_US}
+
+
+def test_blocking_call_that_waited_for_nothing_is_cpu_time():
+    """A hipDeviceSynchronize while the GPU is idle is not blocking: its time stays on the path."""
+    b = cpt._Builder()
+    b.cpu("ProfilerStep#1", 0, cpt.STEP_US, cat="user_annotation")
+    b.cpu("train_step", 0, cpt.STEP_US)
+    b.launch("hipLaunchKernel", 10, 10, [("k", 25, 5)], stream=0)
+    b.cpu("hipDeviceSynchronize", 100, 800, cat="cuda_runtime")
+    rt = parse_trace_bytes(json.dumps(b.document()).encode(), "idle_sync.json")
+    g = critical_path_rank(rt)["ProfilerStep#1"]
+    assert g.path_length_us == cpt.STEP_US
+    assert by_bound(g) == {"cpu_bound": cpt.STEP_US}
