@@ -16,7 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from analysis.kineto.model import Trace
 from analysis.kineto.parse import parse_trace_bytes
+from analysis.kineto.window import profiler_step_window
 from analysis.metrics.critical_path import critical_path_rank
 from analysis.metrics.critical_path_graph import EDGE_TYPES
 from tests.conftest import HTA_TRACES, REPO_ROOT
@@ -26,10 +28,14 @@ VENV = REPO_ROOT / ".venv-hta-pandas2"
 
 CASES = {
     # HTA's tests/test_critical_path_analysis.py uses these annotations and instances
-    "simple_add": ("[param|pytorch.model.alex_net|0|0|0|measure|forward]", 1),
-    "alexnet": ("[param|pytorch.model.alex_net|0|0|0|measure|forward]", 1),
-    "cuda_event_sync": ("ProfilerStep", 0),
-    "cuda_event_sync_multi_stream": ("", 0),
+    "critical_path/simple_add": ("[param|pytorch.model.alex_net|0|0|0|measure|forward]", 1),
+    "critical_path/alexnet": ("[param|pytorch.model.alex_net|0|0|0|measure|forward]", 1),
+    "critical_path/cuda_event_sync": ("ProfilerStep", 0),
+    "critical_path/cuda_event_sync_multi_stream": ("", 0),
+    # more real traces: AMD (hip*), nanosecond timestamps, CUDA graphs and five streams
+    "amd_trace": ("ProfilerStep", 0),
+    "ns_resolution_trace": ("ProfilerStep", 0),
+    "negative_queue_length_values_check": ("ProfilerStep", 0),
 }
 
 
@@ -47,10 +53,10 @@ def hta_python() -> Path:
 
 
 def trace_file(case: str) -> Path:
-    folder = HTA_TRACES / "critical_path" / case
+    folder = HTA_TRACES / case
     if not folder.is_dir():
         pytest.skip(f"real GPU traces not available: {folder} does not exist")
-    return next(folder.glob("*.json.gz"))
+    return next(folder.glob("*.json*"))
 
 
 def run_hta(python: Path, path: Path, annotation: str, instance: int) -> dict:
@@ -63,16 +69,18 @@ def run_hta(python: Path, path: Path, annotation: str, instance: int) -> dict:
 
 def ours(path: Path, annotation: str, instance: int):
     rt = parse_trace_bytes(path.read_bytes(), str(path))
+    rt = profiler_step_window(Trace({rt.rank: rt}))[rt.rank]  # HTA's analysed steps
     (graph,) = critical_path_rank(
-        rt, annotation=annotation, instance_id=instance, patterns="hta"
+        rt, annotation=annotation, instance_id=instance, patterns="hta", rounding="hta"
     ).values()
     return rt, graph
 
 
-def _key(ev, names, p):
+def _key(g, names, p):
     if p < 0:
         return None
-    return (names[p], int(ev["ts"].iat[p]) // 1000, int(ev["dur"].iat[p]) // 1000,
+    ev, start, end = g.events, g.start[p], g.end[p]  # ns, rounded as HTA rounds
+    return (names[p], int(start) // 1000, int(end - start) // 1000,
             int(ev["pid"].iat[p]), int(ev["tid"].iat[p]))  # fmt: skip
 
 
@@ -85,10 +93,10 @@ def our_edges(graph) -> Counter:
     for i in range(len(g.edge_src)):
         u, v = g.edge_src[i], g.edge_dst[i]
         out[(
-            _key(ev, names, g.node_event[u]), bool(g.node_is_start[u]),
-            _key(ev, names, g.node_event[v]), bool(g.node_is_start[v]),
+            _key(g, names, g.node_event[u]), bool(g.node_is_start[u]),
+            _key(g, names, g.node_event[v]), bool(g.node_is_start[v]),
             int(g.edge_weight[i]) // 1000, EDGE_TYPES[g.edge_type[i]],
-            _key(ev, names, g.edge_event[i]), i in on_path,
+            _key(g, names, g.edge_event[i]), i in on_path,
         )] += 1  # fmt: skip
     return out
 
@@ -116,7 +124,7 @@ def test_same_graph_path_and_breakdown_as_hta(case, hta_python):
     ev = rt.events
     names = ev["name"].astype(str).to_numpy()
     labels = {lab: i for i, lab in enumerate(ev.index)}
-    events = sorted((_key(ev, names, labels[lab]) for lab in graph.critical_path_events_set),
+    events = sorted((_key(graph.graph, names, labels[lab]) for lab in graph.critical_path_events_set),
                     key=lambda k: (k[1], k[0], k[3]))  # fmt: skip
     assert events == [tuple(k) for k in h["path_events"]]
     s = graph.summary()
@@ -128,8 +136,8 @@ def test_same_graph_path_and_breakdown_as_hta(case, hta_python):
 
 def test_simple_add_counts_from_hta_test_file(hta_traces_dir):
     """HTA's own test documents 315 path nodes, 159 critical events and 314 critical edges."""
-    path = trace_file("simple_add")
-    _, graph = ours(path, *CASES["simple_add"])
+    path = trace_file("critical_path/simple_add")
+    _, graph = ours(path, *CASES["critical_path/simple_add"])
     assert (len(graph.critical_path_nodes), len(graph.critical_path_events_set),
             len(graph.path_edges)) == (315, 159, 314)  # fmt: skip
     bd = graph.get_critical_path_breakdown()
