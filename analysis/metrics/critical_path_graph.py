@@ -397,14 +397,22 @@ def _launch_info(ctx: RankContext, is_launch: np.ndarray, names: pd.Series) -> N
     else:
         gr_r, gr_g = pr, pg
     # queue length per stream: +1 at each launch (per GPU event launched), -1 at each GPU start
+    g_rows = np.unique(pg)  # each launched GPU event once, in file order
     q = pd.DataFrame({
-        "stream": np.concatenate([stream[pg], stream[pg]]),
-        "ts": np.concatenate([start[pr], start[pg]]),
-        "kind": np.concatenate([np.zeros(len(pg), np.int8), np.ones(len(pg), np.int8)]),
-        "delta": np.concatenate([np.ones(len(pg), np.int64), -np.ones(len(pg), np.int64)]),
-        "r": np.concatenate([pr, pr]),
-        "g": np.concatenate([pg, pg]),
-    }).sort_values(["stream", "ts", "kind"], kind="stable")  # fmt: skip
+        "stream": np.concatenate([stream[pg], stream[g_rows]]),
+        "ts": np.concatenate([start[pr], start[g_rows]]),
+        "kind": np.concatenate([np.zeros(len(pg), np.int8), np.ones(len(g_rows), np.int8)]),
+        "delta": np.concatenate([np.ones(len(pg), np.int64), -np.ones(len(g_rows), np.int64)]),
+        "r": np.concatenate([pr, np.full(len(g_rows), -1)]),
+        "g": np.concatenate([pg, g_rows]),
+    })  # fmt: skip
+    if ctx.hta_compat:
+        # HTA sorts launches then GPU events by time with an unstable quicksort: ties (a launch
+        # at the very time a kernel starts) fall as that sort leaves them
+        q = q.iloc[np.argsort(q["ts"].to_numpy(), kind="quicksort")]
+        q = q.iloc[np.argsort(q["stream"].to_numpy(), kind="stable")]
+    else:  # at equal times, launches first
+        q = q.sort_values(["stream", "ts", "kind"], kind="stable")
     q["queue"] = q.groupby("stream", sort=False)["delta"].cumsum()
     inc, dec = q[q["kind"] == 0], q[q["kind"] == 1]
     # per (runtime, stream): queue before its first launch on the stream, and its GPU events there
