@@ -26,6 +26,7 @@ FIGURES = [
     "kernel_launch_stats",
     "kernel_type_breakdown",
     "kernel_breakdown",
+    "critical_path",
 ]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 EVIL_KERNEL = "<script>alert(1)</script>"
