@@ -43,9 +43,10 @@ def longest_path(
     if result is None:
         result = _longest_in_topological_order(n_nodes, u, v, w)
     if result is None:
-        # a cycle: drop the edges among the unresolved nodes that run backwards in time order
-        remaining = _unresolved(n_nodes, u, v)
-        back = remaining[u] & remaining[v] & (u > v)
+        # a cycle: drop the edges that run backwards in time order (node ids are a time order)
+        # between nodes that are both downstream and upstream of a cycle (on one, mostly)
+        on_cycles = _unresolved(n_nodes, u, v) & _unresolved(n_nodes, v, u)
+        back = on_cycles[u] & on_cycles[v] & (u > v)
         cycles_broken = int(back.sum())
         u, v, w, eidx = u[~back], v[~back], w[~back], eidx[~back]
         result = _longest_in_topological_order(n_nodes, u, v, w)
@@ -98,7 +99,8 @@ def _longest_in_topological_order(n_nodes, u, v, w):
 
 
 def _unresolved(n_nodes: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Nodes Kahn's algorithm never frees: on a cycle or downstream of one."""
+    """Nodes Kahn's algorithm never frees: on a cycle or downstream of one (with the edges
+    reversed: on a cycle or upstream of one)."""
     indeg = np.bincount(v, minlength=n_nodes).tolist()
     by_src = np.argsort(u, kind="stable")
     succ = v[by_src].tolist()

@@ -203,6 +203,23 @@ def rocm(steps: int = 3):
     return _steps(body, steps)
 
 
+def out_of_order_stack(steps: int = 1):
+    """HTA #113: ``cudaStreamSynchronize`` ends after its parent operator (an out-of-order call
+    stack), and HTA's stack pops the wrong event: the next operator becomes the sync call's sibling
+    *after* it, so the sync call's end precedes, in the walk, a kernel it waits for, and the sync
+    edge closes a cycle. No path is right for such a trace: the test only asks for the cycle to be
+    found, reported and broken the same way every time (``truth`` is not checked)."""
+
+    def body(b, t):
+        b.cpu("aten::op_a", t + 10, 90)  # [10, 100]
+        b.sync("cudaStreamSynchronize", "Stream Sync", t + 50, 100, t + 149, 1)  # [50, 150]
+        b.cpu("aten::op_c", t + 105, 845)  # [105, 950]
+        b.launch("cudaLaunchKernel", t + 110, 5, [("kernel", t + 120, 20)])  # kernel [120, 140]
+        return PathTruth(STEP_US, {})
+
+    return _steps(body, steps)
+
+
 SCENARIOS = {
     "cpu_bound": cpu_bound,
     "gpu_bound": gpu_bound,

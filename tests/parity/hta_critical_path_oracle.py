@@ -37,10 +37,17 @@ def main() -> None:
     real_stdout, sys.stdout = sys.stdout, io.StringIO()  # HTA prints
     try:
         rank = sorted(ta.t.traces)[0]  # the trace's own rank (one file)
-        graph, success = ta.critical_path_analysis(
-            rank=rank, annotation=annotation, instance_id=instance
-        )
+        try:
+            graph, success = ta.critical_path_analysis(
+                rank=rank, annotation=annotation, instance_id=instance
+            )
+        except (ValueError, AssertionError) as e:  # HTA's own failures (cycles, missing nodes)
+            json.dump({"success": False, "error": f"{type(e).__name__}: {e}"}, real_stdout)
+            return
         t2 = time.perf_counter()
+        if not success:  # e.g. a cycle: networkx gives up, HTA returns (graph, False)
+            json.dump({"success": False, "nodes": len(graph.node_list)}, real_stdout)
+            return
         bd = graph.get_critical_path_breakdown()
         summary = graph.summary()
     finally:

@@ -142,3 +142,25 @@ def test_simple_add_counts_from_hta_test_file(hta_traces_dir):
             len(graph.path_edges)) == (315, 159, 314)  # fmt: skip
     bd = graph.get_critical_path_breakdown()
     assert np.isclose(bd["duration"].sum(), graph.path_length_us)
+
+
+def test_out_of_order_call_stack_cycle(hta_python, tmp_path):
+    """HTA #113: an operator ending after its parent makes the graph cyclic; HTA raises
+    ``ValueError: Graph is not valid``, we break the cycle (the same way every time) and go on."""
+    import gzip
+    import warnings
+
+    from analysis.testing.critical_path_traces import out_of_order_stack
+
+    doc, _ = out_of_order_stack()
+    path = tmp_path / "rank0.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    h = run_hta(hta_python, path, "ProfilerStep", 0)
+    assert h["success"] is False and "Graph is not valid" in h["error"]
+    rt = parse_trace_bytes(path.read_bytes(), str(path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (graph,) = critical_path_rank(rt, patterns="hta", instance_id=0).values()
+    assert graph.success and graph.cycles_broken == 1
+    again = critical_path_rank(rt, patterns="hta", instance_id=0)
+    assert next(iter(again.values())).critical_path_nodes == graph.critical_path_nodes
