@@ -277,8 +277,10 @@ def _cpu_edges(ev, rows, start, end, stream, is_node, blocking, start_node, end_
         return empty
     pid = ev["pid"].to_numpy()[rows]
     tid = ev["tid"].to_numpy()[rows]
-    grp_keys = pd.MultiIndex.from_arrays([pid, tid])
-    grp, _ = pd.factorize(grp_keys, sort=True)
+    by_thread = np.lexsort((tid, pid))  # thread ids in (pid, tid) order, as pandas' groupby
+    new_thread = np.append(True, (np.diff(pid[by_thread]) != 0) | (np.diff(tid[by_thread]) != 0))
+    grp = np.empty(len(rows), np.int64)
+    grp[by_thread] = np.cumsum(new_thread) - 1
     # a thread is a CPU call stack when all its kept events have stream < 0 (HTA's device type)
     cpu_thread = pd.Series(stream[rows] < 0).groupby(grp).transform("all").to_numpy()
     rows, grp = rows[cpu_thread], grp[cpu_thread]
@@ -444,87 +446,115 @@ def _launch_info(ctx: RankContext, is_launch: np.ndarray, names: pd.Series) -> N
 
 
 def _gpu_edges(ctx: RankContext, keep, start_node, end_node, node_ts, node_event, notes):
-    """Kernel, launch-delay, kernel-kernel and sync edges, walking the window's GPU events in time
-    order (sync events by their end) as HTA does."""
+    """Kernel, launch-delay, kernel-kernel and sync edges. HTA walks the window's GPU events in
+    time order (sync events by their end), keeping the last kernel of each stream; here the kernels
+    are handled all at once (a kernel's "last kernel" is its predecessor on the stream in that
+    order) and only the sync events one by one. Edges come out in HTA's insertion order (it decides
+    ties in the longest path)."""
     start, end, stream = ctx.start, ctx.end, ctx.stream
-    gpu_to_cpu, launcher, launch_ok = ctx.gpu_to_cpu, ctx.launcher, ctx.launch_ok
-    record_src, wait_dest, wait_record = ctx.record_src, ctx.wait_dest, ctx.wait_record
     rows = np.flatnonzero(keep & ctx.on_device_sync & (ctx.corr != -1))
-    kind = ctx.sync_kind[rows]
     is_sync = _name_mask(ctx.ev["cat"], ["cuda_sync"])[rows]
     order = np.argsort(np.where(is_sync, end[rows], start[rows]), kind="stable")
-    rows, is_sync, kind = rows[order], is_sync[order], kind[order]
+    rows, is_sync = rows[order], is_sync[order]
+    it = np.arange(len(rows))  # position in the walk
+    # kernels: the previous kernel on the same stream in the walk
+    k_it = it[~is_sync]
+    kr = rows[k_it]
+    k_stream = stream[kr]
+    by_stream = np.lexsort((k_it, k_stream))
+    prev = np.full(len(kr), -1)
+    same = np.append(False, k_stream[by_stream][1:] == k_stream[by_stream][:-1])
+    prev[by_stream[same]] = by_stream[np.flatnonzero(same) - 1]
+    last = np.where(prev >= 0, end_node[kr[np.maximum(prev, 0)]], -1)
 
-    src, dst, wt, typ, attr = [], [], [], [], []
-    ts_of = node_ts.tolist()
-    end_of = end_node.tolist()
+    edges: list[tuple] = []  # (walk position, sub-order, src, dst, type, attributed event)
+    kernel_sync = _walk_sync_events(ctx, rows, is_sync, it, kr, k_it, k_stream, end_node, edges)
 
-    def add(u, v, t, a=-1):
-        src.append(u), dst.append(v), typ.append(t), attr.append(a)
-        wt.append(0 if t in (DEPENDENCY, SYNC) else ts_of[v] - ts_of[u])
-
-    r_all = launcher[rows]
-    r_safe = np.maximum(r_all, 0)
-    rt_of = gpu_to_cpu[rows]
-    columns = zip(
-        rows.tolist(), is_sync.tolist(), kind.tolist(), stream[rows].tolist(),
-        start_node[rows].tolist(), end_node[rows].tolist(), launch_ok[rows].tolist(),
-        np.where(r_all >= 0, start[r_safe], 0).tolist(),
-        np.where(r_all >= 0, start_node[r_safe], -1).tolist(),
-        np.where(rt_of >= 0, end_node[np.maximum(rt_of, 0)], -1).tolist(),
-        wait_record[rows].tolist(), strict=True,
-    )  # fmt: skip
-    last_end: dict[int, int] = {}
-    kernel_sync: dict[int, int] = {}
-    missing_runtime = 0
-    for p, sync, knd, st, s_node, e_node, ok, r_ts, r_node, rt_end, rec in columns:
-        if sync:
-            if knd in (1, 2):  # Stream Wait Event, Event Sync: on a cudaEventRecord
-                src_k = record_src.get(rec, -1)
-                if src_k < 0:
-                    continue
-                if knd == 1:
-                    dest = wait_dest.get(p, -1)
-                    if dest >= 0:
-                        kernel_sync[dest] = src_k
-                elif end_of[src_k] >= 0 and rt_end >= 0:
-                    add(end_of[src_k], rt_end, SYNC)
-            elif knd in (3, 4) and rt_end >= 0:  # Stream Sync, Context Sync
-                lasts = list(last_end.values()) if knd == 4 else [last_end.get(st)]
-                for u in lasts:
-                    if u is not None:
-                        add(u, rt_end, SYNC)
-            continue
-        add(s_node, e_node, OPERATOR, p)
-        sync_end = -1
-        src_k = kernel_sync.pop(p, -1)
-        if src_k >= 0 and end_of[src_k] >= 0:
-            sync_end = end_of[src_k]
-            add(sync_end, s_node, SYNC)
-        last = last_end.get(st)
-        launched = False
-        if (
-            ok
-            and (last is None or ts_of[last] < r_ts)
-            and (sync_end < 0 or ts_of[sync_end] < r_ts)
-        ):
-            if r_node >= 0:
-                add(r_node, s_node, LAUNCH)
-                launched = True
-            else:
-                missing_runtime += 1
-        if not launched and last is not None and (sync_end < 0 or ts_of[sync_end] < ts_of[last]):
-            add(last, s_node, KERNEL_KERNEL, int(node_event[last]))
-        last_end[st] = e_node
-    for call, sources in ctx.inferred_waits.items():
-        if end_of[call] >= 0:
-            for g in sources:
-                if end_of[g] >= 0:
-                    add(end_of[g], end_of[call], SYNC)
+    # the kernels' own spans, cross-stream waits, then a launch or a kernel-kernel edge
+    s_node, e_node = start_node[kr], end_node[kr]
+    src_k = np.array([kernel_sync.get(j, -1) for j in k_it.tolist()], dtype=np.int64)
+    sync_end = np.where(src_k >= 0, end_node[np.maximum(src_k, 0)], -1)
+    has_sync = sync_end >= 0
+    r = ctx.launcher[kr]
+    r_ts = np.where(r >= 0, start[np.maximum(r, 0)], 0)
+    r_node = np.where(r >= 0, start_node[np.maximum(r, 0)], -1)
+    ts_last = np.where(last >= 0, node_ts[np.maximum(last, 0)], 0)
+    ts_sync = np.where(has_sync, node_ts[np.maximum(sync_end, 0)], 0)
+    want_launch = (ctx.launch_ok[kr] & ((last < 0) | (ts_last < r_ts))
+                   & (~has_sync | (ts_sync < r_ts)))  # fmt: skip
+    launched = want_launch & (r_node >= 0)
+    kk = ~launched & (last >= 0) & (~has_sync | (ts_sync < ts_last))
+    missing_runtime = int((want_launch & (r_node < 0)).sum())
+    n_k = len(kr)
+    parts = [
+        (k_it, np.zeros(n_k, np.int64), s_node, e_node, np.full(n_k, OPERATOR), kr),
+        (k_it[has_sync], np.ones(int(has_sync.sum()), np.int64), sync_end[has_sync],
+         s_node[has_sync], np.full(int(has_sync.sum()), SYNC), np.full(int(has_sync.sum()), -1)),
+        (k_it[launched], np.full(int(launched.sum()), 2), r_node[launched], s_node[launched],
+         np.full(int(launched.sum()), LAUNCH), np.full(int(launched.sum()), -1)),
+        (k_it[kk], np.full(int(kk.sum()), 2), last[kk], s_node[kk],
+         np.full(int(kk.sum()), KERNEL_KERNEL), node_event[np.maximum(last[kk], 0)]),
+    ]  # fmt: skip
+    if edges:
+        parts.append(tuple(np.asarray(c, dtype=np.int64) for c in zip(*edges, strict=True)))
+    walk, sub, src, dst, typ, attr = (np.concatenate([p[i] for p in parts]) for i in range(6))
+    # inferred waits (default analysis) come last
+    extra = [(int(end_node[g]), int(end_node[c])) for c, gs in ctx.inferred_waits.items()
+             if end_node[c] >= 0 for g in gs if end_node[g] >= 0]  # fmt: skip
+    if extra:
+        eu, ev_ = np.asarray(extra, dtype=np.int64).T
+        walk = np.concatenate([walk, np.full(len(eu), len(rows))])
+        sub = np.concatenate([sub, np.arange(len(eu))])
+        src, dst = np.concatenate([src, eu]), np.concatenate([dst, ev_])
+        typ = np.concatenate([typ, np.full(len(eu), SYNC)])
+        attr = np.concatenate([attr, np.full(len(eu), -1)])
+    o = np.lexsort((sub, walk))
+    src, dst, typ, attr = src[o], dst[o], typ[o], attr[o]
+    wt = np.where((typ == SYNC) | (typ == DEPENDENCY), 0, node_ts[dst] - node_ts[src])
     if missing_runtime:
         notes["launch_without_runtime_node"] = missing_runtime
-    as_arr = [np.asarray(x, dtype=np.int64) for x in (src, dst, wt, typ, attr)]
-    return tuple(as_arr)
+    return (src.astype(np.int64), dst.astype(np.int64), wt.astype(np.int64),
+            typ.astype(np.int64), attr.astype(np.int64))  # fmt: skip
+
+
+def _walk_sync_events(ctx, rows, is_sync, it, kr, k_it, k_stream, end_node, edges) -> dict:
+    """The sync events, in walk order: their GPU->CPU edges go to ``edges``; returns the
+    cross-stream waits ``{walk position of the waiting kernel: the GPU event it waits for}``."""
+    s_it = it[is_sync]
+    if len(s_it) == 0:
+        return {}
+    pos_of = {p: i for i, p in zip(k_it.tolist(), kr.tolist(), strict=True)}
+    # per stream: walk positions and end nodes of its kernels; streams in order of first kernel
+    streams = list(dict.fromkeys(k_stream.tolist()))
+    per_stream = {s: (k_it[k_stream == s], end_node[kr[k_stream == s]]) for s in streams}
+    first_seen = {s: int(per_stream[s][0][0]) for s in streams}
+    waits: dict[int, tuple[int, int]] = {}  # kernel walk position -> (sync walk position, source)
+    for i in s_it.tolist():
+        p = int(rows[i])
+        knd = int(ctx.sync_kind[p])
+        rt = ctx.gpu_to_cpu[p]
+        rt_end = int(end_node[rt]) if rt >= 0 else -1
+        if knd in (1, 2):  # Stream Wait Event, Event Sync: wait on a cudaEventRecord's kernel
+            src_k = ctx.record_src.get(int(ctx.wait_record[p]), -1)
+            if src_k < 0:
+                continue
+            if knd == 1:
+                dest = ctx.wait_dest.get(p, -1)
+                j = pos_of.get(dest, -1)
+                if j > i:  # the waiting kernel comes later in the walk
+                    waits[j] = (i, src_k)
+            elif end_node[src_k] >= 0 and rt_end >= 0:
+                edges.append((i, 0, int(end_node[src_k]), rt_end, SYNC, -1))
+        elif knd in (3, 4) and rt_end >= 0:  # Stream Sync, Context Sync
+            chosen = streams if knd == 4 else [int(ctx.stream[p])]
+            for n, s in enumerate(chosen):
+                if s not in per_stream or first_seen[s] > i:
+                    continue
+                its, ends = per_stream[s]
+                j = int(np.searchsorted(its, i)) - 1
+                if j >= 0:
+                    edges.append((i, n, int(ends[j]), rt_end, SYNC, -1))
+    return {j: src for j, (_, src) in waits.items()}
 
 
 def _event_record_sources(ev, names, corr, start, stream, pid, gr_r, gr_g) -> dict[int, int]:
