@@ -20,10 +20,11 @@ column          dtype      meaning
 ``correlation`` int64      ``args.correlation`` (links a runtime call to its GPU event), -1 if absent
 ``external_id`` int64      ``args["External id"]`` (links a cpu_op to its runtime calls), -1 if absent
 ``device``      int64      ``args.device`` (GPU index), -1 if absent
-``wait_on_stream`` int64   CUDA sync events: ``args.wait_on_stream`` (the stream waited on), -1 if absent
-``wait_on_record`` int64   CUDA sync events: ``args.wait_on_cuda_event_record_corr_id`` (correlation of
-                           the ``cudaEventRecord`` waited on), -1 if absent
 =============== ========== =================================================================
+
+Two more int64 columns, for CUDA sync events (``Stream Wait Event``, ``Event Sync``), -1 elsewhere:
+``wait_on_stream`` (``args.wait_on_stream``: the stream waited on) and ``wait_on_record``
+(``args.wait_on_cuda_event_record_corr_id``: the correlation id of the ``cudaEventRecord`` waited on).
 
 Other per-rank tables (empty DataFrames with the same columns when the trace has none):
 

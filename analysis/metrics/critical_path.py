@@ -104,16 +104,16 @@ class CriticalPathGraph:
         return float(w.sum()) / 1000.0
 
     def edges(self) -> pd.DataFrame:
-        """All edges: ``begin``, ``end`` (node ids), ``weight`` (µs), ``type``, ``event_idx``."""
+        """All edges: ``begin``, ``end`` (node ids), ``weight`` (µs), ``type``, ``event_idx``
+        (the attributed event's row label; <NA> for dependency, launch and sync edges)."""
         g = self.graph
-        labels = g.events.index.to_numpy()
+        on_path = np.zeros(len(g.edge_src), bool)
+        on_path[self.path_edges] = True
         return pd.DataFrame({
             "begin": g.edge_src, "end": g.edge_dst, "weight": g.edge_weight / 1000.0,
             "type": np.asarray(EDGE_TYPES, dtype=object)[g.edge_type],
-            "event_idx": pd.array(np.where(g.edge_event >= 0, labels[np.maximum(g.edge_event, 0)],
-                                           -1), dtype="Int64").astype("Int64"),
-            "on_critical_path": np.isin(np.arange(len(g.edge_src)), self.path_edges),
-        }).replace({"event_idx": {-1: pd.NA}})  # fmt: skip
+            "event_idx": _labels(g.events, g.edge_event), "on_critical_path": on_path,
+        })  # fmt: skip
 
     def nodes(self) -> pd.DataFrame:
         """All nodes: ``node_id``, ``event_idx``, ``ts`` (µs), ``is_start``, ``on_critical_path``."""
@@ -142,22 +142,19 @@ class CriticalPathGraph:
         bound[has & (stream >= 0) & self.comm_mask[p]] = "gpu_communication_bound"
         bound[typ == KERNEL_KERNEL] = "gpu_kernel_kernel_overhead"
         bound[typ == LAUNCH] = "gpu_kernel_launch_overhead"
-        names = ev["name"].astype(str).to_numpy()[p]
-        out = pd.DataFrame({
-            "event_idx": pd.array(np.where(has, ev.index.to_numpy()[p], 0), dtype="Int64"),
+        rows = ev.iloc[p]
+        names = rows["name"].astype(str).to_numpy()
+        return pd.DataFrame({
+            "event_idx": _labels(ev, attr),
             "duration": np.maximum(g.edge_weight[e], 0) / 1000.0,
             "type": np.asarray(EDGE_TYPES, dtype=object)[typ],
-            "s_name": [shorten_name(s) for s in names],
-            "cat": ev["cat"].astype(str).to_numpy()[p],
-            "pid": ev["pid"].to_numpy()[p],
-            "tid": ev["tid"].to_numpy()[p],
+            "s_name": np.where(has, [shorten_name(n) for n in names], None),
+            "cat": np.where(has, rows["cat"].astype(str).to_numpy(), None),
+            "pid": np.where(has, rows["pid"].to_numpy(), -1),
+            "tid": np.where(has, rows["tid"].to_numpy(), -1),
             "stream": stream,
             "bound_by": bound,
         })  # fmt: skip
-        for c in ("event_idx", "s_name", "cat", "pid", "tid", "stream"):
-            out[c] = out[c].astype("object" if c in ("s_name", "cat") else out[c].dtype)
-            out.loc[~has, c] = pd.NA if c in ("event_idx",) else (None if c in ("s_name", "cat") else -1)
-        return out
 
     def summary(self) -> pd.Series:
         """Share of the path's time per ``bound_by`` category, in % (HTA's ``summary()``)."""
@@ -165,6 +162,14 @@ class CriticalPathGraph:
         total = bd["duration"].sum()
         s = bd.groupby("bound_by")["duration"].sum()
         return s / total * 100 if total > 0 else s * np.nan
+
+
+def _labels(events: pd.DataFrame, positions: np.ndarray) -> pd.array:
+    """Row labels of the events at ``positions`` (-1 → <NA>), as nullable integers."""
+    labels = events.index.to_numpy()[np.maximum(positions, 0)]
+    out = pd.array(labels, dtype="Int64")
+    out[positions < 0] = pd.NA
+    return out
 
 
 _SHORTEN_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")

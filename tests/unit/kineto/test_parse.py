@@ -435,3 +435,17 @@ def test_gzip_is_detected_by_content_and_members_are_joined():
 def test_accepts_bytearray_and_a_byte_order_mark():
     doc = b"\xef\xbb\xbf" + as_bytes(trace([x_event()]))
     assert len(parse_trace_bytes(bytearray(doc), "t.json").events) == 1
+
+
+def test_sync_wait_columns():
+    """Stream Wait Event / Event Sync name the stream and the cudaEventRecord they wait on."""
+    doc = {"traceEvents": [
+        {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 20, "ts": 10,
+         "dur": 3, "args": {"stream": 20, "correlation": 5, "wait_on_stream": 7,
+                            "wait_on_cuda_event_record_corr_id": 4}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 3,
+         "args": {"stream": 7, "correlation": 3}},
+    ]}  # fmt: skip
+    events = parse_trace_bytes(json.dumps(doc).encode(), "wait.json").events
+    assert events["wait_on_stream"].tolist() == [7, -1]
+    assert events["wait_on_record"].tolist() == [4, -1]
