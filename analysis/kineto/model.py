@@ -29,6 +29,9 @@ Other per-rank tables (empty DataFrames with the same columns when the trace has
 - ``collectives``: one row per ``record_param_comms`` event: ``event`` (row index into ``events``),
   ``collective`` (str), ``in_nelems``, ``out_nelems`` (int64, -1 if absent), ``dtype`` (str),
   ``group_size`` (int64), ``pg_name`` (str), ``pg_desc`` (str), ``pg_ranks`` (str, as written).
+- ``memory_ops``: one row per GPU memcpy/memset event (``cat`` ``gpu_memcpy``/``gpu_memset``):
+  ``event`` (row index into ``events``), ``bytes`` (int64, ``args.bytes``, -1 if absent),
+  ``bandwidth_gbps`` (float64, Kineto's ``args["memory bandwidth (GB/s)"]``, NaN if absent).
 
 GPU events are the rows with ``stream >= 0`` and ``correlation >= 0`` (kernels, memcpy, memset,
 and CUDA sync events on a stream), plus the device-level ``Event Sync`` / ``Context Sync`` events.
@@ -82,6 +85,12 @@ COLLECTIVE_COLUMNS: dict[str, str] = {
 }
 
 # Kineto's 2021 schema used capitalised categories; map them onto today's names.
+MEMORY_OP_COLUMNS: dict[str, str] = {
+    "event": "int64",
+    "bytes": "int64",
+    "bandwidth_gbps": "float64",
+}
+
 LEGACY_CATEGORIES: dict[str, str] = {
     "Kernel": "kernel",
     "Operator": "cpu_op",
@@ -138,6 +147,7 @@ class RankTrace:
     events: pd.DataFrame
     flows: pd.DataFrame = field(default_factory=lambda: empty_frame(FLOW_COLUMNS))
     collectives: pd.DataFrame = field(default_factory=lambda: empty_frame(COLLECTIVE_COLUMNS))
+    memory_ops: pd.DataFrame = field(default_factory=lambda: empty_frame(MEMORY_OP_COLUMNS))
 
     @property
     def rank(self) -> int:
