@@ -1,0 +1,101 @@
+"""Trace health: each check fires on a trace built to trigger it, and only there."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+from trace_helpers import load_dir
+
+from analysis.kineto.loader import load_trace
+from analysis.metrics import trace_health as th
+from analysis.testing import health_traces as ht
+
+# check → (severity it reports, kernel pattern preset that shows it)
+EXPECTED = {
+    "negative_duration": ("error", "default"),
+    "zero_duration": ("info", "default"),
+    "stream_overlap": ("warning", "default"),
+    "unclassified_communication": ("warning", "default"),
+    "unclassified_kernels": ("info", "default"),
+    "kernels_without_launch": ("warning", "default"),
+    "launches_without_kernels": ("warning", "default"),
+    "missing_flows": ("info", "default"),
+    "gpu_stops_early": ("warning", "default"),
+    "kineto_warnings": ("warning", "default"),
+    "truncated_last_step": ("info", "default"),
+    "timestamp_resolution": ("info", "default"),
+    "rank_origin": ("info", "default"),
+    "missing_distributed_info": ("warning", "default"),
+    "no_gpu_events": ("warning", "default"),
+    "world_size": ("error", "default"),
+    "steps_mismatch": ("warning", "default"),
+    "clock_skew": ("warning", "default"),
+}
+
+
+def _findings(job, tmp_path: Path, patterns="default"):
+    ht.write_job(job, tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace = load_trace(tmp_path, use_cache=False, max_workers=1, progress=False)
+    return th.combine({r: th.trace_health_rank(rt, patterns=patterns) for r, rt in trace.items()})
+
+
+def test_every_fault_has_an_expectation():
+    assert set(ht.FAULTS) == set(EXPECTED)
+
+
+def test_healthy_job_has_no_findings(tmp_path):
+    findings = _findings(ht.healthy_job(), tmp_path)
+    assert findings.empty, findings.to_string()
+    assert th.exit_code(findings) == 0
+
+
+@pytest.mark.parametrize("check", sorted(EXPECTED))
+def test_fault_is_found(check, tmp_path):
+    severity, patterns = EXPECTED[check]
+    findings = _findings(ht.faulty_job(check), tmp_path, patterns)
+    hits = findings[findings["check"] == check]
+    assert not hits.empty, findings.to_string()
+    assert severity in set(hits["severity"])
+    assert list(findings.columns) == th.COLUMNS
+    assert th.exit_code(findings) == int((findings["severity"] == "error").any())
+    # nothing else is an error: each fault is reported by its own check
+    others = findings[(findings["check"] != check) & (findings["severity"] == "error")]
+    assert others.empty, others.to_string()
+
+
+def test_clock_skew_measures_the_shift(tmp_path):
+    findings = _findings(ht.faulty_job("clock_skew"), tmp_path)
+    evidence = findings.loc[findings["check"] == "clock_skew", "evidence"].iloc[0]
+    # rank 1 runs 5000 µs ahead; the all-reduce lasts 100 µs: 4,900 µs of causality violated
+    assert evidence.startswith("4,900.0 µs")
+
+
+def test_hta_patterns_miss_deepep(tmp_path):
+    job = ht.healthy_job()
+    for e in job[0]["traceEvents"]:
+        if e["name"] == ht.ALLREDUCE:
+            e["name"] = "void deep_ep::internode::dispatch<8, 4>(int*, float*)"
+    default = _findings(job, tmp_path / "default", "default")
+    hta = _findings(job, tmp_path / "hta", "hta")
+    assert "unclassified_communication" not in set(default["check"])
+    assert "unclassified_communication" in set(hta["check"])
+
+
+def test_errors_come_first(tmp_path):
+    findings = _findings(ht.faulty_job("negative_duration"), tmp_path)
+    order = {"error": 0, "warning": 1, "info": 2}
+    assert list(findings["severity"].map(order)) == sorted(findings["severity"].map(order))
+
+
+def test_real_traces_raise_no_error(hta_traces_dir):
+    """The real traces are healthy enough: no finding of severity "error" (no false alarm)."""
+    for folder in ("trace_filter", "df_index_resolver", "negative_queue_length_values_check",
+                   "nccl_parser_config", "ns_resolution_trace", "critical_path/alexnet",
+                   "amd_trace", "triton_example", "mtia_inference_trace", "cpu_only"):
+        trace = load_dir(hta_traces_dir / folder)
+        findings = th.combine({r: th.trace_health_rank(rt) for r, rt in trace.items()})
+        assert "error" not in set(findings["severity"]), (folder, findings.to_string())
