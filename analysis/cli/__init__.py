@@ -21,6 +21,8 @@ COMMANDS: dict[str, str] = {
     "schedule": "command",
     "pyspy": "commands",
     "memory": "command",
+    "check": "command",
+    "merge": "command",
 }
 
 
