@@ -188,3 +188,13 @@ def stream_summary(parts: Mapping[int, QueueLengthRank]) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame(columns=STREAM_SUMMARY_COLUMNS)
     return pd.concat(frames, ignore_index=True)
+
+
+def headline(streams: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: ``queue_empty_idle_pctg``, the share of its streams' spans during which a stream
+    had nothing queued and nothing running (summed over streams)."""
+    if streams.empty:
+        return pd.DataFrame(columns=["rank", "queue_empty_idle_pctg"])
+    g = streams.groupby("rank", sort=True)[["empty_idle", "span"]].sum()
+    pct = 100.0 * g["empty_idle"] / g["span"].where(g["span"] > 0)
+    return pd.DataFrame({"rank": g.index.to_numpy(), "queue_empty_idle_pctg": pct.to_numpy()})

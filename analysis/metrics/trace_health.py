@@ -134,7 +134,21 @@ def combine(parts: Mapping[int, RankHealth]) -> pd.DataFrame:
     table = pd.DataFrame(rows, columns=COLUMNS)
     order = table["severity"].map({s: i for i, s in enumerate(SEVERITIES)})
     table = table.assign(_o=order).sort_values(["_o", "rank", "check"], kind="stable")
-    return table.drop(columns="_o").reset_index(drop=True)
+    table = table.drop(columns="_o").reset_index(drop=True)
+    table.attrs["ranks"] = [int(r) for r in parts]
+    return table
+
+
+def headline(findings: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: ``health_errors`` and ``health_warnings`` (trace-wide findings count for every
+    rank), for the ``summary`` table."""
+    ranks = findings.attrs.get("ranks") or sorted(set(findings["rank"]) - {-1})
+    rows = []
+    for r in ranks:
+        mine = findings[findings["rank"].isin([r, -1])]
+        rows.append({"rank": r, "health_errors": int((mine["severity"] == "error").sum()),
+                     "health_warnings": int((mine["severity"] == "warning").sum())})
+    return pd.DataFrame(rows, columns=["rank", "health_errors", "health_warnings"])
 
 
 def exit_code(findings: pd.DataFrame) -> int:
