@@ -143,3 +143,14 @@ def test_bad_options(job, tmp_path):
         merge_traces(sources, tmp_path / "x.json.gz", ranks=[9])
     with pytest.raises(ConfigError, match="align"):
         merge_traces(sources, tmp_path / "x.json.gz", align="start")
+
+
+def test_facade_export(tmp_path):
+    from analysis.api import TraceAnalysis
+
+    ht.write_job(ht.healthy_job(ranks=2), tmp_path / "in")
+    ta = TraceAnalysis(tmp_path / "in", use_cache=False, progress=False)
+    out = ta.export_merged_trace(tmp_path / "all.json.gz", ranks=[1], gpu_only=True)
+    names = [e["args"]["name"] for e in _doc(tmp_path / "all.json.gz")["traceEvents"]
+             if e["name"] == "process_name"]
+    assert out == str(tmp_path / "all.json.gz") and names == ["rank 1 · GPU 0"]
