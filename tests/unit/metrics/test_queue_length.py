@@ -100,3 +100,16 @@ def test_no_launches_gives_empty_results():
     assert ql.time_series({0: part}) == {}
     assert ql.combine({0: part}) is None
     assert np.asarray(ql.stream_summary({0: part})).size == 0
+
+
+def test_default_counts_graph_launches_that_hta_does_not():
+    """Deviation: the default launch calls include cudaGraphLaunch (one call, many kernels)."""
+    rt = rank_trace(
+        [
+            ("cudaGraphLaunch", "cuda_runtime", 0, US, -1, 1),
+            ("g1", "kernel", 5 * US, 10 * US, 7, 1),
+            ("g2", "kernel", 15 * US, 10 * US, 7, 1),
+        ]
+    )
+    assert ql.queue_length_rank(rt).series["queue_length"].tolist() == [1, 2, 1, 0]
+    assert ql.time_series({0: ql.queue_length_rank(rt, patterns="hta")}) == {}
