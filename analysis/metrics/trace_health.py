@@ -92,17 +92,16 @@ def trace_health_rank(
              "or fails on it (CPU-only trace, or CUDA activities not recorded)", f"{len(ev)} events")
         )
         return health
-    names = ev["name"].astype(str).to_numpy()
     kinds = np.asarray(pat.classify(ev["name"]))
     for check in (hc.zero_duration, hc.stream_overlap, hc.correlation_links, hc.missing_flows,
                   hc.gpu_stops_early):
         health.findings += check(rt)
-    health.findings += hc.classification(ev, names, kinds, gpu, pat.name, COMM_LIKE)
-    health.collectives = _collective_kernels(ev, names, kinds)
+    health.findings += hc.classification(ev, kinds, gpu, pat.name, COMM_LIKE)
+    health.collectives = _collective_kernels(ev, kinds)
     return health
 
 
-def _collective_kernels(ev, names, kinds) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _collective_kernels(ev, kinds) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Communication kernels by name (point-to-point left out): (starts, ends) in time order, ns."""
     comm = kernel_like_mask(ev) & (kinds == "COMMUNICATION")
     if not comm.any():
@@ -110,7 +109,7 @@ def _collective_kernels(ev, names, kinds) -> dict[str, tuple[np.ndarray, np.ndar
     ts = ev["ts"].to_numpy()[comm]
     end = ts + ev["dur"].to_numpy()[comm]
     out = {}
-    frame = pd.DataFrame({"name": names[comm], "ts": ts, "end": end})
+    frame = pd.DataFrame({"name": hc.names_of(ev, comm), "ts": ts, "end": end})
     for name, df in frame.groupby("name", sort=True):
         if _P2P.search(name):
             continue

@@ -32,6 +32,13 @@ _RECORD_COUNTS = re.compile(r"([A-Za-z][A-Za-z \-]*?)\s*=\s*(\d+)")
 _RECORD_COUNTS_OK = {"Blocklisted runtime", "Out-of-range"}
 
 
+def names_of(ev: pd.DataFrame, mask: np.ndarray) -> np.ndarray:
+    """The names (str) of the rows in ``mask``, without converting the whole column."""
+    cat = ev["name"].cat
+    categories = np.append(np.asarray(cat.categories, dtype=object).astype(str), "")
+    return categories[cat.codes.to_numpy()[mask]]
+
+
 def _us(ns) -> str:
     return f"{float(ns) / 1000.0:,.1f} µs"
 
@@ -85,9 +92,8 @@ def negative_duration(rt: RankTrace) -> list[tuple]:
     bad = dur < 0
     if not bad.any():
         return []
-    names = rt.events["name"].astype(str).to_numpy()[bad]
     return [("error", "negative_duration", f"{int(bad.sum())} events end before they start",
-             _top(names))]
+             _top(names_of(rt.events, bad)))]
 
 
 def zero_duration(rt: RankTrace) -> list[tuple]:
@@ -96,7 +102,7 @@ def zero_duration(rt: RankTrace) -> list[tuple]:
     if not zero.any():
         return []
     return [("info", "zero_duration", f"{int(zero.sum())} GPU events last 0 ns (HTA counts them "
-             "as 1 µs in its memory bandwidth)", _top(ev["name"].astype(str).to_numpy()[zero]))]
+             "as 1 µs in its memory bandwidth)", _top(names_of(ev, zero)))]
 
 
 def timestamp_resolution(rt: RankTrace) -> list[tuple]:
@@ -155,7 +161,6 @@ def correlation_links(rt: RankTrace) -> list[tuple]:
     gpu = kernel_like_mask(ev) & (corr >= 0)
     cpu = runtime_mask(ev) & (corr >= 0)
     launches = cpu & ev["name"].isin(DEFAULT_LAUNCH_APIS.names(True)).to_numpy()
-    names = ev["name"].astype(str).to_numpy()
     out = []
     orphans = gpu & ~np.isin(corr, corr[cpu])
     if orphans.any():
@@ -165,7 +170,7 @@ def correlation_links(rt: RankTrace) -> list[tuple]:
                     f"{int(orphans.sum())} GPU events ({100 * share:.1f} %) have no launching "
                     "runtime call in the trace (launched before the profiler started, or CPU "
                     "events dropped): launch statistics and the analysed window leave them out",
-                    _top(names[orphans])))
+                    _top(names_of(ev, orphans))))
     idle_launches = launches & ~np.isin(corr, corr[gpu])
     if idle_launches.any():
         share = idle_launches.sum() / launches.sum()
@@ -173,7 +178,7 @@ def correlation_links(rt: RankTrace) -> list[tuple]:
                     "launches_without_kernels",
                     f"{int(idle_launches.sum())} launch calls ({100 * share:.1f} %) have no GPU "
                     "event (still queued when the profiler stopped, or GPU events dropped)",
-                    _top(names[idle_launches])))
+                    _top(names_of(ev, idle_launches))))
     return out
 
 
@@ -205,23 +210,26 @@ def gpu_stops_early(rt: RankTrace) -> list[tuple]:
              "before the end")]
 
 
-def classification(ev, names, kinds, gpu, pattern_name: str, comm_like) -> list[tuple]:
+def classification(ev, kinds, gpu, pattern_name: str, comm_like) -> list[tuple]:
     """Communication-looking kernels not classified COMMUNICATION; kernels classified as OTHER."""
     kernels = gpu & ev["cat"].isin(("kernel",)).to_numpy()
     dur = ev["dur"].to_numpy()
     out = []
-    looks = np.array([bool(comm_like.search(n)) for n in names]) if len(names) else np.zeros(0, bool)
+    # each distinct name once (names are categorical in the model)
+    cat = ev["name"].cat
+    per_name = np.array([bool(comm_like.search(str(c))) for c in cat.categories] + [False])
+    looks = per_name[cat.codes.to_numpy()]
     missed = kernels & looks & (kinds != "COMMUNICATION")
     if missed.any():
         out.append(("warning", "unclassified_communication",
                     f"{int(missed.sum())} kernels look like communication but the '{pattern_name}' "
                     "kernel patterns do not classify them as COMMUNICATION: overlap and the kernel "
                     "breakdown count them as computation (extend the patterns)",
-                    f"{_top(names[missed])}; {_us(dur[missed].sum())} in all"))
+                    f"{_top(names_of(ev, missed))}; {_us(dur[missed].sum())} in all"))
     other = kernels & (kinds == "OTHER")
     if other.any():
         out.append(("info", "unclassified_kernels", f"{int(other.sum())} kernels are classified "
-                    f"as OTHER by the '{pattern_name}' patterns", _top(names[other])))
+                    f"as OTHER by the '{pattern_name}' patterns", _top(names_of(ev, other))))
     return out
 
 

@@ -9,6 +9,7 @@ import pytest
 from trace_helpers import load_dir
 
 from analysis.kineto.loader import load_trace
+from analysis.kineto.parse import parse_trace_bytes
 from analysis.metrics import trace_health as th
 from analysis.testing import health_traces as ht
 
@@ -99,3 +100,8 @@ def test_real_traces_raise_no_error(hta_traces_dir):
         trace = load_dir(hta_traces_dir / folder)
         findings = th.combine({r: th.trace_health_rank(rt) for r, rt in trace.items()})
         assert "error" not in set(findings["severity"]), (folder, findings.to_string())
+    tracelens = hta_traces_dir.parent / "tracelens"
+    for path in sorted(tracelens.glob("*/*.json.gz")):  # H100 and MI300 traces of TraceLens
+        rt = parse_trace_bytes(path.read_bytes(), str(path))
+        findings = th.combine({0: th.trace_health_rank(rt)})
+        assert "error" not in set(findings["severity"]), (path.name, findings.to_string())
