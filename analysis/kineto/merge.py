@@ -42,13 +42,37 @@ PID_STRIDE = 1000  # pids per rank in the merged trace
 FLOW_ID_STRIDE = 10**12  # flow ids per rank (Kineto's are correlation ids, far below this)
 _GPU_CATS = frozenset(("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset",
                        "cuda_sync", "gpu_user_annotation", "mtia_ccp_events"))
+_RUNTIME_CATS = frozenset(("cuda_runtime", "cuda_driver", "Runtime"))
 _FLOW_PHASES = frozenset(("s", "t", "f"))
 _PROCESS_META = frozenset(("process_name", "process_sort_index", "process_labels"))
 _STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 # the default kernel patterns' communication kernels, for clock alignment
 _COMM = re.compile(r"^nccl|ncclKernel|^rccl|^hccl|cross_device_reduce|(?i:nvshmem)")
-_DECODER = msgspec.json.Decoder(float_hook=Decimal)  # exact timestamps
 _ENCODER = msgspec.json.Encoder(decimal_format="number")
+
+
+class _Args(msgspec.Struct, gc=False):
+    stream: Any = None
+    correlation: Any = None
+
+
+class _Fields(msgspec.Struct, gc=False):
+    """The fields the merge looks at; every event is also kept whole as raw JSON values."""
+
+    ph: Any = None
+    name: Any = None
+    cat: Any = None
+    pid: Any = None
+    ts: Any = None  # float µs: for choosing events only, never written back
+    dur: Any = None
+    id: Any = None
+    args: _Args | None = None
+
+
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_FIELDS = msgspec.json.Decoder(list[_Fields])
+_RAW_EVENTS = msgspec.json.Decoder(list[dict[str, msgspec.Raw]])
+_NO_ARGS = _Args()
 
 
 @dataclass
@@ -63,91 +87,122 @@ class MergedRank:
     events: int = 0  # events written (metadata included)
 
 
-def _is_gpu_event(e: dict) -> bool:
-    args = e.get("args")
-    return e.get("cat") in _GPU_CATS or (isinstance(args, dict) and "stream" in args
-                                          and e.get("cat") not in ("cuda_runtime", "cuda_driver"))
+@dataclass
+class _RankDoc:
+    top: dict[str, Any]  # the rank's top-level keys but traceEvents, decoded
+    fields: list[_Fields]
+    raw: list[dict[str, msgspec.Raw]]  # the same events, every value as written
 
 
-def _ns(value) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
-        return None
-    return int(Decimal(value) * 1000)
+def _decode(data: bytes, source: str) -> _RankDoc:
+    if data[:2] == b"\x1f\x8b":
+        data = igzip.decompress(data)
+    try:
+        top = _TOP.decode(data)
+        events = top.pop("traceEvents")
+        fields, raw = _FIELDS.decode(events), _RAW_EVENTS.decode(events)
+        rest = {k: msgspec.json.decode(v) for k, v in top.items()}
+    except (msgspec.DecodeError, KeyError) as exc:
+        raise CorruptTraceError(source, f"not a Kineto trace document ({exc})") from None
+    return _RankDoc(rest, fields, raw)
 
 
-def _first_collective_end_ns(events: list[dict]) -> int | None:
+def _is_gpu(f: _Fields) -> bool:
+    args = f.args or _NO_ARGS
+    return f.cat in _GPU_CATS or (args.stream is not None and f.cat not in _RUNTIME_CATS)
+
+
+def _exact_ns(raw: msgspec.Raw | None) -> int:
+    return int(Decimal(bytes(raw).decode()) * 1000) if raw is not None else 0
+
+
+def _first_collective_end_ns(doc: _RankDoc) -> int | None:
     ends = [
-        _ns(e["ts"]) + _ns(e.get("dur", 0))
-        for e in events
-        if e.get("ph") == "X" and _is_gpu_event(e) and _COMM.search(str(e.get("name", "")))
-        and _ns(e.get("ts")) is not None and _ns(e.get("dur", 0)) is not None
+        _exact_ns(r.get("ts")) + _exact_ns(r.get("dur"))
+        for f, r in zip(doc.fields, doc.raw, strict=True)
+        if f.ph == "X" and _is_gpu(f) and isinstance(f.name, str) and _COMM.search(f.name)
+        and isinstance(f.ts, int | float)
     ]
     return min(ends) if ends else None
 
 
-def _step_filter(events: list[dict], steps: set[int], rank: int) -> list[dict]:
+def _step_keep(doc: _RankDoc, steps: set[int], rank: int) -> list[bool]:
     """CPU events starting inside the chosen steps, the GPU events and flows they launched."""
     spans = [
-        (_ns(e["ts"]), _ns(e["ts"]) + _ns(e.get("dur", 0)))
-        for e in events
-        if e.get("ph") == "X" and (m := _STEP.match(str(e.get("name", "")))) and
-        int(m.group(1)) in steps and _ns(e.get("ts")) is not None
+        (f.ts, f.ts + (f.dur or 0))
+        for f in doc.fields
+        if f.ph == "X" and isinstance(f.name, str) and (m := _STEP.match(f.name))
+        and int(m.group(1)) in steps and isinstance(f.ts, int | float)
     ]
     if not spans:
         warnings.warn(f"rank {rank}: none of the profiler steps {sorted(steps)} is in the trace; "
                       "only its metadata is written", stacklevel=4)
     lo, hi = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else (1, 0)
 
-    def in_window(e) -> bool:
-        ts = _ns(e.get("ts"))
-        return ts is not None and lo <= ts < hi
+    def in_window(f: _Fields) -> bool:
+        return isinstance(f.ts, int | float) and lo <= f.ts < hi
 
     correlations = {
-        (e.get("args") or {}).get("correlation")
-        for e in events
-        if e.get("ph") == "X" and not _is_gpu_event(e) and in_window(e)
+        (f.args or _NO_ARGS).correlation
+        for f in doc.fields
+        if f.ph == "X" and not _is_gpu(f) and in_window(f)
     } - {None}
 
-    def keep(e) -> bool:
-        ph = e.get("ph")
-        if ph == "M":
+    def keep(f: _Fields) -> bool:
+        if f.ph == "M":
             return True
-        if ph in _FLOW_PHASES:
-            return e.get("id") in correlations
-        if _is_gpu_event(e):
-            return (e.get("args") or {}).get("correlation") in correlations
-        return in_window(e)
+        if f.ph in _FLOW_PHASES:
+            return f.id in correlations
+        if _is_gpu(f):
+            return (f.args or _NO_ARGS).correlation in correlations
+        return in_window(f)
 
-    return [e for e in events if keep(e)]
+    return [keep(f) for f in doc.fields]
 
 
-def _rank_events(doc: dict, rank: int, info: MergedRank, *, steps, gpu_only) -> list[dict]:
-    events = [e for e in doc.get("traceEvents") or [] if isinstance(e, dict)]
+_PLAIN = (int, str, float, type(None))
+
+
+def _hashable(value):
+    return value if value.__class__ in _PLAIN else repr(value)
+
+
+def _rank_events(doc: _RankDoc, rank: int, info: MergedRank, *, steps, gpu_only) -> list[dict]:
+    fields, raws = doc.fields, doc.raw
     if steps is not None:
-        events = _step_filter(events, set(steps), rank)
-    gpu_pids = {e.get("pid") for e in events if _is_gpu_event(e)}
+        keep = _step_keep(doc, set(steps), rank)
+        fields = [f for f, k in zip(fields, keep, strict=True) if k]
+        raws = [r for r, k in zip(raws, keep, strict=True) if k]
+    pids = [_hashable(f.pid) for f in fields]
+    gpu_pids = {p for f, p in zip(fields, pids, strict=True) if _is_gpu(f)}
     if gpu_only:
-        events = [e for e in events if e.get("pid") in gpu_pids and e.get("ph") not in _FLOW_PHASES]
-    old_pids = list(dict.fromkeys(e.get("pid") for e in events))
+        keep = [p in gpu_pids and f.ph not in _FLOW_PHASES for f, p in zip(fields, pids, strict=True)]
+        fields = [f for f, k in zip(fields, keep, strict=True) if k]
+        raws = [r for r, k in zip(raws, keep, strict=True) if k]
+        pids = [p for p, k in zip(pids, keep, strict=True) if k]
+    old_pids = list(dict.fromkeys(pids))
     if len(old_pids) >= PID_STRIDE:
         raise ConfigError(f"rank {rank} has {len(old_pids)} processes; at most {PID_STRIDE - 1}")
     new_pid = {old: rank * PID_STRIDE + i for i, old in enumerate(old_pids)}
-    info.pids = {v: k for k, v in new_pid.items()}
+    new_raw = {old: msgspec.Raw(str(pid).encode()) for old, pid in new_pid.items()}
+    info.pids = dict(zip(new_pid.values(), new_pid.keys(), strict=True))
     shift = Decimal(info.shift_ns) / 1000
-    out = []
-    names = {}
-    for e in events:
-        if e.get("ph") == "M" and e.get("name") in _PROCESS_META:
-            if e.get("name") == "process_name":
-                names[e.get("pid")] = (e.get("args") or {}).get("name")
+    offset = info.flow_id_offset
+    out, names = [], {}
+    # the decoded dicts are this function's own: rewritten in place
+    for f, raw, pid in zip(fields, raws, pids, strict=True):
+        ph = f.ph
+        if ph == "M" and f.name in _PROCESS_META:
+            if f.name == "process_name" and "args" in raw:
+                args = msgspec.json.decode(raw["args"])
+                names[pid] = args.get("name") if isinstance(args, dict) else None
             continue
-        e = dict(e)
-        e["pid"] = new_pid[e.get("pid")]
-        if shift and isinstance(e.get("ts"), int | Decimal) and not isinstance(e.get("ts"), bool):
-            e["ts"] = e["ts"] + shift
-        if e.get("ph") in _FLOW_PHASES and isinstance(e.get("id"), int):
-            e["id"] = e["id"] + info.flow_id_offset
-        out.append(e)
+        raw["pid"] = new_raw[pid]
+        if shift and f.ts.__class__ in (int, float):
+            raw["ts"] = msgspec.Raw(_ENCODER.encode(Decimal(bytes(raw["ts"]).decode()) + shift))
+        if ph in _FLOW_PHASES and f.id.__class__ is int:
+            raw["id"] = msgspec.Raw(str(f.id + offset).encode())
+        out.append(raw)
     cpu_pids = [p for p in old_pids if p not in gpu_pids and isinstance(p, int)]
     for old, pid in new_pid.items():
         if old in gpu_pids:
@@ -155,7 +210,7 @@ def _rank_events(doc: dict, rank: int, info: MergedRank, *, steps, gpu_only) -> 
         elif isinstance(old, int):
             label = "CPU" if len(cpu_pids) == 1 else f"CPU (pid {old})"
         else:
-            label = str(old) or "unnamed"
+            label = str(old) if old not in (None, "") else "unnamed"
         args = {"name": f"rank {rank} · {label}"}
         if names.get(old):
             args["original_name"] = names[old]
@@ -187,17 +242,12 @@ def merge_traces(
     missing = [r for r in chosen if r not in sources]
     if missing:
         raise ConfigError(f"ranks {missing} are not in the trace; ranks present: {sorted(sources)}")
-    docs = {}
-    for r in chosen:
-        data = read_trace_bytes(sources[r], storage_options)
-        doc = _DECODER.decode(igzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
-        if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-            raise CorruptTraceError(sources[r], "not a Kineto trace document (no traceEvents list)")
-        docs[r] = doc
     infos = {r: MergedRank(rank=r, source=str(sources[r]), flow_id_offset=(r + 1) * FLOW_ID_STRIDE)
              for r in chosen}
     if align == "first_collective" and chosen:
-        ends = {r: _first_collective_end_ns(d["traceEvents"]) for r, d in docs.items()}
+        # one pass to find the first collectives (ranks are read again, one at a time, to write)
+        ends = {r: _first_collective_end_ns(_decode(read_trace_bytes(sources[r], storage_options),
+                                                    sources[r])) for r in chosen}
         ref = next((ends[r] for r in chosen if ends[r] is not None), None)
         for r in chosen:
             if ends[r] is None or ref is None:
@@ -205,11 +255,12 @@ def merge_traces(
                               stacklevel=2)
             else:
                 infos[r].shift_ns = ref - ends[r]
-    _write(out_path, docs, infos, steps=steps, gpu_only=gpu_only)
+    _write(out_path, sources, infos, steps=steps, gpu_only=gpu_only,
+           storage_options=storage_options)
     return [infos[r] for r in chosen]
 
 
-def _write(out_path, docs, infos, *, steps, gpu_only) -> None:
+def _write(out_path, sources, infos, *, steps, gpu_only, storage_options) -> None:
     import fsspec  # the kineto layer's I/O dependency; imported only when writing
 
     merged_meta = {}
@@ -217,51 +268,56 @@ def _write(out_path, docs, infos, *, steps, gpu_only) -> None:
         with fsspec.open(str(out_path), "wb") as raw, igzip.open(raw, "wb") as out:
             out.write(b'{"displayTimeUnit":"ms","traceEvents":[')
             first = True
-            for r, doc in docs.items():
-                events = _rank_events(doc, r, infos[r], steps=steps, gpu_only=gpu_only)
+            for r, info in infos.items():
+                doc = _decode(read_trace_bytes(sources[r], storage_options), sources[r])
+                events = _rank_events(doc, r, info, steps=steps, gpu_only=gpu_only)
                 if events:
                     body = _ENCODER.encode(events)[1:-1]
                     out.write(body if first else b"," + body)
                     first = False
-                top = {k: v for k, v in doc.items() if k != "traceEvents"}
                 merged_meta[str(r)] = {
-                    "source": infos[r].source, "pids": {str(k): v for k, v in infos[r].pids.items()},
-                    "flow_id_offset": infos[r].flow_id_offset, "shift_ns": infos[r].shift_ns,
-                    "top": top,
+                    "source": info.source, "pids": {str(k): v for k, v in info.pids.items()},
+                    "flow_id_offset": info.flow_id_offset, "shift_ns": info.shift_ns,
+                    "top": doc.top,
                 }
             out.write(b'],"mergedRanks":' + _ENCODER.encode(merged_meta) + b"}")
     except OSError as exc:
         raise ExportError(out_path, f"cannot write the merged trace ({exc})") from None
 
 
-def split_merged_trace(data: bytes, source: str = "merged trace") -> dict[int, dict]:
-    """Each rank's document back from a merged trace: original pids, flow ids and top-level keys
-    (timestamps stay shifted if the merge aligned clocks; process-name metadata is the merge's)."""
-    if data[:2] == b"\x1f\x8b":
-        data = igzip.decompress(data)
-    doc = _DECODER.decode(data)
-    merged = doc.get("mergedRanks") if isinstance(doc, dict) else None
+def split_merged_trace(data: bytes, source: str = "merged trace") -> dict[int, bytes]:
+    """Each rank's document (JSON bytes) back from a merged trace: original pids, flow ids and
+    top-level keys (timestamps stay shifted if the merge aligned clocks; process-name metadata
+    is the merge's)."""
+    doc = _decode(data, source)
+    merged = doc.top.get("mergedRanks")
     if not isinstance(merged, dict):
         raise CorruptTraceError(source, "not a merged trace (no mergedRanks)")
     owner = {}
     for r, m in merged.items():
         for new, old in m["pids"].items():
-            owner[int(new)] = (int(r), old)
-    docs = {int(r): {**m["top"], "traceEvents": []} for r, m in merged.items()}
-    for e in doc["traceEvents"]:
-        rank, old = owner[e["pid"]]
-        e = dict(e, pid=old)
-        if e.get("ph") in _FLOW_PHASES and isinstance(e.get("id"), int):
-            e["id"] -= merged[str(rank)]["flow_id_offset"]
-        docs[rank]["traceEvents"].append(e)
-    return docs
+            owner[int(new)] = (int(r), msgspec.Raw(_ENCODER.encode(old)))
+    events: dict[int, list] = {int(r): [] for r in merged}
+    for f, raw in zip(doc.fields, doc.raw, strict=True):
+        if f.pid not in owner:
+            raise CorruptTraceError(source, f"event {f.name!r} has pid {f.pid!r}, which no rank owns")
+        rank, old = owner[f.pid]
+        raw = dict(raw)
+        raw["pid"] = old
+        if f.ph in _FLOW_PHASES and isinstance(f.id, int):
+            raw["id"] = msgspec.Raw(str(f.id - merged[str(rank)]["flow_id_offset"]).encode())
+        events[rank].append(raw)
+    return {
+        int(r): _ENCODER.encode({**m["top"], "traceEvents": events[int(r)]})
+        for r, m in merged.items()
+    }
 
 
 def read_merged_trace(data: bytes, source: str = "merged trace") -> Trace:
     """A merged trace parsed back into one ``RankTrace`` per rank."""
     ranks: dict[int, RankTrace] = {}
-    for r, doc in split_merged_trace(data, source).items():
-        rt = parse_trace_bytes(_ENCODER.encode(doc), f"{source}#rank{r}")
+    for r, text in split_merged_trace(data, source).items():
+        rt = parse_trace_bytes(text, f"{source}#rank{r}")
         rt.meta = RankMeta(**{**rt.meta.__dict__, "rank": r})
         ranks[r] = rt
     return Trace(ranks, source=source)
