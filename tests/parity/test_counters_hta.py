@@ -104,3 +104,19 @@ def test_negative_queue_length_values_check(hta_traces_dir, patterns):
         series = queue_length.queue_length_rank(rt, patterns=patterns).series
         assert len(series) > 0
         assert series["queue_length"].min() >= 0
+
+
+@pytest.mark.parametrize("method", ["get_queue_length_summary", "get_memory_bw_summary"])
+def test_facade_equals_hta(hta_traces_dir, method):
+    """Through TraceAnalysis (registry, window, ranks) with the HTA preset: HTA's summary."""
+    from analysis.api import TraceAnalysis
+
+    folder = hta_traces_dir / "trace_filter"
+    hta = hta_analysis(str(folder))
+    ta = TraceAnalysis(folder, kernel_patterns="hta", use_cache=False, progress=False)
+    theirs = _hta_or_skip(lambda: getattr(hta, method)([0, 1]))
+    pd.testing.assert_frame_equal(getattr(ta, method)(ranks=[0, 1]), theirs, check_dtype=False,
+                                  check_index_type=False)
+    # HTA's default is rank 0 only, ours the first rank present (here the same)
+    pd.testing.assert_frame_equal(getattr(ta, method)(), getattr(hta, method)(),
+                                  check_dtype=False, check_index_type=False)
