@@ -183,10 +183,21 @@ def correlation_links(rt: RankTrace) -> list[tuple]:
 
 
 def missing_flows(rt: RankTrace) -> list[tuple]:
-    if len(rt.flows):
+    """No flow events at all, or launches of GPU work that have no flow arrow."""
+    if not len(rt.flows):
+        return [("info", "missing_flows", "no flow events (ac2g): trace viewers cannot draw the "
+                 "CPU→GPU launch arrows; analyses use correlation ids instead", "")]
+    ev = rt.events
+    corr = ev["correlation"].to_numpy()
+    launches = (runtime_mask(ev) & ev["name"].isin(DEFAULT_LAUNCH_APIS.names(True)).to_numpy()
+                & np.isin(corr, corr[kernel_like_mask(ev)]))
+    starts = rt.flows.loc[rt.flows["ph"] == "s", "id"].to_numpy()
+    without = launches & ~np.isin(corr, starts)
+    if not without.any() or without.sum() <= UNLINKED_WARNING_SHARE * launches.sum():
         return []
-    return [("info", "missing_flows", "no flow events (ac2g): trace viewers cannot draw the "
-             "CPU→GPU launch arrows; analyses use correlation ids instead", "")]
+    return [("info", "missing_flows", f"{int(without.sum())} of {int(launches.sum())} launches "
+             "have no flow event: the trace viewer shows no arrow to their GPU work",
+             _top(names_of(ev, without)))]
 
 
 def gpu_stops_early(rt: RankTrace) -> list[tuple]:

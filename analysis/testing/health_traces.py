@@ -115,6 +115,11 @@ def _launches_without_kernels(job: Job) -> Job:
 
 def _missing_flows(job: Job) -> Job:
     job[0]["traceEvents"] = _events(job[0], lambda e: e.get("cat") != "ac2g")
+    # and on rank 1, the arrows of the copies only
+    copies = {e["args"]["correlation"] for e in job[1]["traceEvents"] if e["name"] == COPY}
+    job[1]["traceEvents"] = _events(
+        job[1], lambda e: not (e.get("cat") == "ac2g" and e["id"] in copies)
+    )
     return job
 
 

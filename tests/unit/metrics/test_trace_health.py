@@ -105,3 +105,10 @@ def test_real_traces_raise_no_error(hta_traces_dir):
         rt = parse_trace_bytes(path.read_bytes(), str(path))
         findings = th.combine({0: th.trace_health_rank(rt)})
         assert "error" not in set(findings["severity"]), (path.name, findings.to_string())
+
+
+def test_missing_flows_whole_or_partial(tmp_path):
+    findings = _findings(ht.faulty_job("missing_flows"), tmp_path)
+    hits = findings[findings["check"] == "missing_flows"].set_index("rank")
+    assert hits.loc[0, "message"].startswith("no flow events")
+    assert hits.loc[1, "message"].startswith("4 of 12 launches have no flow event")
