@@ -261,33 +261,28 @@ register(Analysis(
     headline=queue_length.headline,
 ))
 
-register(Analysis(
-    name="queue_length_summary",
-    method="get_queue_length_summary",
-    doc="HTA's queue-length summary: ``describe()`` of the queue length's change points per "
-        "``(rank, stream)``.",
-    rank_step=queue_length.queue_length_rank,
-    combine=queue_length.combine,
-    params=(Param("ranks", None, role="ranks"),),
-    default_ranks="first",
-    needs_gpu=True,
-    placement="none",
-    title="CUDA queue length summary",
-))
+def _hta_counter(name: str, method: str, doc: str, rank_step, combine) -> None:
+    """One of HTA's queue-length / memory-bandwidth methods: first rank by default, no section."""
+    register(Analysis(
+        name=name, method=method, doc=doc, rank_step=rank_step, combine=combine,
+        params=(Param("ranks", None, role="ranks"),), default_ranks="first", needs_gpu=True,
+        placement="none", title=doc.split(":")[0].removeprefix("HTA's "),
+    ))
 
-register(Analysis(
-    name="queue_length_time_series",
-    method="get_queue_length_time_series",
-    doc="HTA's queue-length time series: ``{rank: DataFrame[ts (µs), pid, tid, stream, "
-        "queue_length]}``, one row per change.",
-    rank_step=queue_length.queue_length_rank,
-    combine=queue_length.time_series,
-    params=(Param("ranks", None, role="ranks"),),
-    default_ranks="first",
-    needs_gpu=True,
-    placement="none",
-    title="CUDA queue length time series",
-))
+
+_hta_counter(
+    "queue_length_summary", "get_queue_length_summary",
+    "HTA's CUDA queue length summary: ``describe()`` of the queue length's change points per "
+    "``(rank, stream)``.",
+    queue_length.queue_length_rank, queue_length.combine,
+)
+
+_hta_counter(
+    "queue_length_time_series", "get_queue_length_time_series",
+    "HTA's CUDA queue length time series: ``{rank: DataFrame[ts (µs), pid, tid, stream, "
+    "queue_length]}``, one row per change.",
+    queue_length.queue_length_rank, queue_length.time_series,
+)
 
 register(Analysis(
     name="memory_bandwidth",
@@ -308,30 +303,16 @@ register(Analysis(
     tables=lambda df: {"memcpy_summary": df},
 ))
 
-register(Analysis(
-    name="memory_bw_summary",
-    method="get_memory_bw_summary",
-    doc="HTA's memory bandwidth summary: ``describe()`` of the positive bandwidth values (GB/s) "
-        "per ``(rank, name)``.",
-    rank_step=memory_bandwidth.memory_bandwidth_rank,
-    combine=memory_bandwidth.combine,
-    params=(Param("ranks", None, role="ranks"),),
-    default_ranks="first",
-    needs_gpu=True,
-    placement="none",
-    title="Memory bandwidth summary",
-))
+_hta_counter(
+    "memory_bw_summary", "get_memory_bw_summary",
+    "HTA's memory bandwidth summary: ``describe()`` of the positive bandwidth values (GB/s) per "
+    "``(rank, name)``.",
+    memory_bandwidth.memory_bandwidth_rank, memory_bandwidth.combine,
+)
 
-register(Analysis(
-    name="memory_bw_time_series",
-    method="get_memory_bw_time_series",
-    doc="HTA's memory bandwidth time series: ``{rank: DataFrame[ts (µs), pid, name, "
-        "memory_bw_gbps]}``, one row per change.",
-    rank_step=memory_bandwidth.memory_bandwidth_rank,
-    combine=memory_bandwidth.time_series,
-    params=(Param("ranks", None, role="ranks"),),
-    default_ranks="first",
-    needs_gpu=True,
-    placement="none",
-    title="Memory bandwidth time series",
-))
+_hta_counter(
+    "memory_bw_time_series", "get_memory_bw_time_series",
+    "HTA's memory bandwidth time series: ``{rank: DataFrame[ts (µs), pid, name, "
+    "memory_bw_gbps]}``, one row per change.",
+    memory_bandwidth.memory_bandwidth_rank, memory_bandwidth.time_series,
+)

@@ -161,25 +161,25 @@ def correlation_links(rt: RankTrace) -> list[tuple]:
     gpu = kernel_like_mask(ev) & (corr >= 0)
     cpu = runtime_mask(ev) & (corr >= 0)
     launches = cpu & ev["name"].isin(DEFAULT_LAUNCH_APIS.names(True)).to_numpy()
-    out = []
     orphans = gpu & ~np.isin(corr, corr[cpu])
-    if orphans.any():
-        share = orphans.sum() / gpu.sum()
-        out.append(("warning" if share > UNLINKED_WARNING_SHARE else "info",
-                    "kernels_without_launch",
-                    f"{int(orphans.sum())} GPU events ({100 * share:.1f} %) have no launching "
-                    "runtime call in the trace (launched before the profiler started, or CPU "
-                    "events dropped): launch statistics and the analysed window leave them out",
-                    _top(names_of(ev, orphans))))
     idle_launches = launches & ~np.isin(corr, corr[gpu])
-    if idle_launches.any():
-        share = idle_launches.sum() / launches.sum()
-        out.append(("warning" if share > UNLINKED_WARNING_SHARE else "info",
-                    "launches_without_kernels",
-                    f"{int(idle_launches.sum())} launch calls ({100 * share:.1f} %) have no GPU "
-                    "event (still queued when the profiler stopped, or GPU events dropped)",
-                    _top(names_of(ev, idle_launches))))
-    return out
+    out = [
+        _unlinked(ev, orphans, gpu, "kernels_without_launch", "GPU events", "have no launching "
+                  "runtime call in the trace (launched before the profiler started, or CPU events "
+                  "dropped): launch statistics and the analysed window leave them out"),
+        _unlinked(ev, idle_launches, launches, "launches_without_kernels", "launch calls", "have "
+                  "no GPU event (still queued when the profiler stopped, or GPU events dropped)"),
+    ]
+    return [f for f in out if f is not None]
+
+
+def _unlinked(ev, unlinked, among, check: str, what: str, says: str) -> tuple | None:
+    """A finding for the ``unlinked`` rows out of ``among``: a warning above the share."""
+    if not unlinked.any():
+        return None
+    share = unlinked.sum() / among.sum()
+    return ("warning" if share > UNLINKED_WARNING_SHARE else "info", check,
+            f"{int(unlinked.sum())} {what} ({100 * share:.1f} %) {says}", _top(names_of(ev, unlinked)))
 
 
 def missing_flows(rt: RankTrace) -> list[tuple]:

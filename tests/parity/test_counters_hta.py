@@ -46,53 +46,35 @@ def _assert_series_equal(ours: pd.DataFrame, theirs: pd.DataFrame, origin: float
             assert (a == b).all(), column
 
 
+# (metric module, its per-rank step, HTA's time-series method, HTA's summary method)
+COUNTERS = {
+    "queue_length": (queue_length, queue_length.queue_length_rank,
+                     "get_queue_length_time_series", "get_queue_length_summary"),
+    "memory_bandwidth": (memory_bandwidth, memory_bandwidth.memory_bandwidth_rank,
+                         "get_memory_bw_time_series", "get_memory_bw_summary"),
+}
+
+
+@pytest.mark.parametrize("counter", sorted(COUNTERS))
 @pytest.mark.parametrize("trace_dir", parity_dirs(), indirect=True)
-def test_queue_length_equals_hta(trace_dir):
+def test_series_and_summary_equal_hta(trace_dir, counter):
+    module, rank_step, series_method, summary_method = COUNTERS[counter]
     hta = hta_analysis(str(trace_dir))
     full = load_dir(trace_dir)
     window = profiler_step_window(full)
     ranks = hta.t.get_ranks()
-    theirs = _hta_or_skip(lambda: hta.get_queue_length_time_series(ranks))
-    parts = {
-        r: queue_length.queue_length_rank(window[r], patterns="hta", rounding="hta")
-        for r in ranks
-    }
-    ours = queue_length.time_series(parts)
+    theirs = _hta_or_skip(lambda: getattr(hta, series_method)(ranks))
+    parts = {r: rank_step(window[r], patterns="hta", rounding="hta") for r in ranks}
+    ours = module.time_series(parts)
     assert sorted(ours) == sorted(theirs)
     for rank in theirs:
-        _assert_series_equal(ours[rank], theirs[rank], _hta_origin_us(full),
-                             queue_length.SERIES_COLUMNS)
-    summary = _hta_or_skip(lambda: hta.get_queue_length_summary(ranks))
+        _assert_series_equal(ours[rank], theirs[rank], _hta_origin_us(full), module.SERIES_COLUMNS)
+    summary = _hta_or_skip(lambda: getattr(hta, summary_method)(ranks))
     if summary is None:
-        assert queue_length.combine(parts) is None
+        assert module.combine(parts) is None
     else:
         pd.testing.assert_frame_equal(
-            queue_length.combine(parts), summary, check_dtype=False, check_index_type=False
-        )
-
-
-@pytest.mark.parametrize("trace_dir", parity_dirs(), indirect=True)
-def test_memory_bandwidth_equals_hta(trace_dir):
-    hta = hta_analysis(str(trace_dir))
-    full = load_dir(trace_dir)
-    window = profiler_step_window(full)
-    ranks = hta.t.get_ranks()
-    theirs = _hta_or_skip(lambda: hta.get_memory_bw_time_series(ranks))
-    parts = {
-        r: memory_bandwidth.memory_bandwidth_rank(window[r], patterns="hta", rounding="hta")
-        for r in ranks
-    }
-    ours = memory_bandwidth.time_series(parts)
-    assert sorted(ours) == sorted(theirs)
-    for rank in theirs:
-        _assert_series_equal(ours[rank], theirs[rank], _hta_origin_us(full),
-                             memory_bandwidth.SERIES_COLUMNS)
-    summary = _hta_or_skip(lambda: hta.get_memory_bw_summary(ranks))
-    if summary is None:
-        assert memory_bandwidth.combine(parts) is None
-    else:
-        pd.testing.assert_frame_equal(
-            memory_bandwidth.combine(parts), summary, check_dtype=False, check_index_type=False
+            module.combine(parts), summary, check_dtype=False, check_index_type=False
         )
 
 
