@@ -37,6 +37,7 @@ from analysis.errors import ConfigError, CorruptTraceError, ExportError
 from analysis.kineto.model import RankMeta, RankTrace, Trace
 from analysis.kineto.parse import parse_trace_bytes
 from analysis.kineto.sources import read_trace_bytes
+from analysis.kineto.steps import STEP_PATTERN
 
 PID_STRIDE = 1000  # pids per rank in the merged trace
 FLOW_ID_STRIDE = 10**12  # flow ids per rank (Kineto's are correlation ids, far below this)
@@ -45,7 +46,7 @@ _GPU_CATS = frozenset(("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset",
 _RUNTIME_CATS = frozenset(("cuda_runtime", "cuda_driver", "Runtime"))
 _FLOW_PHASES = frozenset(("s", "t", "f"))
 _PROCESS_META = frozenset(("process_name", "process_sort_index", "process_labels"))
-_STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+_STEP = re.compile(STEP_PATTERN)
 # the default kernel patterns' communication kernels, for clock alignment
 _COMM = re.compile(r"^nccl|ncclKernel|^rccl|^hccl|cross_device_reduce|(?i:nvshmem)")
 _ENCODER = msgspec.json.Encoder(decimal_format="number")
@@ -133,6 +134,7 @@ def _step_keep(doc: _RankDoc, steps: set[int], rank: int) -> list[bool]:
         for f in doc.fields
         if f.ph == "X" and isinstance(f.name, str) and (m := _STEP.match(f.name))
         and int(m.group(1)) in steps and isinstance(f.ts, int | float)
+        and not _is_gpu(f)  # the GPU-side copy of a step annotation is not a step
     ]
     if not spans:
         warnings.warn(f"rank {rank}: none of the profiler steps {sorted(steps)} is in the trace; "

@@ -154,3 +154,17 @@ def test_facade_export(tmp_path):
     names = [e["args"]["name"] for e in _doc(tmp_path / "all.json.gz")["traceEvents"]
              if e["name"] == "process_name"]
     assert out == str(tmp_path / "all.json.gz") and names == ["rank 1 · GPU 0"]
+
+
+def test_step_filter_ignores_the_gpu_side_copy_of_a_step(tmp_path):
+    job = ht.healthy_job(ranks=1)
+    # Kineto's GPU-side copy of ProfilerStep#2 runs late, over step 3's CPU events
+    job[0]["traceEvents"].append({"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#2",
+                                  "pid": ht.GPU_PID, "tid": 7, "ts": ht.T0_US + 1500, "dur": 900})
+    ht.write_job(job, tmp_path / "in")
+    merge_traces({0: str(tmp_path / "in" / "rank-0.pt.trace.json")}, tmp_path / "s.json.gz",
+                 steps=[2])
+    back = read_merged_trace((tmp_path / "s.json.gz").read_bytes())[0]
+    assert back.profiler_steps()["step"].tolist() == [2]
+    launches = back.events[back.events["cat"] == "cuda_runtime"]
+    assert len(launches) == 3  # step 2's three launches only
