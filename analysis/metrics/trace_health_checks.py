@@ -162,11 +162,17 @@ def correlation_links(rt: RankTrace) -> list[tuple]:
     cpu = runtime_mask(ev) & (corr >= 0)
     launches = cpu & ev["name"].isin(DEFAULT_LAUNCH_APIS.names(True)).to_numpy()
     orphans = gpu & ~np.isin(corr, corr[cpu])
+    # correlation ids grow with each call: ids below the first CPU call's were launched before the
+    # profiler started (the queue it found), which is normal; the others lost their CPU call
+    early = orphans & (corr < corr[cpu].min()) if cpu.any() else orphans
     idle_launches = launches & ~np.isin(corr, corr[gpu])
     out = [
-        _unlinked(ev, orphans, gpu, "kernels_without_launch", "GPU events", "have no launching "
-                  "runtime call in the trace (launched before the profiler started, or CPU events "
-                  "dropped): launch statistics and the analysed window leave them out"),
+        _unlinked(ev, orphans & ~early, gpu, "kernels_without_launch", "GPU events", "have no "
+                  "launching runtime call in the trace (CPU events dropped?): launch statistics "
+                  "and the analysed window leave them out"),
+        ("info", "kernels_without_launch", f"{int(early.sum())} GPU events were launched before "
+         "the profiler started (queued work it found); the analysed window leaves them out",
+         _top(names_of(ev, early))) if early.any() else None,
         _unlinked(ev, idle_launches, launches, "launches_without_kernels", "launch calls", "have "
                   "no GPU event (still queued when the profiler stopped, or GPU events dropped)"),
     ]
@@ -201,24 +207,39 @@ def missing_flows(rt: RankTrace) -> list[tuple]:
 
 
 def gpu_stops_early(rt: RankTrace) -> list[tuple]:
-    """The GPU falls silent while the CPU keeps launching: dropped events or a full buffer."""
+    """A stream falls silent while the thread(s) that launch onto it go on launching calls that have
+    no GPU event: GPU events were dropped (a full activity buffer)."""
     ev = rt.events
-    ts = ev["ts"].to_numpy()
-    gpu = kernel_like_mask(ev)
+    ts, tid = ev["ts"].to_numpy(), ev["tid"].to_numpy()
+    corr = ev["correlation"].to_numpy()
+    gpu = kernel_like_mask(ev) & (corr >= 0)
     launches = runtime_mask(ev) & ev["name"].isin(DEFAULT_LAUNCH_APIS.names(True)).to_numpy()
     if not gpu.any() or not launches.any():
         return []
-    gpu_end = int((ts + ev["dur"].to_numpy())[gpu].max())
-    late = launches & (ts > gpu_end)
+    launched = np.isin(corr, corr[gpu])
+    lost = launches & ~launched
     span = int(ts.max() - ts.min()) or 1
-    silent = int(ts[launches].max()) - gpu_end
-    if late.sum() < SILENT_MIN_LAUNCHES or silent < SILENT_SHARE * span:
+    gpu_events = pd.DataFrame({"pid": ev["pid"].to_numpy()[gpu], "stream": ev["stream"].to_numpy()[gpu],
+                               "corr": corr[gpu], "end": (ts + ev["dur"].to_numpy())[gpu]})
+    launch_tid = pd.Series(tid[launches & launched], index=corr[launches & launched])
+    launch_tid = launch_tid[~launch_tid.index.duplicated()]
+    silent_streams = []
+    for (_, stream), df in gpu_events.groupby(["pid", "stream"], sort=True):
+        end = int(df["end"].max())
+        threads = launch_tid.reindex(df["corr"].to_numpy()).dropna().unique()
+        late = lost & np.isin(tid, threads) & (ts > end)
+        if late.sum() < SILENT_MIN_LAUNCHES:
+            continue
+        silent = int(ts[late].max()) - end
+        if silent >= SILENT_SHARE * span:
+            silent_streams.append((int(stream), silent, int(late.sum())))
+    if not silent_streams:
         return []
-    return [("warning", "gpu_stops_early", f"the GPU events stop {_us(silent)} before the CPU's "
-             f"last launch, and {int(late.sum())} launches after that have no GPU event: GPU "
-             "events were dropped (full activity buffer?)",
-             f"last GPU event ends at {_us(gpu_end)}, {100 * silent / span:.0f} % of the span "
-             "before the end")]
+    return [("warning", "gpu_stops_early", f"{len(silent_streams)} stream(s) fall silent while "
+             "their launching threads go on launching work that never shows up on the GPU: GPU "
+             "events were dropped (full activity buffer?); the analyses miss that work",
+             "; ".join(f"stream {s}: silent for the last {_us(t)} ({100 * t / span:.0f} % of the "
+                       f"span), {n} launches without GPU event" for s, t, n in silent_streams))]
 
 
 def classification(ev, kinds, gpu, pattern_name: str, comm_like) -> list[tuple]:

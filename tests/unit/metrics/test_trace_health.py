@@ -112,3 +112,21 @@ def test_missing_flows_whole_or_partial(tmp_path):
     hits = findings[findings["check"] == "missing_flows"].set_index("rank")
     assert hits.loc[0, "message"].startswith("no flow events")
     assert hits.loc[1, "message"].startswith("4 of 12 launches have no flow event")
+
+
+def test_gpu_stops_early_names_the_silent_stream(tmp_path):
+    """Stream 20 loses its all-reduces while stream 7, launched by the same thread, goes on."""
+    findings = _findings(ht.faulty_job("gpu_stops_early"), tmp_path)
+    evidence = findings.loc[findings["check"] == "gpu_stops_early", "evidence"].tolist()
+    assert len(evidence) == 1 and evidence[0].startswith("stream 20: silent for the last")
+    assert "stream 7" not in evidence[0]
+
+
+def test_kernels_launched_before_the_profiler_started_are_info(tmp_path):
+    job = ht.healthy_job()
+    job[0]["traceEvents"] = [e for e in job[0]["traceEvents"]
+                             if not (e.get("cat") == "cuda_runtime"
+                                     and e["args"]["correlation"] == 1001)]
+    hits = _findings(job, tmp_path).query("check == 'kernels_without_launch'")
+    assert hits["severity"].tolist() == ["info"]
+    assert "before the profiler started" in hits["message"].iloc[0]
