@@ -164,7 +164,7 @@ def correlation_links(rt: RankTrace) -> list[tuple]:
     orphans = gpu & ~np.isin(corr, corr[cpu])
     # correlation ids grow with each call: ids below the first CPU call's were launched before the
     # profiler started (the queue it found), which is normal; the others lost their CPU call
-    early = orphans & (corr < corr[cpu].min()) if cpu.any() else orphans
+    early = orphans & (corr < corr[cpu].min()) if cpu.any() else np.zeros_like(orphans)
     idle_launches = launches & ~np.isin(corr, corr[gpu])
     out = [
         _unlinked(ev, orphans & ~early, gpu, "kernels_without_launch", "GPU events", "have no "
