@@ -21,6 +21,8 @@ kind (``Pinned``/``Pageable``/``Device``... as Kineto names it, e.g. ``Memcpy Ht
 Device)``): ``count``, ``bytes`` (sum of ``args.bytes``), ``time`` (µs, sum of durations), ``busy``
 (µs, union of the operations' intervals) and ``achieved_gbps`` = bytes / time (GB/s = bytes/ns),
 the duration-weighted average bandwidth.
+
+Where the default preset differs from HTA 0.5.0: docs/deviations.md.
 """
 
 from __future__ import annotations

@@ -13,11 +13,13 @@ Per rank (each a small pure function ``RankTrace → findings``):
 - ``unclassified_communication``: kernels that look like communication (NCCL/RCCL/HCCL, DeepEP,
   NVSHMEM, custom all-reduce... by ``COMM_LIKE``) that the active kernel patterns do not classify as
   COMMUNICATION; ``unclassified_kernels``: kernels classified as OTHER;
-- ``kernels_without_launch``: GPU events whose correlation id no CPU event carries;
+- ``kernels_without_launch``: GPU events whose correlation id no CPU event carries (info when
+  they were launched before the profiler started: ids below the first CPU call's);
   ``launches_without_kernels``: launch calls whose correlation id no GPU event carries;
-  ``missing_flows``: GPU events but no CPU→GPU flow events;
-- ``gpu_stops_early``: the GPU falls silent while the CPU goes on launching (dropped events or a full
-  activity buffer); ``kineto_warnings``: Kineto's own warnings/errors and non-zero record counts;
+  ``missing_flows``: no CPU→GPU flow events, or launches without one;
+- ``gpu_stops_early``: a stream falls silent while the thread(s) launching onto it go on launching
+  calls that have no GPU event (dropped events, a full activity buffer); ``kineto_warnings``:
+  Kineto's own warnings/errors and non-zero record counts;
   ``truncated_last_step``: the last ProfilerStep is much shorter than the others;
 - ``stream_overlap``: events on one stream that overlap (a stream runs one at a time);
   ``negative_duration`` (error), ``zero_duration``; ``timestamp_resolution`` (ns fractions).
