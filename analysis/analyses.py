@@ -263,10 +263,11 @@ register(Analysis(
 
 def _hta_counter(name: str, method: str, doc: str, rank_step, combine) -> None:
     """One of HTA's queue-length / memory-bandwidth methods: first rank by default, no section."""
+    title = doc.split(":")[0].removeprefix("HTA's ")
     register(Analysis(
         name=name, method=method, doc=doc, rank_step=rank_step, combine=combine,
         params=(Param("ranks", None, role="ranks"),), default_ranks="first", needs_gpu=True,
-        placement="none", title=doc.split(":")[0].removeprefix("HTA's "),
+        placement="none", title=title[:1].upper() + title[1:],
     ))
 
 
