@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from analysis.metrics import (
     comm_comp_overlap,
+    findings,
     idle_time_breakdown,
     kernel_breakdown,
     kernel_launch_stats,
@@ -65,6 +66,26 @@ register(Analysis(
     rank_step=profiler_steps.profiler_steps_rank,
     combine=profiler_steps.combine_step_ids,
     placement="none",
+))
+
+# ------------------------------------------------------------------------------- lead sections
+register(Analysis(
+    name="findings",
+    method="findings",
+    doc="What is wrong, ranked: one row per finding (severity, title, detail, metric, value, "
+        "threshold, evidence, suggestion); ``.attrs['not_run']`` says which checks could not run "
+        "and why. Rules and thresholds: docs/findings.md.",
+    params=(Param("ranks", "all", role="ranks"),),
+    placement="lead",
+    title="Findings",
+    how_to_read=(
+        "What the analyses below say is wrong, most severe first, each with its number, the table "
+        "or figure that shows it, and what usually fixes it. Checks that could not run on these "
+        "traces (missing data) are listed, never guessed."
+    ),
+    requires=findings.REQUIRES,
+    derive=findings.findings,
+    tables=lambda table: {"findings": table},
 ))
 
 # -------------------------------------------------------------------------------- sections
