@@ -269,6 +269,12 @@ class TraceAnalysis:
         frames = self.engine.map_ranks(_operators.operator_summary, self._select(ranks), top=top)
         return _operators.combine(frames)
 
+    def compare(self, other: TraceAnalysis, **options):
+        """This run (base) against ``other`` (test): ``analysis.comparison.compare(self, other)``."""
+        from analysis.comparison import compare
+
+        return compare(self, other, **options)
+
     # ------------------------------------------------------------------------------ HTA bridge
     @property
     def hta(self):

@@ -30,6 +30,20 @@ GPU_ANNOTATION_CATS = ("gpu_user_annotation",)
 
 def profiler_steps_rank(rt: RankTrace, *, rounding: Rounding = "exact") -> pd.DataFrame:
     """One rank's profiler steps, sorted by step number (see the module doc)."""
+    df = step_bounds_ns(rt, rounding=rounding)
+    return pd.DataFrame(
+        {
+            "rank": np.full(len(df), rt.rank, dtype=np.int64),
+            "step": df["step"].to_numpy(dtype=np.int64),
+            "start(us)": ns_to_us(df["start"].to_numpy()),
+            "end(us)": ns_to_us(df["end"].to_numpy()),
+            "duration(us)": ns_to_us(df["end"].to_numpy() - df["start"].to_numpy()),
+        }
+    )
+
+
+def step_bounds_ns(rt: RankTrace, *, rounding: Rounding = "exact") -> pd.DataFrame:
+    """One rank's profiler steps as ``step``, ``start``, ``end`` (integer ns, exact), sorted by step."""
     ev = rt.events
     names = ev["name"]
     cats = names.cat.categories if isinstance(names.dtype, pd.CategoricalDtype) else names.unique()
@@ -46,15 +60,7 @@ def profiler_steps_rank(rt: RankTrace, *, rounding: Rounding = "exact") -> pd.Da
     )
     df = pd.DataFrame({"step": steps, "start": start, "end": end})
     df = df.sort_values(["step", "start"], kind="stable").drop_duplicates("step", keep="first")
-    return pd.DataFrame(
-        {
-            "rank": np.full(len(df), rt.rank, dtype=np.int64),
-            "step": df["step"].to_numpy(dtype=np.int64),
-            "start(us)": ns_to_us(df["start"].to_numpy()),
-            "end(us)": ns_to_us(df["end"].to_numpy()),
-            "duration(us)": ns_to_us(df["end"].to_numpy() - df["start"].to_numpy()),
-        }
-    )
+    return df.reset_index(drop=True)
 
 
 def combine(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
