@@ -105,6 +105,17 @@ class TraceComparison:
              for b, t in self.pairs],
             columns=["base_rank", "test_rank", "base_steps", "test_steps"])
 
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Every table of the comparison, keyed by CSV file stem."""
+        return {"breakdown": self.breakdown(), "breakdown_per_rank": self.breakdown(per_rank=True),
+                "operators": self.operators(), "kernels": self.kernels(), "steps": self.steps()}
+
+    def figures(self, top: int = 10) -> dict:
+        """The comparison's figures (:func:`analysis.figures.trace_diff.draw`), keyed by file stem."""
+        from analysis.figures.trace_diff import draw
+
+        return draw(self.tables(), self.labels, top=top)
+
     @property
     def notes(self) -> list[str]:
         """What the reader must know to read the tables (different GPUs, steps, ranks)."""

@@ -1,0 +1,122 @@
+"""The comparison of two runs as a report folder: ``index.html``, ``figures/*.svg``, ``tables/*.csv``.
+
+``write_comparison_report(comparison, out_dir)`` lays out a :class:`~analysis.comparison.TraceComparison`
+with the report's own machinery: the page's style, sections and escaped tables
+(:mod:`analysis.reports.html`), and one kaleido browser for the static figures
+(:func:`analysis.figures.export.export_figures`). Nothing is computed here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from html import escape
+from pathlib import Path
+
+from analysis.errors import ExportError
+from analysis.reports import ReportResult, _check_formats, _write_text
+from analysis.reports.content import Section
+from analysis.reports.html import _CSS, _section
+
+HOW_TO_READ = {
+    "breakdown": (
+        "Each rank's step time (its ProfilerStep annotations) splits into a partition of the GPU "
+        "timeline: computation, communication not hidden by computation, memory copies/sets hidden "
+        "by neither, other GPU work, and GPU idle. Values are µs per profiler step, averaged over "
+        "the compared ranks, so runs with different numbers of steps compare fairly; the parts' "
+        "changes add up to the step-time change."),
+    "operators": (
+        "CPU operators matched by name, with the exclusive GPU time of the kernels each launched "
+        "(a kernel counts for the innermost operator only: nested operators are never counted "
+        "twice), per profiler step, summed over the compared ranks. The operator level stays "
+        "comparable across hardware (kernel names differ between GPUs). Changes smaller than the "
+        "noise threshold are 'unchanged'."),
+    "kernels": (
+        "GPU kernels by type and name: count and time per profiler step, base vs test, largest "
+        "change first. Between different GPUs the names differ: read the operators instead."),
+}
+
+
+def comparison_sections(comparison, top: int = 10) -> list[Section]:
+    """The page's sections (figures and tables) in reading order."""
+    tables = comparison.tables()
+    figs = comparison.figures(top=top)
+    return [
+        Section("breakdown", "Step time by category", HOW_TO_READ["breakdown"],
+                figures={"step_time_waterfall": figs["step_time_waterfall"]},
+                tables={"breakdown": tables["breakdown"],
+                        "breakdown_per_rank": tables["breakdown_per_rank"],
+                        "steps": tables["steps"]}),
+        Section("operators", "Operators: what got slower or faster", HOW_TO_READ["operators"],
+                figures={"operators_gained_lost": figs["operators_gained_lost"]},
+                tables={"operators": tables["operators"]}),
+        Section("kernels", "Kernels", HOW_TO_READ["kernels"],
+                figures={"kernels_gained_lost": figs["kernels_gained_lost"]},
+                tables={"kernels": tables["kernels"]}),
+    ]
+
+
+def render_comparison_html(comparison, sections: list[Section], plotly_js: str,
+                           csv_dir: str = "tables") -> str:
+    """The whole comparison page as a string (``plotly_js`` inlined once)."""
+    generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    base, test = comparison.labels
+    step = comparison.breakdown().set_index("category").loc["step_time"]
+    pct = "" if not step["base_us"] else f" ({step['diff_pct']:+.1f} %)"
+    headline = (f"Step time {step['base_us']:,.1f} → {step['test_us']:,.1f} µs per step: "
+                f"{step['diff_us']:+,.1f} µs{pct}.")
+    notes = "".join(f'<p class="how">{escape(n)}</p>' for n in comparison.notes)
+    nav = " ".join(f'<a href="#{escape(s.key)}">{escape(s.title)}</a>' for s in sections)
+    plotly_js = plotly_js.replace("</script", "<\\/script")
+    return "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>Run comparison: {escape(base)} vs {escape(test)}</title>",
+        f"<style>{_CSS}</style>",
+        f'<script type="text/javascript">{plotly_js}</script>',
+        "</head><body>",
+        f"<h1>Run comparison: {escape(base)} vs {escape(test)}</h1>",
+        f'<p class="meta">{escape(base)}: {escape(comparison.base.engine.source)} · '
+        f"{escape(test)}: {escape(comparison.test.engine.source)} · rank pairs "
+        f"{escape(str(comparison.pairs))} · generated {escape(generated)}</p>",
+        f'<p class="how"><b>{escape(headline)}</b></p>',
+        notes,
+        f"<nav>{nav}</nav>",
+        *(_section(s, csv_dir) for s in sections),
+        "</body></html>",
+    ])
+
+
+def write_comparison_report(comparison, out_dir: str | os.PathLike, formats=("svg", "html"),
+                            top: int = 10) -> ReportResult:
+    """Write the comparison page, its figures (``formats`` besides html) and every table as CSV."""
+    formats = _check_formats(formats)
+    out = Path(out_dir).absolute()
+    try:
+        (out / "tables").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ExportError(out, f"cannot create the report directory: {e.strerror or e}") from e
+    sections = comparison_sections(comparison, top=top)
+    result = ReportResult(out_dir=out, index=None)
+    for s in sections:
+        for name, df in s.tables.items():
+            path = out / "tables" / f"{name}.csv"
+            try:
+                df.to_csv(path, index=False)
+            except OSError as e:
+                raise ExportError(path, f"cannot write: {e.strerror or e}") from e
+            result.tables[name] = path
+    if "html" in formats:
+        import plotly.offline
+
+        result.index = out / "index.html"
+        _write_text(result.index, render_comparison_html(comparison, sections,
+                                                         plotly.offline.get_plotlyjs()))
+    static = [f for f in formats if f != "html"]
+    if static:
+        from analysis.figures.export import export_figures
+
+        figs = {name: fig for s in sections for name, fig in s.figures.items()}
+        result.figures = export_figures(figs, out / "figures", formats=static)
+    return result
