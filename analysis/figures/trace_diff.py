@@ -60,7 +60,7 @@ def top_changes(deltas: pd.DataFrame, key: str = "name", top: int = 10,
         return no_data_figure(title, f"No {what} changed time")
     gained = deltas[deltas["diff_time_us"] > 0].nlargest(top, "diff_time_us")
     lost = deltas[deltas["diff_time_us"] < 0].nsmallest(top, "diff_time_us")
-    rows = pd.concat([lost.iloc[::-1], gained.iloc[::-1]])  # largest gain at the top
+    rows = pd.concat([lost, gained.iloc[::-1]])  # largest loss at the bottom, largest gain on top
     names = unique_truncated(rows[key].tolist())
     fig = go.Figure(go.Bar(
         x=rows["diff_time_us"], y=names, orientation="h",
