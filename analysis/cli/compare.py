@@ -51,13 +51,15 @@ def command(base: str, test: str, out_dir: str | None, top: int, ranks: str | No
     with pd.option_context("display.max_colwidth", 60, "display.width", 200,
                            "display.float_format", "{:,.2f}".format):
         click.echo("Step time by category (µs per profiler step)")
-        click.echo(comparison.breakdown().to_string(index=False))
+        click.echo(comparison.breakdown().to_string(index=False, max_colwidth=70))
         for note in comparison.notes:
             click.echo(f"note: {note}")
         click.echo(f"\nOperators, top {top} changes (exclusive GPU µs per step)")
-        click.echo(comparison.operators().head(top)[_OPS_COLUMNS].to_string(index=False))
+        ops = comparison.operators().head(top)[_OPS_COLUMNS]
+        click.echo(ops.to_string(index=False, max_colwidth=70))
         click.echo(f"\nKernels, top {top} changes (µs per step)")
-        click.echo(comparison.kernels().head(top)[_KERNEL_COLUMNS].to_string(index=False))
+        kernels = comparison.kernels().head(top)[_KERNEL_COLUMNS]
+        click.echo(kernels.to_string(index=False, max_colwidth=70))
     if out_dir:
         from analysis.reports.comparison import write_comparison_report
 
