@@ -80,3 +80,15 @@ def test_kernels_do_not_match_across_hardware_and_the_notes_say_so(comparison, o
     both = with_gpu[(with_gpu["base_count"] > 0) & (with_gpu["test_count"] > 0)]
     assert len(both) == len(with_gpu) - 1  # all but aten::fill_
     assert any("operator level" in n for n in comparison.notes)
+
+
+def test_gpu_time_without_a_launch_in_the_trace_is_kept_apart(comparison, ops):
+    """509 H100 kernels (13.7 ms) have no launch call in the trace (TraceLens leaves them out):
+    they are the NO_OPERATOR row, so the operators' times add up to all the GPU work."""
+    from analysis.kineto.events import kernel_like_mask
+
+    for side, ta in (("base", comparison.base), ("test", comparison.test)):
+        ev = ta.trace[0].events
+        total_us = ev.loc[kernel_like_mask(ev), "dur"].sum() / 1000
+        assert ops[f"{side}_time_us"].sum() == pytest.approx(total_us, abs=1e-6)
+    assert ops.at[NO_OPERATOR, "base_time_us"] == pytest.approx(13741.827, abs=1e-6)
