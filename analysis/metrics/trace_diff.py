@@ -201,7 +201,8 @@ def _deltas(base: pd.DataFrame, test: pd.DataFrame, key: list[str],
         pct = 100.0 * df["diff_time_us"] / df["base_time_us"]
     pct = pct.where(df["diff_time_us"] != 0, 0.0)
     df["diff_pct"] = pct
-    change = np.where(pct.abs() < min_change_pct, "unchanged",
+    noise = (df["diff_time_us"] == 0) | (pct.abs() < min_change_pct)
+    change = np.where(noise, "unchanged",
                       np.where(df["diff_time_us"] > 0, "slower", "faster"))
     change = np.where(in_base & ~in_test, "removed", np.where(~in_base & in_test, "added", change))
     df["change"] = pd.Categorical(change, categories=CHANGES)

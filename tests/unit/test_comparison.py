@@ -169,3 +169,10 @@ def test_dask_engine_compares_like_local(tmp_path):
             pd.testing.assert_frame_equal(on_dask.tables()[name], table, obj=name)
         pd.testing.assert_frame_equal(on_dask.compare_traces(control_iteration=[10, 11]),
                                       local.compare_traces(control_iteration=[10, 11]))
+
+
+def test_zero_threshold_still_calls_no_change_unchanged(tmp_path):
+    base_dir, test_dir = identical_pair().write(tmp_path)
+    comparison = analysis.compare(_load(base_dir), _load(test_dir), min_change_pct=0)
+    assert (comparison.operators()["change"] == "unchanged").all()
+    assert (comparison.kernels()["change"] == "unchanged").all()
