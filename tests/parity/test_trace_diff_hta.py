@@ -32,9 +32,11 @@ def _hta(control_dir, test_dir, **kw):
     return frame, diff
 
 
-def _ours(control_dir, test_dir, **kw):
-    base = TraceAnalysis(control_dir, use_cache=False, progress=False, max_workers=1)
-    test = TraceAnalysis(test_dir, use_cache=False, progress=False, max_workers=1)
+def _ours(control_dir, test_dir, patterns="default", **kw):
+    base = TraceAnalysis(control_dir, use_cache=False, progress=False, max_workers=1,
+                         kernel_patterns=patterns)
+    test = TraceAnalysis(test_dir, use_cache=False, progress=False, max_workers=1,
+                         kernel_patterns=patterns)
     comparison = compare(base, test)
     return comparison.compare_traces(**kw), comparison.ops_diff(
         **{k: v for k, v in kw.items() if k != "use_short_name"})
@@ -105,3 +107,36 @@ def test_shorten_name_equals_hta(name):
 
     assert shorten_name(name) == hta_shorten(name)
 
+
+
+REAL = [
+    # (trace folder vs itself, arguments): two ranks, lists of ranks and iterations; HTA's
+    # rounding (kernel_patterns="hta") as nccl_parser_config has fractional timestamps
+    ("trace_filter", {"control_rank": [0, 1], "test_rank": 1, "test_iteration": [551, 552]}),
+    ("trace_filter", {"device_type": "GPU", "control_rank": 1}),
+    ("nccl_parser_config", {}),
+]
+
+
+@pytest.mark.parametrize(("folder", "kw"), REAL, ids=[f"{f}-{k}" for f, k in REAL])
+def test_compare_traces_equals_hta_on_real_traces(hta_traces_dir, folder, kw):
+    hta_kw = dict(kw)
+    if "device_type" in kw:
+        hta_kw["device_type"] = trace_diff.DeviceType[kw["device_type"]]
+    trace_dir = hta_traces_dir / folder
+    theirs, their_diff = _hta(trace_dir, trace_dir, **hta_kw)
+    ours, our_diff = _ours(trace_dir, trace_dir, patterns="hta", **kw)
+    assert len(ours) > 10
+    _same(ours, theirs)
+    assert our_diff == their_diff
+
+
+def test_ns_timestamps_with_hta_rounding_equal_hta(hta_traces_dir, tmp_path):
+    """ns-resolution timestamps: HTA rounds each event to whole µs; kernel_patterns="hta" too."""
+    trace_dir = hta_traces_dir / "ns_resolution_trace"
+    theirs, their_diff = _hta(trace_dir, trace_dir)
+    ours, our_diff = _ours(trace_dir, trace_dir, patterns="hta")
+    _same(ours, theirs)
+    assert our_diff == their_diff
+    exact, _ = _ours(trace_dir, trace_dir)  # the default keeps ns: durations differ from HTA's
+    assert not exact["Control_total_duration"].equals(theirs["Control_total_duration"])
