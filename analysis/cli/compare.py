@@ -55,7 +55,9 @@ def command(base: str, test: str, out_dir: str | None, top: int, ranks: str | No
         for note in comparison.notes:
             click.echo(f"note: {note}")
         click.echo(f"\nOperators, top {top} changes (exclusive GPU µs per step)")
-        ops = comparison.operators().head(top)[_OPS_COLUMNS]
+        ops = comparison.operators().head(top)
+        shapes = ["input_dims", "input_types"] if (ops["input_dims"] != "").any() else []
+        ops = ops[[_OPS_COLUMNS[0], *shapes, *_OPS_COLUMNS[1:]]]
         click.echo(ops.to_string(index=False, max_colwidth=70))
         click.echo(f"\nKernels, top {top} changes (µs per step)")
         kernels = comparison.kernels().head(top)[_KERNEL_COLUMNS]

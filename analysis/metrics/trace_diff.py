@@ -16,7 +16,9 @@ Per rank, over the analysed window (complete profiler steps), ``trace_diff_rank`
   launched (``gpu_self`` of :mod:`analysis.metrics.operator_summary`: a kernel counts only for the
   innermost operator open when its launch call ran, so nested operators are never counted twice).
   GPU time launched outside any operator, or by no launch call in the trace, is the row
-  ``NO_OPERATOR``. Operators are matched by name (input shapes are not in the parsed model yet).
+  ``NO_OPERATOR``. Operators are matched by name, and by name + input dims + input types when
+  the rank carries the recorded shapes (``rt.extras["op_shapes"]``, traces recorded with
+  ``record_shapes=True``); ``input_dims``/``input_types`` are ``""`` otherwise.
 
 The deltas (``breakdown_deltas``, ``kernel_deltas``, ``operator_deltas``) compare *per profiler
 step* values, so runs with different numbers of steps compare fairly: each rank's totals are divided
@@ -48,7 +50,8 @@ CHANGES = ("added", "removed", "slower", "faster", "unchanged")
 DEFAULT_MIN_CHANGE_PCT = 5.0
 
 _KERNEL_KEY = ["kernel_type", "name"]
-_OPERATOR_KEY = ["operator"]
+_OPERATOR_KEY = ["operator", "input_dims", "input_types"]
+SHAPES_EXTRA = "op_shapes"  # analysis.kineto.extras kind: input_dims, input_types per cpu_op row
 
 
 @dataclass
@@ -59,7 +62,7 @@ class RankProfile:
     steps: int  # complete profiler steps in the window; 0: none (the GPU span is one "step")
     breakdown: dict[str, int]  # BREAKDOWN_ROWS → ns over the whole window
     kernels: pd.DataFrame  # kernel_type, name, count, time_ns
-    operators: pd.DataFrame  # operator, count, gpu_time_ns
+    operators: pd.DataFrame  # operator, input_dims, input_types, count, gpu_time_ns
     gpus: list[str] = field(default_factory=list)
 
     @property
@@ -125,15 +128,22 @@ def _kernels(gpu: pd.DataFrame) -> pd.DataFrame:
 def _operators(rt: RankTrace) -> pd.DataFrame:
     ev = rt.events
     ops = operator_times(ev)
-    df = pd.DataFrame({"operator": ops["name"].astype(str).to_numpy(),
-                       "gpu_time_ns": ops["gpu_self_ns"].to_numpy(np.int64)})
-    grouped = df.groupby("operator", sort=True)["gpu_time_ns"]
+    dims = types = np.full(len(ops), "", dtype=object)
+    shapes = (getattr(rt, "extras", None) or {}).get(SHAPES_EXTRA)
+    if shapes is not None and len(ops):
+        aligned = shapes.reindex(ops.index)
+        dims = aligned["input_dims"].astype(object).fillna("").astype(str).to_numpy()
+        types = aligned["input_types"].astype(object).fillna("").astype(str).to_numpy()
+    df = pd.DataFrame({"operator": ops["name"].astype(str).to_numpy(), "input_dims": dims,
+                       "input_types": types, "gpu_time_ns": ops["gpu_self_ns"].to_numpy(np.int64)})
+    grouped = df.groupby(_OPERATOR_KEY, sort=True)["gpu_time_ns"]
     table = pd.DataFrame({"count": grouped.size(), "gpu_time_ns": grouped.sum()}).reset_index()
     launched = int(ev.loc[kernel_like_mask(ev), "dur"].sum())
     rest = launched - int(table["gpu_time_ns"].sum())
     if rest > 0:
         table = pd.concat([table, pd.DataFrame(
-            {"operator": [NO_OPERATOR], "count": [0], "gpu_time_ns": [rest]})], ignore_index=True)
+            {"operator": [NO_OPERATOR], "input_dims": [""], "input_types": [""], "count": [0],
+             "gpu_time_ns": [rest]})], ignore_index=True)
     return table
 
 
@@ -207,7 +217,9 @@ def _deltas(base: pd.DataFrame, test: pd.DataFrame, key: list[str],
     change = np.where(in_base & ~in_test, "removed", np.where(~in_base & in_test, "added", change))
     df["change"] = pd.Categorical(change, categories=CHANGES)
     df = df.reset_index()
-    order = np.lexsort((df[key[-1]].to_numpy(), -df["diff_time_us"].abs().to_numpy()))
+    # largest change first, then by key (np.lexsort's last key is the primary one)
+    order = np.lexsort([df[k].astype(str).to_numpy() for k in reversed(key)]
+                       + [-df["diff_time_us"].abs().to_numpy()])
     return df.iloc[order].reset_index(drop=True)[
         [*key, "base_count", "test_count", "diff_count", "base_time_us", "test_time_us",
          "diff_time_us", "diff_pct", "change"]]
@@ -225,9 +237,9 @@ def kernel_deltas(base: Mapping[int, RankProfile], test: Mapping[int, RankProfil
 
 def operator_deltas(base: Mapping[int, RankProfile], test: Mapping[int, RankProfile],
                     min_change_pct: float = DEFAULT_MIN_CHANGE_PCT) -> pd.DataFrame:
-    """Per CPU operator: calls and exclusive GPU time per step, base vs test (as
-    ``kernel_deltas``). Operators that launch no GPU work in either run are ``unchanged`` with
-    ``diff_time_us == 0`` unless they appear or disappear."""
+    """Per CPU operator (name, and input dims/types when recorded): calls and exclusive GPU time
+    per step, base vs test (as ``kernel_deltas``). Operators that launch no GPU work in either run
+    are ``unchanged`` with ``diff_time_us == 0`` unless they appear or disappear."""
     return _deltas(_per_step(base, "operators", _OPERATOR_KEY, "gpu_time_ns"),
                    _per_step(test, "operators", _OPERATOR_KEY, "gpu_time_ns"), _OPERATOR_KEY,
                    min_change_pct)
