@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "summary": "command",
     "report": "command",
     "compare": "command",
+    "analyses": "command",
     "cache": "command",
     "schedule": "command",
     "pyspy": "commands",

@@ -15,8 +15,8 @@ Per rank, over the analysed window (complete profiler steps), ``trace_diff_rank`
 - **Operators**: per CPU operator name, its calls and the *exclusive* GPU time of the kernels it
   launched (``gpu_self`` of :mod:`analysis.metrics.operator_summary`: a kernel counts only for the
   innermost operator open when its launch call ran, so nested operators are never counted twice).
-  GPU time launched outside any operator, or by no launch call in the trace, is the row
-  ``NO_OPERATOR``. Operators are matched by name, and by name + input dims + input types when
+  GPU time launched outside any operator, or by no launch call in the trace (kept with
+  ``gpu_events="all"``), is the row ``NO_OPERATOR``. Operators are matched by name, and by name + input dims + input types when
   the rank carries the recorded shapes (``rt.extras["op_shapes"]``, traces recorded with
   ``record_shapes=True``); ``input_dims``/``input_types`` are ``""`` otherwise.
 
@@ -39,7 +39,7 @@ from analysis.kineto.model import RankTrace
 from analysis.metrics.intervals import merge, time_by_state
 from analysis.metrics.kernel_types import KernelPatterns, classified_gpu_events
 from analysis.metrics.operator_summary import operator_times
-from analysis.metrics.profiler_steps import step_bounds_ns
+from analysis.metrics.profiler_steps import profiler_steps_rank
 from analysis.metrics.timebase import Rounding
 
 CATEGORIES = ("computation", "exposed_communication", "exposed_memory", "other", "idle")
@@ -75,7 +75,7 @@ def trace_diff_rank(
 ) -> RankProfile:
     """One rank's profile over its analysed window (the per-rank step of the comparison)."""
     gpu = classified_gpu_events(rt, patterns, rounding)
-    steps = step_bounds_ns(rt, rounding=rounding)
+    steps = profiler_steps_rank(rt, rounding=rounding)
     return RankProfile(
         rank=rt.rank,
         steps=len(steps),

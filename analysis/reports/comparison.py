@@ -1,22 +1,20 @@
 """The comparison of two runs as a report folder: ``index.html``, ``figures/*.svg``, ``tables/*.csv``.
 
 ``write_comparison_report(comparison, out_dir)`` lays out a :class:`~analysis.comparison.TraceComparison`
-with the report's own machinery: the page's style, sections and escaped tables
-(:mod:`analysis.reports.html`), and one kaleido browser for the static figures
+with the report's own machinery: its page model (``ReportContent``), its template
+(:func:`analysis.reports.html.render_html`), and one kaleido browser for the static figures
 (:func:`analysis.figures.export.export_figures`). Nothing is computed here.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import os
-from html import escape
 from pathlib import Path
 
 from analysis.errors import ExportError
 from analysis.reports import ReportResult, _check_formats, _write_text
-from analysis.reports.content import Section
-from analysis.reports.html import _CSS, _section
+from analysis.reports.content import ReportContent, Section
+from analysis.reports.html import render_html
 
 HOW_TO_READ = {
     "breakdown": (
@@ -56,36 +54,26 @@ def comparison_sections(comparison, top: int = 10) -> list[Section]:
     ]
 
 
-def render_comparison_html(comparison, sections: list[Section], plotly_js: str,
-                           csv_dir: str = "tables") -> str:
-    """The whole comparison page as a string (``plotly_js`` inlined once)."""
-    generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+def comparison_content(comparison, top: int = 10) -> ReportContent:
+    """The comparison as a ``ReportContent`` (the report page's model): key numbers, sections."""
     base, test = comparison.labels
     step = comparison.breakdown().set_index("category").loc["step_time"]
     pct = "" if not step["base_us"] else f" ({step['diff_pct']:+.1f} %)"
-    headline = (f"Step time {step['base_us']:,.1f} → {step['test_us']:,.1f} µs per step: "
-                f"{step['diff_us']:+,.1f} µs{pct}.")
-    notes = "".join(f'<p class="how">{escape(n)}</p>' for n in comparison.notes)
-    nav = " ".join(f'<a href="#{escape(s.key)}">{escape(s.title)}</a>' for s in sections)
-    plotly_js = plotly_js.replace("</script", "<\\/script")
-    return "\n".join([
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>Run comparison: {escape(base)} vs {escape(test)}</title>",
-        f"<style>{_CSS}</style>",
-        f'<script type="text/javascript">{plotly_js}</script>',
-        "</head><body>",
-        f"<h1>Run comparison: {escape(base)} vs {escape(test)}</h1>",
-        f'<p class="meta">{escape(base)}: {escape(comparison.base.engine.source)} · '
-        f"{escape(test)}: {escape(comparison.test.engine.source)} · rank pairs "
-        f"{escape(str(comparison.pairs))} · generated {escape(generated)}</p>",
-        f'<p class="how"><b>{escape(headline)}</b></p>',
-        notes,
-        f"<nav>{nav}</nav>",
-        *(_section(s, csv_dir) for s in sections),
-        "</body></html>",
-    ])
+    sections = comparison_sections(comparison, top=top)
+    sections[0].notes = list(comparison.notes)
+    return ReportContent(
+        source=f"{base}: {comparison.base.engine.source} · {test}: {comparison.test.engine.source}",
+        ranks=[b for b, _ in comparison.pairs],
+        kernel_patterns=comparison.base.patterns.name,
+        headline=None,
+        key_numbers=[
+            (f"{base} step (µs)", f"{step['base_us']:,.1f}"),
+            (f"{test} step (µs)", f"{step['test_us']:,.1f}"),
+            ("step time change", f"{step['diff_us']:+,.1f} µs{pct}"),
+            ("rank pairs", ", ".join(f"{b}→{t}" for b, t in comparison.pairs)),
+        ],
+        context=[], lead=[], sections=sections,
+    )
 
 
 def write_comparison_report(comparison, out_dir: str | os.PathLike, formats=("svg", "html"),
@@ -97,7 +85,8 @@ def write_comparison_report(comparison, out_dir: str | os.PathLike, formats=("sv
         (out / "tables").mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise ExportError(out, f"cannot create the report directory: {e.strerror or e}") from e
-    sections = comparison_sections(comparison, top=top)
+    content = comparison_content(comparison, top=top)
+    sections = content.sections
     result = ReportResult(out_dir=out, index=None)
     for s in sections:
         for name, df in s.tables.items():
@@ -111,8 +100,9 @@ def write_comparison_report(comparison, out_dir: str | os.PathLike, formats=("sv
         import plotly.offline
 
         result.index = out / "index.html"
-        _write_text(result.index, render_comparison_html(comparison, sections,
-                                                         plotly.offline.get_plotlyjs()))
+        base, test = comparison.labels
+        _write_text(result.index, render_html(content, plotly.offline.get_plotlyjs(),
+                                              title=f"Run comparison: {base} vs {test}"))
     static = [f for f in formats if f != "html"]
     if static:
         from analysis.figures.export import export_figures
