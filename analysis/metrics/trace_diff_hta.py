@@ -47,21 +47,28 @@ def iterations_rank(rt: RankTrace) -> set[int]:
     return out
 
 
+def _step_number_per_row(names: pd.Series) -> np.ndarray:
+    """Per row: N of a ``ProfilerStep#N`` name, -1 otherwise (each distinct name parsed once)."""
+    cat = names if isinstance(names.dtype, pd.CategoricalDtype) else names.astype("category")
+    per_category = np.array(
+        [int(m.group(1)) if isinstance(c, str) and c.startswith(_STEP_PREFIX)
+         and (m := _STEP_RE.match(c)) else -1 for c in cat.cat.categories] + [-1], dtype=np.int64)
+    return per_category[cat.cat.codes.to_numpy()]  # code -1 (no name) → the trailing -1
+
+
 def event_iterations(rt: RankTrace, rounding: Rounding = "exact") -> tuple[np.ndarray, np.ndarray]:
     """Per event of ``rt.events``: its HTA iteration (-1: none) and its (rounded) duration in ns."""
     ev = rt.events
     start, end = event_bounds_ns(ev["ts"].to_numpy(), ev["dur"].to_numpy(), rounding,
                                  float_timestamps=rt.meta.float_timestamps)
     stream = ev["stream"].to_numpy()
-    names = ev["name"].astype(str)
-    step_no = names.str.extract(_STEP_RE, expand=False)
-    is_step = names.str.startswith(_STEP_PREFIX).to_numpy() & step_no.notna().to_numpy()
+    step_no = _step_number_per_row(ev["name"])
     iteration = np.full(len(ev), -1, dtype=np.int64)
     on_cpu = stream < 0
     # the last step in file order that contains the event's start wins, as in HTA's loop
-    for pos in np.flatnonzero(is_step):
+    for pos in np.flatnonzero(step_no >= 0):
         inside = on_cpu & (start >= start[pos]) & (start < start[pos] + (end[pos] - start[pos]))
-        iteration[inside] = int(step_no.iloc[pos])
+        iteration[inside] = step_no[pos]
     # GPU events: the iteration of the CPU-side event with the same correlation (the last one)
     corr = ev["correlation"].to_numpy()
     cpu_side = ~gpu_mask(ev) & (corr != -1)
@@ -89,9 +96,17 @@ def ops_summary_rank(
         keep &= stream == -1
     elif device_type == "GPU":
         keep &= stream != -1
-    df = pd.DataFrame({"name": ev["name"].astype(str).to_numpy()[keep], "dur": dur[keep]})
-    grouped = df.groupby("name", sort=True)["dur"]
-    return pd.DataFrame({"counts": grouped.size(), "total_duration_ns": grouped.sum()}).reset_index()
+    # group the kept rows by name code, then name the groups (no per-row strings)
+    names = ev["name"]
+    cat = names if isinstance(names.dtype, pd.CategoricalDtype) else names.astype("category")
+    codes = cat.cat.codes.to_numpy()[keep]
+    counts = np.bincount(codes + 1, minlength=len(cat.cat.categories) + 1)[1:]
+    totals = np.bincount(codes + 1, weights=dur[keep], minlength=len(cat.cat.categories) + 1)[1:]
+    present = counts > 0
+    out = pd.DataFrame({"name": np.asarray(cat.cat.categories, dtype=object)[present].astype(str),
+                        "counts": counts[present].astype(np.int64),
+                        "total_duration_ns": np.rint(totals[present]).astype(np.int64)})
+    return out.sort_values("name", kind="stable").reset_index(drop=True)
 
 
 def shorten_name(name: str) -> str:
