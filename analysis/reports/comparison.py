@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from analysis.errors import ExportError
-from analysis.reports import ReportResult, _check_formats, _write_text
+from analysis.reports import ReportResult, _check_formats, _write_text, write_tables
 from analysis.reports.content import ReportContent, Section
 from analysis.reports.html import render_html
 
@@ -86,16 +86,8 @@ def write_comparison_report(comparison, out_dir: str | os.PathLike, formats=("sv
     except OSError as e:
         raise ExportError(out, f"cannot create the report directory: {e.strerror or e}") from e
     content = comparison_content(comparison, top=top)
-    sections = content.sections
-    result = ReportResult(out_dir=out, index=None)
-    for s in sections:
-        for name, df in s.tables.items():
-            path = out / "tables" / f"{name}.csv"
-            try:
-                df.to_csv(path, index=False)
-            except OSError as e:
-                raise ExportError(path, f"cannot write: {e.strerror or e}") from e
-            result.tables[name] = path
+    result = ReportResult(out_dir=out, index=None,
+                          tables=write_tables(content.tables, out / "tables"))
     if "html" in formats:
         import plotly.offline
 
@@ -107,6 +99,5 @@ def write_comparison_report(comparison, out_dir: str | os.PathLike, formats=("sv
     if static:
         from analysis.figures.export import export_figures
 
-        figs = {name: fig for s in sections for name, fig in s.figures.items()}
-        result.figures = export_figures(figs, out / "figures", formats=static)
+        result.figures = export_figures(content.figures, out / "figures", formats=static)
     return result
