@@ -176,3 +176,17 @@ def test_zero_threshold_still_calls_no_change_unchanged(tmp_path):
     comparison = analysis.compare(_load(base_dir), _load(test_dir), min_change_pct=0)
     assert (comparison.operators()["change"] == "unchanged").all()
     assert (comparison.kernels()["change"] == "unchanged").all()
+
+
+def test_hta_arguments_are_checked(changed):
+    _, comparison = changed
+    with pytest.raises(ConfigError, match=r"invalid control iteration \[99\]: the trace has"):
+        comparison.compare_traces(control_iteration=99)
+    with pytest.raises(ConfigError, match=r"invalid test rank \[3\]"):
+        comparison.ops_diff(test_rank=3)
+    with pytest.raises(ConfigError, match="device_type must be one of"):
+        comparison.compare_traces(device_type="TPU")
+    # HTA's defaults: the first iteration of each run; both runs have steps 10..
+    default = comparison.compare_traces()
+    assert default.at["ProfilerStep#10", "Control_counts"] == 1
+    assert "ProfilerStep#11" not in default.index
