@@ -1,8 +1,8 @@
 """``compare(base, test)``: what changed between two runs, where, and (down to operators) why.
 
 A :class:`TraceComparison` holds two :class:`~analysis.api.TraceAnalysis` objects and the per-rank
-profiles of each (:func:`analysis.metrics.trace_diff.trace_diff_rank`, computed where the ranks live:
-this process or the Dask cluster). Every table is a pure function of those profiles
+profiles of each (the registry entry ``trace_diff``, i.e. ``ta.get_step_profile()``: computed where
+the ranks live, this process or the Dask cluster). Every table is a pure function of those profiles
 (:mod:`analysis.metrics.trace_diff`); HTA's ``TraceDiff`` outputs come from
 :mod:`analysis.metrics.trace_diff_hta`. All times are µs per profiler step unless stated.
 
@@ -162,8 +162,9 @@ class TraceComparison:
 
 
 def _profiles(ta: TraceAnalysis, ranks: list[int]) -> dict[int, _diff.RankProfile]:
-    return ta.engine.map_ranks(_diff.trace_diff_rank, ranks, patterns=ta.patterns,
-                               rounding=ta.time_rounding)
+    # through the registry (entry "trace_diff"): same per-rank task, memoised work and extras
+    # as every other analysis of the run
+    return ta.run("trace_diff", ranks)
 
 
 def _as_list(value, default: list[int], what: str, present: Iterable[int]) -> list[int]:

@@ -147,6 +147,11 @@ def _operators(rt: RankTrace) -> pd.DataFrame:
     return table
 
 
+def combine(parts: Mapping[int, RankProfile]) -> dict[int, RankProfile]:
+    """The per-rank profiles, ``{rank: RankProfile}`` (what the deltas below take)."""
+    return dict(parts)
+
+
 # ------------------------------------------------------------------------------ the deltas
 
 
