@@ -16,6 +16,7 @@ from analysis.metrics import (
     operator_summary,
     profiler_steps,
     temporal_breakdown,
+    trace_diff,
     trace_metadata,
 )
 from analysis.registry import Analysis, Param, register
@@ -65,6 +66,17 @@ register(Analysis(
     doc="The profiler step numbers in the analysed window, all ranks (HTA's return value).",
     rank_step=profiler_steps.profiler_steps_rank,
     combine=profiler_steps.combine_step_ids,
+    placement="none",
+))
+
+register(Analysis(
+    name="trace_diff",
+    method="get_step_profile",
+    doc="Per rank: the per-step profile that ``compare(base, test)`` compares (breakdown of the "
+        "step time, kernels, operators by exclusive GPU time; ``analysis.metrics.trace_diff``).",
+    rank_step=trace_diff.trace_diff_rank,
+    combine=trace_diff.combine,
+    params=(Param("ranks", "all", role="ranks"),),
     placement="none",
 ))
 

@@ -305,6 +305,12 @@ class TraceAnalysis:
             table = part if table is None else table.merge(part, on="rank", how="left")
         return table.round(2)
 
+    def compare(self, other: TraceAnalysis, **options):
+        """This run (base) against ``other`` (test): ``analysis.comparison.compare(self, other)``."""
+        from analysis.comparison import compare
+
+        return compare(self, other, **options)
+
     # ------------------------------------------------------------------------------ HTA bridge
     @property
     def hta(self):
