@@ -15,6 +15,7 @@ from analysis.metrics import (
     kernel_launch_stats,
     operator_summary,
     profiler_steps,
+    step_start_gap,
     temporal_breakdown,
     trace_diff,
     trace_metadata,
@@ -77,6 +78,18 @@ register(Analysis(
     rank_step=trace_diff.trace_diff_rank,
     combine=trace_diff.combine,
     params=(Param("ranks", "all", role="ranks"),),
+    placement="none",
+))
+
+register(Analysis(
+    name="step_start_gap",
+    method="get_step_start_gaps",
+    doc="Per rank and profiler step: how long the step runs on the CPU before its first CUDA "
+        "launch (µs and % of the step), and its time in DataLoader events (µs).",
+    rank_step=step_start_gap.step_start_gap_rank,
+    combine=step_start_gap.combine,
+    params=(Param("ranks", "all", role="ranks"),),
+    window="full",
     placement="none",
 ))
 

@@ -42,8 +42,8 @@ HTOD_SHARE_PCT = 5.0
 # and the slowest rank's step over the median rank's (%), above which steps are not steady.
 STEP_CV_PCT = 10.0
 RANK_SPREAD_PCT = 10.0
-# Launch-bound: share of kernels shorter than the runtime call that launched them (%).
-SHORT_KERNEL_PCT = 50.0
+# Data loading: the median step spends more than this share (%) on the CPU before its first launch.
+DATA_LOADING_GAP_PCT = 10.0
 
 
 @dataclass
@@ -220,11 +220,42 @@ def step_time_variance(results: Mapping[str, Any]) -> list[Finding]:
     return out
 
 
+def data_loading_stall(results: Mapping[str, Any]) -> list[Finding]:
+    """Steps start with a long CPU-only stretch before the first launch: input pipeline stalls."""
+    gaps = _need(results, "step_start_gap")
+    analysed = set(_need(results, "profiler_steps"))
+    gaps = gaps[gaps["step"].isin(analysed)]
+    if gaps.empty:
+        raise Silent("needs complete profiler steps")
+    per_rank = gaps.groupby("rank")["first_launch_pct"].median()
+    worst = float(per_rank.max())
+    if not worst > DATA_LOADING_GAP_PCT:
+        return []
+    rank = int(per_rank.idxmax())
+    mine = gaps[gaps["rank"] == rank]
+    loader = float(mine["dataloader_us"].sum())
+    evidence = (f"step_start_gap: rank {rank}, first launch after "
+                + ", ".join(f"{g / 1000:.1f} ms (step {s})"
+                            for s, g in zip(mine["step"], mine["first_launch_us"], strict=True)))
+    if loader > 0:
+        evidence += f"; {loader / 1000:.1f} ms in DataLoader events"
+    return [Finding(
+        "warning", "Steps start with a data loading stall",
+        f"On rank {rank} the median step runs {worst:.1f} % of its time on the CPU before it "
+        "launches any GPU work.",
+        "step_start_gap_pct", round(worst, 2), DATA_LOADING_GAP_PCT, evidence,
+        "Load data ahead: DataLoader(num_workers>0, pin_memory=True, prefetch_factor, "
+        "persistent_workers=True); move augmentation to the GPU; keep per-step CPU work "
+        "(logging, metrics) after the launches.",
+    )]
+
+
 RULES: dict[str, Callable[[Mapping[str, Any]], list[Finding]]] = {
     "gpu_idle_host_bound": gpu_idle_host_bound,
     "exposed_communication": exposed_communication,
     "host_to_device_copies": host_to_device_copies,
     "step_time_variance": step_time_variance,
+    "data_loading_stall": data_loading_stall,
 }
 
 # What the rules read, with the options they need (the registry runs these first).
@@ -236,6 +267,7 @@ REQUIRES: dict[str, dict[str, Any]] = {
     "kernel_breakdown": {"num_kernels": 50},
     "profiler_step_table": {},
     "profiler_steps": {},
+    "step_start_gap": {},
 }
 
 

@@ -157,3 +157,39 @@ def test_cpu_only_trace_runs_no_gpu_rule_and_says_why():
     table = analyse(cpu).findings()
     assert table.empty
     assert "gpu_idle_host_bound" in table.attrs["not_run"]
+
+
+# ---------------------------------------------------------------------------- data loading stall
+def steps_starting_late(offset_us, rank=0):
+    """Four 1 ms steps (and a last one), each launching its first kernel ``offset_us`` after it
+    starts; a DataLoader event covers the first 100 µs of each step."""
+    rows, corr = [], 0
+    for n in range(1, 6):
+        t = (n - 1) * 1000
+        rows.append((f"ProfilerStep#{n}", "user_annotation", t * US, 1000 * US, -1, -1))
+        rows.append(("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                     "user_annotation", t * US, 100 * US, -1, -1))
+        corr += 1
+        rows.append(("cudaLaunchKernel", "cuda_runtime", (t + offset_us) * US, 2 * US, -1, corr))
+        rows.append(("gemm", "kernel", (t + offset_us + 5) * US, 10 * US, 7, corr))
+    return rank_trace(rows, rank=rank)
+
+
+def test_data_loading_stall_fires_with_the_gap_share():
+    table = analyse(steps_starting_late(400)).findings()
+    f = by_rule(table, "step_start_gap_pct")
+    assert f["value"] == pytest.approx(40.0)
+    assert "first launch after 0.4 ms (step 1)" in f["evidence"]
+    assert "0.4 ms in DataLoader events" in f["evidence"]  # 4 complete steps × 100 µs
+
+
+def test_data_loading_stall_silent_when_launches_come_early():
+    table = analyse(steps_starting_late(20)).findings()
+    assert "step_start_gap_pct" not in set(table["metric"])
+
+
+def test_step_start_gap_table():
+    gaps = analyse(steps_starting_late(400)).get_step_start_gaps()
+    assert gaps["step"].tolist() == [1, 2, 3, 4, 5]
+    assert gaps["first_launch_us"].tolist() == [400.0] * 5
+    assert gaps["dataloader_us"].tolist() == [100.0] * 5
