@@ -96,6 +96,23 @@ class NoMemoryEventsError(TraceAnalysisError):
     """A memory snapshot holds nothing for the device asked for."""
 
 
+class MissingExtraError(TraceAnalysisError, KeyError):
+    """An analysis needs event args that were not read for this rank (see analysis.kineto.extras)."""
+
+    def __init__(self, name: str, rank, source: str):
+        self.name, self.rank, self.source = name, rank, source
+        super().__init__(
+            f"rank {rank} ({source}): the {name!r} extra was not read; run the analysis through "
+            f"TraceAnalysis, or call analysis.kineto.extras.attach_extras(rank_trace, [{name!r}])"
+        )
+
+    def __str__(self) -> str:  # KeyError quotes its message otherwise
+        return str(self.args[0])
+
+    def __reduce__(self):  # survives pickling (Dask workers)
+        return (type(self), (self.name, self.rank, self.source))
+
+
 class UnknownRankError(TraceAnalysisError, KeyError):
     """A rank was asked for that the trace does not have."""
 
