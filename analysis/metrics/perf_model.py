@@ -58,6 +58,10 @@ BYTES_PER_ELEMENT: dict[str, int] = {
     "bool": 1,
 }
 
+# torch ScalarType codes (a dtype argument appears in Concrete Inputs as one) → bytes per element
+SCALAR_TYPE_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 15: 2, 23: 1, 24: 1,
+                     25: 1, 26: 1}
+
 # The precision an op computes in, from its first input's dtype: the key of the GPU peak to use.
 PRECISION: dict[str, str] = {
     "c10::bfloat16": "bf16",
@@ -125,7 +129,7 @@ class OpCall:
 class OpCost:
     """What one call of an op costs: ``flops``, ``bytes`` moved, in which ``precision``."""
 
-    family: str  # "gemm", "attention", "conv", "elementwise", "normalization", "reduce"
+    family: str  # "gemm", "attention", "conv", "elementwise", "softmax", "normalization", "reduce"
     flops: int
     bytes: int
     precision: str | None  # "bf16", "fp16", "fp8", "fp32", "fp64"; None: not a float type

@@ -17,16 +17,13 @@ from __future__ import annotations
 from math import prod
 
 from analysis.metrics.perf_model import (
+    SCALAR_TYPE_BYTES,
     NoModel,
     OpCall,
     OpCost,
     elements,
     precision_of,
 )
-
-# torch ScalarType codes, as _scaled_mm's out_dtype appears in Concrete Inputs → bytes per element
-_SCALAR_TYPE_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 15: 2, 23: 1, 24: 1, 25: 1, 26: 1}
-
 
 def _operand(call: OpCall, i: int) -> int:
     """Bytes of input ``i`` as stored (stride-0 dimensions once)."""
@@ -91,7 +88,7 @@ def scaled_mm(call: OpCall) -> OpCost:
     (a ScalarType code in Concrete Inputs), else the input's dtype."""
     (m, k), (k2, n) = call.dim(0), call.dim(1)
     out_code = call.arg(6)
-    out_bpe = _SCALAR_TYPE_BYTES.get(out_code) if isinstance(out_code, int) else None
+    out_bpe = SCALAR_TYPE_BYTES.get(out_code) if isinstance(out_code, int) else None
     cost = _gemm(call, 0, 1, 1, m, n, _same(k, k2), 4 if call.has_tensor(4) else None, out_bpe)
     scales = sum(_operand(call, i) for i in (2, 3) if call.has_tensor(i))
     return OpCost(cost.family, cost.flops, cost.bytes + scales, cost.precision)

@@ -16,6 +16,9 @@ completeness with TraceLens's counts.
 - Reductions (``sum``, ``mean``, ``amax``, ...): FLOPs = input elements; bytes = input and output
   elements at the input's element size. The output size follows ``dim``/``keepdim`` from
   Concrete Inputs (TraceLens takes 1 when those are written as text, i.e. always in real traces).
+- Softmax over one dim (``_softmax``, ``softmax``): FLOPs ``3·n`` (exponent, sum, division, as
+  TraceLens's softmax model); bytes ``n·bpe(in) + n·bpe(out)`` (out: fp32 with
+  ``half_to_float``, or the ``dtype`` argument).
 - Nearest upsampling: bytes input + output (output spatial size from Concrete Inputs).
 """
 
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 from math import prod
 
-from analysis.metrics.perf_model import NoModel, OpCall, OpCost, precision_of
+from analysis.metrics.perf_model import SCALAR_TYPE_BYTES, NoModel, OpCall, OpCost, precision_of
 
 
 def _cost(call: OpCall, family: str, flops: int, moved: int) -> OpCost:
@@ -89,6 +92,16 @@ def reduction(call: OpCall) -> OpCost:
     return _cost(call, "reduce", n, n * bpe + out * bpe)
 
 
+def softmax(call: OpCall) -> OpCost:
+    n = prod(call.dim(0))
+    out = call.arg(2)
+    if call.name == "aten::_softmax":
+        bpe_out = 4 if out is True else call.bpe(0)
+    else:
+        bpe_out = SCALAR_TYPE_BYTES.get(out, call.bpe(0)) if isinstance(out, int) else call.bpe(0)
+    return _cost(call, "softmax", 3 * n, n * call.bpe(0) + n * bpe_out)
+
+
 def upsample_nearest(call: OpCall) -> OpCost:
     x = call.dim(0)
     size = call.arg(1)
@@ -119,6 +132,8 @@ MODELS = {
     **{name: unary for name in UNARY_OPS},
     **{name: binary for name in BINARY_OPS},
     **{name: reduction for name in REDUCE_OPS},
+    "aten::_softmax": softmax,
+    "aten::softmax": softmax,
     "aten::layer_norm": layer_norm,
     "aten::native_layer_norm": layer_norm,
     "aten::upsample_nearest1d": upsample_nearest,
