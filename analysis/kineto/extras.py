@@ -107,7 +107,9 @@ def extract(data: bytes, source: str, kind: ExtraKind) -> pd.DataFrame:
         events = _decoder(kind).decode(top["traceEvents"])
     except (msgspec.ValidationError, UnicodeDecodeError) as exc:
         raise CorruptTraceError(source, f"unexpected {kind.name} args: {exc}") from None
-    wanted = set(kind.categories) | {k for k, v in LEGACY_CATEGORIES.items() if v in kind.categories}
+    wanted = set(kind.categories) | {
+        k for k, v in LEGACY_CATEGORIES.items() if v in kind.categories
+    }
     rows, args = [], []
     for label, position in enumerate(kept_rows(events)):
         e = events[position]
@@ -120,9 +122,7 @@ def extract(data: bytes, source: str, kind: ExtraKind) -> pd.DataFrame:
 # --- cache and attachment ------------------------------------------------------------------------
 
 
-def _cache_path(
-    rt: RankTrace, kind: ExtraKind, storage_options, cache_dir
-) -> Path | None:
+def _cache_path(rt: RankTrace, kind: ExtraKind, storage_options, cache_dir) -> Path | None:
     """Where the kind's table of this rank is cached: inside the rank's trace cache entry, which
     must exist (a trace loaded with ``use_cache=False`` has none, and its extras are not cached)."""
     try:
@@ -131,7 +131,9 @@ def _cache_path(
         return None
     if len(files) != 1 or files[0].version is None:
         return None
-    entry = TraceCache(cache_dir).entry_dir(cache_key(files[0].url, files[0].size, files[0].version))
+    entry = TraceCache(cache_dir).entry_dir(
+        cache_key(files[0].url, files[0].size, files[0].version)
+    )
     if not (entry / "meta.json").is_file():
         return None
     return entry / "extras" / f"{kind.name}-v{kind.version}-p{PARSER_VERSION}.arrow"
@@ -187,8 +189,11 @@ def extra_table(
             try:
                 _write(table, path)
             except OSError as exc:
-                warnings.warn(f"could not cache the {name} table at {path} ({exc})", CacheWarning,
-                              stacklevel=2)
+                warnings.warn(
+                    f"could not cache the {name} table at {path} ({exc})",
+                    CacheWarning,
+                    stacklevel=2,
+                )
     rt.extras[name] = table
     return table
 

@@ -50,7 +50,10 @@ GPU_SPECS: list[tuple[str, GpuSpec]] = [
     #                                 fp8     bf16    fp16    tf32   fp32   fp64   TB/s
     (r"V100.*PCIE", _spec("V100 PCIe", None, None, 112.0, None, 14.0, 7.0, 0.9)),
     (r"V100", _spec("V100 SXM2", None, None, 125.0, None, 15.7, 7.8, 0.9)),
-    (r"A100.*(PCIE|PCIe).*80|A100 80GB PCIe", _spec("A100 80GB PCIe", None, 312.0, 312.0, 156.0, 19.5, 19.5, 1.935)),
+    (
+        r"A100.*(PCIE|PCIe).*80|A100 80GB PCIe",
+        _spec("A100 80GB PCIe", None, 312.0, 312.0, 156.0, 19.5, 19.5, 1.935),
+    ),
     (r"A100.*80", _spec("A100 80GB SXM", None, 312.0, 312.0, 156.0, 19.5, 19.5, 2.039)),
     (r"A100", _spec("A100 40GB", None, 312.0, 312.0, 156.0, 19.5, 19.5, 1.555)),
     (r"H100.*PCIe|H100 PCIE", _spec("H100 PCIe", 1513.0, 756.0, 756.0, 378.0, 51.0, 26.0, 2.0)),
@@ -86,10 +89,14 @@ def gpu_spec(device_name: str | None, override: Any = None) -> GpuSpec | None:
         raise ConfigError(f"gpu must be a GpuSpec, a GPU name or a dict of peaks, not {override!r}")
     unknown = set(override) - set(PRECISIONS) - {"memory_tb_s"}
     if unknown:
-        raise ConfigError(f"unknown GPU peak keys {sorted(unknown)}; use {PRECISIONS} and memory_tb_s")
+        raise ConfigError(
+            f"unknown GPU peak keys {sorted(unknown)}; use {PRECISIONS} and memory_tb_s"
+        )
     base = spec or GpuSpec("custom")
     tflops = {**base.tflops, **{k: float(v) for k, v in override.items() if k in PRECISIONS}}
-    return replace(base, tflops=tflops, memory_tb_s=float(override.get("memory_tb_s", base.memory_tb_s)))
+    return replace(
+        base, tflops=tflops, memory_tb_s=float(override.get("memory_tb_s", base.memory_tb_s))
+    )
 
 
 def lookup(name: str) -> GpuSpec | None:

@@ -49,14 +49,40 @@ EXTRA = "op_shapes"
 KEY = ["name", "input_dims", "input_types", "input_strides", "concrete_inputs"]
 MB = 2**20  # TraceLens's "MB"
 OP_COLUMNS = [
-    *KEY, "family", "precision", "count", "gflops", "data_moved_mb", "flops_per_byte",
-    "kernel_time_us_sum", "kernel_time_us_mean", "kernel_time_us_median", "tflops_per_s",
-    "tb_per_s", "roofline_time_us", "bound", "pct_of_peak", "time_lost_us",
+    *KEY,
+    "family",
+    "precision",
+    "count",
+    "gflops",
+    "data_moved_mb",
+    "flops_per_byte",
+    "kernel_time_us_sum",
+    "kernel_time_us_mean",
+    "kernel_time_us_median",
+    "tflops_per_s",
+    "tb_per_s",
+    "roofline_time_us",
+    "bound",
+    "pct_of_peak",
+    "time_lost_us",
 ]
-STEP_COLUMNS = ["rank", "step", "step_time_us", "model_tflop", "achieved_tflops_per_s",
-                "peak_tflops", "precision", "mfu_pct"]
-COVERAGE_COLUMNS = ["rank", "gpu_kernel_time_us", "launched_before_trace_us",
-                    "modelled_kernel_time_us", "coverage_pct"]
+STEP_COLUMNS = [
+    "rank",
+    "step",
+    "step_time_us",
+    "model_tflop",
+    "achieved_tflops_per_s",
+    "peak_tflops",
+    "precision",
+    "mfu_pct",
+]
+COVERAGE_COLUMNS = [
+    "rank",
+    "gpu_kernel_time_us",
+    "launched_before_trace_us",
+    "modelled_kernel_time_us",
+    "coverage_pct",
+]
 NO_OPERATOR = "(no operator)"
 
 
@@ -91,7 +117,9 @@ def operator_roofline_rank(rt: RankTrace) -> dict[str, Any]:
     no_launch_ns = int(kernels["dur"].to_numpy()[~launched].sum())
     gpu_self = tree["gpu_self_ns"]
     uncovered = gpu_self[~covered & (gpu_self.to_numpy() > 0)]
-    unmodelled = uncovered.groupby(tree.loc[uncovered.index, "name"].astype(str)).agg(["sum", "size"])
+    unmodelled = uncovered.groupby(tree.loc[uncovered.index, "name"].astype(str)).agg(
+        ["sum", "size"]
+    )
     outside = kernel_ns - no_launch_ns - int(gpu_self.sum())
     if outside > 0:
         unmodelled.loc[NO_OPERATOR] = [outside, 0]
@@ -99,7 +127,9 @@ def operator_roofline_rank(rt: RankTrace) -> dict[str, Any]:
     steps = rt.profiler_steps()[["step", "ts", "dur"]].drop_duplicates("step", keep="first")
     if steps.empty and len(ev):
         end = int((ev["ts"] + ev["dur"]).max())
-        steps = pd.DataFrame({"step": [-1], "ts": [int(ev["ts"].min())], "dur": [end - int(ev["ts"].min())]})
+        steps = pd.DataFrame(
+            {"step": [-1], "ts": [int(ev["ts"].min())], "dur": [end - int(ev["ts"].min())]}
+        )
     calls["step"] = _step_of(ev.loc[modelled, "ts"].to_numpy(np.int64), steps)
     return {
         "calls": calls.reset_index(drop=True),
@@ -130,8 +160,11 @@ def combine(parts: Mapping[int, dict[str, Any]], gpu: Any = None) -> RooflineRes
     if frames:
         total = pd.concat(frames).groupby(level=0).sum()
         unmodelled = pd.DataFrame(
-            {"name": total.index, "count": total["size"].to_numpy(np.int64),
-             "kernel_time_us": total["sum"].to_numpy() / 1e3}
+            {
+                "name": total.index,
+                "count": total["size"].to_numpy(np.int64),
+                "kernel_time_us": total["sum"].to_numpy() / 1e3,
+            }
         ).sort_values(["kernel_time_us", "name"], ascending=[False, True], ignore_index=True)
     else:
         unmodelled = pd.DataFrame({"name": [], "count": [], "kernel_time_us": []})
@@ -294,6 +327,16 @@ def _step_table(parts, spec, calls) -> pd.DataFrame:
             f = float(flops.get(step, 0))
             seconds = dur / 1e9
             achieved = f / seconds / 1e12 if seconds > 0 else np.nan
-            rows.append((rank, int(step), dur / 1e3, f / 1e12, achieved, peak, precision,
-                         100.0 * achieved / peak if peak and not np.isnan(peak) else np.nan))
+            rows.append(
+                (
+                    rank,
+                    int(step),
+                    dur / 1e3,
+                    f / 1e12,
+                    achieved,
+                    peak,
+                    precision,
+                    100.0 * achieved / peak if peak and not np.isnan(peak) else np.nan,
+                )
+            )
     return pd.DataFrame(rows, columns=STEP_COLUMNS)

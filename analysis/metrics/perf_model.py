@@ -59,8 +59,22 @@ BYTES_PER_ELEMENT: dict[str, int] = {
 }
 
 # torch ScalarType codes (a dtype argument appears in Concrete Inputs as one) → bytes per element
-SCALAR_TYPE_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 15: 2, 23: 1, 24: 1,
-                     25: 1, 26: 1}
+SCALAR_TYPE_BYTES = {
+    0: 1,
+    1: 1,
+    2: 2,
+    3: 4,
+    4: 8,
+    5: 2,
+    6: 4,
+    7: 8,
+    11: 1,
+    15: 2,
+    23: 1,
+    24: 1,
+    25: 1,
+    26: 1,
+}
 
 # The precision an op computes in, from its first input's dtype: the key of the GPU peak to use.
 PRECISION: dict[str, str] = {

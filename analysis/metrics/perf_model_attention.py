@@ -55,7 +55,7 @@ def attention(call: OpCall) -> OpCost:
     b_k, h_kv, n_kv, d_k = _bhnd(call.dim(q_at + 1))
     b_v, h_v, n_v, d_v = _bhnd(call.dim(q_at + 2))
     if len({b, b_k, b_v}) != 1 or h_kv != h_v or n_kv != n_v or d_qk != d_k:
-        raise NoModel(f"query/key/value shapes do not match: {call.dims[q_at:q_at + 3]}")
+        raise NoModel(f"query/key/value shapes do not match: {call.dims[q_at : q_at + 3]}")
     if h_q % h_kv:
         raise NoModel(f"{h_q} query heads for {h_kv} key/value heads")
     causal = call.arg(causal_at) is True

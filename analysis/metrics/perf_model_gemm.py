@@ -25,13 +25,23 @@ from analysis.metrics.perf_model import (
     precision_of,
 )
 
+
 def _operand(call: OpCall, i: int) -> int:
     """Bytes of input ``i`` as stored (stride-0 dimensions once)."""
     return elements(call.dim(i), call.stride(i)) * call.bpe(i)
 
 
-def _gemm(call: OpCall, a: int, b: int, batch: int, m: int, n: int, k: int, bias: int | None,
-          out_bpe: int | None = None) -> OpCost:
+def _gemm(
+    call: OpCall,
+    a: int,
+    b: int,
+    batch: int,
+    m: int,
+    n: int,
+    k: int,
+    bias: int | None,
+    out_bpe: int | None = None,
+) -> OpCost:
     """A GEMM whose operands are inputs ``a``, ``b`` (and ``bias``, an input index or None)."""
     if min(batch, m, n, k) < 0:
         raise NoModel("negative dimension")

@@ -83,8 +83,10 @@ def reduction(call: OpCall) -> OpCost:
             dims = [dims]
         if isinstance(dims, list) and dims and all(isinstance(d, int) for d in dims):
             reduced = {d % len(shape) for d in dims} if shape else set()
-            out = prod(1 if i in reduced else s for i, s in enumerate(shape)) if keepdim else prod(
-                s for i, s in enumerate(shape) if i not in reduced
+            out = (
+                prod(1 if i in reduced else s for i, s in enumerate(shape))
+                if keepdim
+                else prod(s for i, s in enumerate(shape) if i not in reduced)
             )
         else:
             out = 1
@@ -113,18 +115,51 @@ def upsample_nearest(call: OpCall) -> OpCost:
 
 
 UNARY_OPS = (
-    "aten::copy_", "aten::copy", "aten::clamp_min", "aten::clamp_min_", "aten::clamp_max",
-    "aten::clamp_max_", "aten::sigmoid", "aten::rsqrt", "aten::silu", "aten::neg", "aten::pow",
-    "aten::gelu", "aten::relu", "aten::relu_", "aten::tanh", "aten::exp", "aten::sqrt",
-    "aten::abs", "aten::reciprocal",
+    "aten::copy_",
+    "aten::copy",
+    "aten::clamp_min",
+    "aten::clamp_min_",
+    "aten::clamp_max",
+    "aten::clamp_max_",
+    "aten::sigmoid",
+    "aten::rsqrt",
+    "aten::silu",
+    "aten::neg",
+    "aten::pow",
+    "aten::gelu",
+    "aten::relu",
+    "aten::relu_",
+    "aten::tanh",
+    "aten::exp",
+    "aten::sqrt",
+    "aten::abs",
+    "aten::reciprocal",
 )  # TraceLens's list, plus common activations and math functions
 BINARY_OPS = (
-    "aten::add", "aten::add_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
-    "aten::sub", "aten::sub_", "aten::sigmoid_backward", "aten::threshold_backward",
+    "aten::add",
+    "aten::add_",
+    "aten::mul",
+    "aten::mul_",
+    "aten::div",
+    "aten::div_",
+    "aten::sub",
+    "aten::sub_",
+    "aten::sigmoid_backward",
+    "aten::threshold_backward",
 )
 REDUCE_OPS = (
-    "aten::sum", "aten::mean", "aten::max", "aten::min", "aten::amax", "aten::amin", "aten::norm",
-    "aten::linalg_vector_norm", "aten::std", "aten::var", "aten::logsumexp", "aten::cumsum",
+    "aten::sum",
+    "aten::mean",
+    "aten::max",
+    "aten::min",
+    "aten::amax",
+    "aten::amin",
+    "aten::norm",
+    "aten::linalg_vector_norm",
+    "aten::std",
+    "aten::var",
+    "aten::logsumexp",
+    "aten::cumsum",
     "aten::cumprod",
 )
 

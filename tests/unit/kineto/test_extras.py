@@ -24,23 +24,88 @@ MM_ARGS = {
 
 def _trace() -> dict:
     events = [
-        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},  # no cat: dropped
-        {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler", "ts": 0, "dur": 500, "pid": 1,
-         "tid": 1},  # the profiler span: dropped
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 100,
-         "pid": 1, "tid": 1},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 10, "dur": 20, "pid": 1, "tid": 1,
-         "args": MM_ARGS},
-        {"ph": "i", "cat": "cpu_instant_event", "name": "instant", "ts": 12, "pid": 1, "tid": 1,
-         "args": {"Input Dims": [[1]]}},  # no dur: dropped by the parser, so not a row
-        {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "ts": 40, "dur": 1, "pid": 1,
-         "tid": 1, "args": {"External id": 6}},  # no shapes recorded
-        {"ph": "X", "cat": "python_function", "name": "f", "ts": 41, "dur": 1, "pid": 1,
-         "tid": 1, "args": {"Input Dims": [[3]]}},  # not an operator
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "ts": 100, "dur": 100,
-         "pid": 1, "tid": 1},
-        {"ph": "X", "cat": "Operator", "name": "aten::add", "ts": 150, "dur": 5, "pid": 1,
-         "tid": 1, "args": {"Input Dims": [[4], [4], []], "Input type": ["float", "float", "Scalar"]}},
+        {
+            "ph": "M",
+            "name": "process_name",
+            "pid": 1,
+            "args": {"name": "python"},
+        },  # no cat: dropped
+        {
+            "ph": "X",
+            "cat": "Trace",
+            "name": "PyTorch Profiler",
+            "ts": 0,
+            "dur": 500,
+            "pid": 1,
+            "tid": 1,
+        },  # the profiler span: dropped
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "ts": 0,
+            "dur": 100,
+            "pid": 1,
+            "tid": 1,
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mm",
+            "ts": 10,
+            "dur": 20,
+            "pid": 1,
+            "tid": 1,
+            "args": MM_ARGS,
+        },
+        {
+            "ph": "i",
+            "cat": "cpu_instant_event",
+            "name": "instant",
+            "ts": 12,
+            "pid": 1,
+            "tid": 1,
+            "args": {"Input Dims": [[1]]},
+        },  # no dur: dropped by the parser, so not a row
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::empty",
+            "ts": 40,
+            "dur": 1,
+            "pid": 1,
+            "tid": 1,
+            "args": {"External id": 6},
+        },  # no shapes recorded
+        {
+            "ph": "X",
+            "cat": "python_function",
+            "name": "f",
+            "ts": 41,
+            "dur": 1,
+            "pid": 1,
+            "tid": 1,
+            "args": {"Input Dims": [[3]]},
+        },  # not an operator
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#2",
+            "ts": 100,
+            "dur": 100,
+            "pid": 1,
+            "tid": 1,
+        },
+        {
+            "ph": "X",
+            "cat": "Operator",
+            "name": "aten::add",
+            "ts": 150,
+            "dur": 5,
+            "pid": 1,
+            "tid": 1,
+            "args": {"Input Dims": [[4], [4], []], "Input type": ["float", "float", "Scalar"]},
+        },
     ]
     return {"schemaVersion": 1, "traceEvents": events}
 

@@ -54,7 +54,11 @@ def test_overrides():
     assert gpu_spec("NVIDIA H100 80GB HBM3", mine) is mine
     assert gpu_spec("NVIDIA H100 80GB HBM3", "H200").name == "H200 SXM"
     tuned = gpu_spec("NVIDIA H100 80GB HBM3", {"bf16": 800, "memory_tb_s": 3.0})
-    assert (tuned.peak_tflops("bf16"), tuned.memory_tb_s, tuned.peak_tflops("fp8")) == (800, 3.0, 1979)
+    assert (tuned.peak_tflops("bf16"), tuned.memory_tb_s, tuned.peak_tflops("fp8")) == (
+        800,
+        3.0,
+        1979,
+    )
     custom = gpu_spec("Some Future Accelerator", {"bf16": 5000, "memory_tb_s": 10})
     assert custom.name == "custom" and custom.ridge_flops_per_byte("bf16") == 500
     with pytest.raises(ConfigError, match="unknown GPU peak keys"):

@@ -21,31 +21,70 @@ BF16, F32 = "c10::BFloat16", "float"
 def _op(name, ts, dur, dims=None, types=None, strides=None, concrete=None):
     args = {"External id": ts}
     if dims is not None:
-        args.update({"Input Dims": dims, "Input type": types,
-                     "Input Strides": strides or [[] for _ in dims],
-                     "Concrete Inputs": concrete or ["" for _ in dims]})
-    return {"ph": "X", "cat": "cpu_op", "name": name, "ts": BASE + ts, "dur": dur, "pid": 1,
-            "tid": 1, "args": args}
+        args.update(
+            {
+                "Input Dims": dims,
+                "Input type": types,
+                "Input Strides": strides or [[] for _ in dims],
+                "Concrete Inputs": concrete or ["" for _ in dims],
+            }
+        )
+    return {
+        "ph": "X",
+        "cat": "cpu_op",
+        "name": name,
+        "ts": BASE + ts,
+        "dur": dur,
+        "pid": 1,
+        "tid": 1,
+        "args": args,
+    }
 
 
 def _launch(ts, corr, name="cudaLaunchKernel"):
-    return {"ph": "X", "cat": "cuda_runtime", "name": name, "ts": BASE + ts, "dur": 2, "pid": 1,
-            "tid": 1, "args": {"correlation": corr}}
+    return {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": name,
+        "ts": BASE + ts,
+        "dur": 2,
+        "pid": 1,
+        "tid": 1,
+        "args": {"correlation": corr},
+    }
 
 
 def _gpu(ts, dur, corr, cat="kernel", name="gemm_kernel"):
-    return {"ph": "X", "cat": cat, "name": name, "ts": BASE + ts, "dur": dur, "pid": 0, "tid": 7,
-            "args": {"stream": 7, "correlation": corr, "device": 0}}
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "ts": BASE + ts,
+        "dur": dur,
+        "pid": 0,
+        "tid": 7,
+        "args": {"stream": 7, "correlation": corr, "device": 0},
+    }
 
 
 def _trace_events():
     linear = ([[64, 128], [256, 128], [256]], [BF16] * 3)
-    addmm = ([[256], [64, 128], [128, 256], [], []], [BF16] * 3 + ["Scalar"] * 2,
-             [[1], [128, 1], [1, 128], [], []])
+    addmm = (
+        [[256], [64, 128], [128, 256], [], []],
+        [BF16] * 3 + ["Scalar"] * 2,
+        [[1], [128, 1], [1, 128], [], []],
+    )
     mm = ([[32, 64], [64, 32]], [F32, F32])
     return [
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": BASE, "dur": 1000,
-         "pid": 1, "tid": 1},
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "ts": BASE,
+            "dur": 1000,
+            "pid": 1,
+            "tid": 1,
+        },
         _op("aten::linear", 10, 100, *linear),
         _op("aten::addmm", 20, 80, *addmm),
         _launch(25, 1, "cudaMemsetAsync"),
@@ -73,8 +112,10 @@ def _trace_events():
 
 
 def _rank(gpu_name="NVIDIA H100 80GB HBM3", events=None):
-    trace = {"deviceProperties": [{"id": 0, "name": gpu_name}],
-             "traceEvents": events or _trace_events()}
+    trace = {
+        "deviceProperties": [{"id": 0, "name": gpu_name}],
+        "traceEvents": events or _trace_events(),
+    }
     data = gzip.compress(json.dumps(trace).encode())
     rt = parse_trace_bytes(data, "hand.json.gz")
     rt.extras["op_shapes"] = extras.extract(data, "hand.json.gz", extras.OP_SHAPES)
@@ -98,7 +139,10 @@ def test_kernel_time_is_the_busy_time_of_what_the_op_launched(result):
     mm = _row(result.ops, "aten::mm")
     assert mm["count"] == 2
     assert (mm["kernel_time_us_sum"], mm["kernel_time_us_mean"], mm["kernel_time_us_median"]) == (
-        50.0, 25.0, 25.0)
+        50.0,
+        25.0,
+        25.0,
+    )
 
 
 def test_flops_bytes_and_achieved_rates(result):
@@ -160,10 +204,14 @@ def test_mfu_counts_outermost_modelled_ops_once(result):
 def test_unknown_gpu_gives_nan_roofline_but_the_measured_numbers():
     r = roofline.combine({0: roofline.operator_roofline_rank(_rank("Mystery GPU"))})
     mm = _row(r.ops, "aten::mm")
-    assert mm["kernel_time_us_sum"] == 50.0 and math.isnan(mm["pct_of_peak"]) and mm["bound"] is None
+    assert (
+        mm["kernel_time_us_sum"] == 50.0 and math.isnan(mm["pct_of_peak"]) and mm["bound"] is None
+    )
     assert r.gpu is None and math.isnan(r.steps.iloc[0]["mfu_pct"])
-    tuned = roofline.combine({0: roofline.operator_roofline_rank(_rank("Mystery GPU"))},
-                             gpu={"fp32": 10.0, "bf16": 100.0, "memory_tb_s": 1.0})
+    tuned = roofline.combine(
+        {0: roofline.operator_roofline_rank(_rank("Mystery GPU"))},
+        gpu={"fp32": 10.0, "bf16": 100.0, "memory_tb_s": 1.0},
+    )
     assert _row(tuned.ops, "aten::mm")["roofline_time_us"] == pytest.approx(20480 / 1e6)
 
 

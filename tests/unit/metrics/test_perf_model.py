@@ -44,8 +44,11 @@ def test_expanded_operand_with_stride_zero_is_read_once():
 
 
 def test_addmm_adds_bias_flops_and_the_bias_tensor():
-    c = cost("aten::addmm", [[1024], [8944, 1024], [1024, 1024], [], []],
-             [BF16, BF16, BF16, "Scalar", "Scalar"])
+    c = cost(
+        "aten::addmm",
+        [[1024], [8944, 1024], [1024, 1024], [], []],
+        [BF16, BF16, BF16, "Scalar", "Scalar"],
+    )
     assert c.flops == 2 * 8944 * 1024 * 1024 + 8944 * 1024 == 18_766_086_144
     assert c.bytes == (1024 + 8944 * 1024 + 1024 * 1024 + 8944 * 1024) * 2
 
@@ -54,8 +57,11 @@ def test_bmm_and_baddbmm_scale_with_the_batch():
     b = cost("aten::bmm", [[12, 128, 64], [12, 64, 128]], [BF16, BF16])
     assert b.flops == 12 * 2 * 128 * 128 * 64
     assert b.bytes == 12 * (128 * 64 + 64 * 128 + 128 * 128) * 2
-    bb = cost("aten::baddbmm", [[12, 128, 128], [12, 128, 64], [12, 64, 128], [], []],
-              [BF16, BF16, BF16, "Scalar", "Scalar"])
+    bb = cost(
+        "aten::baddbmm",
+        [[12, 128, 128], [12, 128, 64], [12, 64, 128], [], []],
+        [BF16, BF16, BF16, "Scalar", "Scalar"],
+    )
     assert bb.flops == 12 * (2 * 128 * 128 * 64 + 128 * 128)
     assert bb.bytes == b.bytes + 12 * 128 * 128 * 2
 
@@ -79,14 +85,20 @@ def test_matmul_broadcasts_batch_dims_and_promotes_vectors():
 
 def test_scaled_mm_fp8_with_output_dtype_and_scales():
     # out_dtype 15 = bfloat16; per-tensor float scales
-    c = cost("aten::_scaled_mm", [[128, 256], [256, 512], [], [], [], [], [], []],
-             [FP8, FP8, F32, F32, "", "", "Scalar", "Scalar"],
-             concrete=["", "", "", "", "", "", "15", "False"])
+    c = cost(
+        "aten::_scaled_mm",
+        [[128, 256], [256, 512], [], [], [], [], [], []],
+        [FP8, FP8, F32, F32, "", "", "Scalar", "Scalar"],
+        concrete=["", "", "", "", "", "", "15", "False"],
+    )
     assert c.precision == "fp8" and c.flops == 2 * 128 * 512 * 256
     assert c.bytes == 128 * 256 + 256 * 512 + 128 * 512 * 2
-    scaled = cost("aten::_scaled_mm", [[128, 256], [256, 512], [1], [1], [], [], [], []],
-                  [FP8, FP8, F32, F32, "", "", "Scalar", "Scalar"],
-                  concrete=["", "", "", "", "", "", "15", "False"])
+    scaled = cost(
+        "aten::_scaled_mm",
+        [[128, 256], [256, 512], [1], [1], [], [], [], []],
+        [FP8, FP8, F32, F32, "", "", "Scalar", "Scalar"],
+        concrete=["", "", "", "", "", "", "15", "False"],
+    )
     assert scaled.bytes == c.bytes + 2 * 4
 
 
@@ -118,14 +130,28 @@ def test_causal_with_fewer_queries_than_keys_counts_the_unmasked_scores():
     # top-left causal mask, 4 queries x 6 keys: rows keep 1, 2, 3, 4 keys = 10 of 24
     assert causal_share(4, 6) == pytest.approx(10 / 24)
     assert causal_share(6, 4) == pytest.approx((1 + 2 + 3 + 4 + 4 + 4) / 24)
-    c = _sdpa("aten::scaled_dot_product_attention", [1, 1, 4, 8], [1, 1, 6, 8], [1, 1, 6, 8], 5,
-              True, extra=8)
+    c = _sdpa(
+        "aten::scaled_dot_product_attention",
+        [1, 1, 4, 8],
+        [1, 1, 6, 8],
+        [1, 1, 6, 8],
+        5,
+        True,
+        extra=8,
+    )
     assert c.flops == round(2 * 4 * 6 * 16 * 10 / 24)
 
 
 def test_grouped_query_attention_uses_query_heads_for_flops_and_kv_heads_for_bytes():
-    c = _sdpa("aten::_scaled_dot_product_efficient_attention", [2, 8, 128, 64], [2, 2, 128, 64],
-              [2, 2, 128, 64], 6, False, extra=8)
+    c = _sdpa(
+        "aten::_scaled_dot_product_efficient_attention",
+        [2, 8, 128, 64],
+        [2, 2, 128, 64],
+        [2, 2, 128, 64],
+        6,
+        False,
+        extra=8,
+    )
     assert c.flops == 2 * 2 * 8 * 128 * 128 * 128
     assert c.bytes == (2 * 8 * 128 * 64 * 2 + 2 * 2 * 128 * 64 * 2) * 2
 
@@ -136,8 +162,12 @@ def test_attention_backward_is_five_products():
     dims = [q, q, q, q, q, [2, 4, 256]] + [[]] * 9
     concrete = [""] * 15
     concrete[11] = "True"
-    bwd = cost("aten::_scaled_dot_product_flash_attention_backward", dims,
-               [BF16] * 5 + [F32] + ["Scalar"] * 9, concrete=concrete)
+    bwd = cost(
+        "aten::_scaled_dot_product_flash_attention_backward",
+        dims,
+        [BF16] * 5 + [F32] + ["Scalar"] * 9,
+        concrete=concrete,
+    )
     assert bwd.flops == fwd.flops * 5 // 2
     assert bwd.bytes == 8 * 2 * 4 * 256 * 64 * 2
 
@@ -147,14 +177,24 @@ def test_attention_backward_is_five_products():
 
 def _conv(x, w, bias, stride, padding, dilation, transposed, out_pad, groups, dtype=BF16):
     dims = [x, w, [w[0] if not transposed else w[1] * groups] if bias else []] + [[]] * 6
-    concrete = ["", "", "", str(stride), str(padding), str(dilation), str(transposed),
-                str(out_pad), str(groups)]
+    concrete = [
+        "",
+        "",
+        "",
+        str(stride),
+        str(padding),
+        str(dilation),
+        str(transposed),
+        str(out_pad),
+        str(groups),
+    ]
     return cost("aten::convolution", dims, [dtype] * 3 + ["ScalarList"] * 6, concrete=concrete)
 
 
 def test_conv2d_patch_embedding():
-    c = _conv([128, 3, 224, 224], [768, 3, 16, 16], False, [16, 16], [0, 0], [1, 1], False,
-              [0, 0], 1)
+    c = _conv(
+        [128, 3, 224, 224], [768, 3, 16, 16], False, [16, 16], [0, 0], [1, 1], False, [0, 0], 1
+    )
     y = 128 * 768 * 14 * 14
     assert c.flops == 2 * y * 3 * 16 * 16 == 29_595_009_024
     assert c.bytes == (128 * 3 * 224 * 224 + 768 * 3 * 16 * 16 + y) * 2
@@ -192,9 +232,12 @@ def test_transposed_conv_counts_per_input_element():
 
 
 def test_cudnn_convolution_signature():
-    c = cost("aten::cudnn_convolution", [[1, 4, 8, 8], [4, 4, 3, 3]] + [[]] * 7,
-             [F32, F32] + ["ScalarList"] * 3 + ["Scalar"] * 4,
-             concrete=["", "", "[1, 1]", "[1, 1]", "[1, 1]", "1", "False", "False", "True"])
+    c = cost(
+        "aten::cudnn_convolution",
+        [[1, 4, 8, 8], [4, 4, 3, 3]] + [[]] * 7,
+        [F32, F32] + ["ScalarList"] * 3 + ["Scalar"] * 4,
+        concrete=["", "", "[1, 1]", "[1, 1]", "[1, 1]", "1", "False", "False", "True"],
+    )
     assert c.flops == 2 * (4 * 8 * 8) * (4 * 9) and c.precision == "fp32"
 
 
@@ -205,7 +248,9 @@ def test_unary_reads_and_writes_every_element_in_its_dtypes():
     silu = cost("aten::silu", [[16, 559, 2816]], [BF16])
     n = 16 * 559 * 2816
     assert (silu.flops, silu.bytes, silu.memory_bound) == (n, 4 * n, True)
-    cast = cost("aten::copy_", [[4, 8], [4, 8], []], [BF16, F32, "Scalar"], concrete=["", "", "False"])
+    cast = cost(
+        "aten::copy_", [[4, 8], [4, 8], []], [BF16, F32, "Scalar"], concrete=["", "", "False"]
+    )
     assert cast.bytes == 32 * 2 + 32 * 4
 
 
@@ -220,38 +265,60 @@ def test_binary_broadcasting_and_scalars():
 
 def test_layer_norm():
     n, c = 25089 * 768, 768
-    full = cost("aten::layer_norm", [[1, 25089, 768], [], [768], [768], [], []],
-                [BF16, "ScalarList", BF16, BF16, "Scalar", "Scalar"],
-                concrete=["", "[768]", "", "", "1e-06", "True"])
+    full = cost(
+        "aten::layer_norm",
+        [[1, 25089, 768], [], [768], [768], [], []],
+        [BF16, "ScalarList", BF16, BF16, "Scalar", "Scalar"],
+        concrete=["", "[768]", "", "", "1e-06", "True"],
+    )
     assert full.flops == 5 * n + 6 * c == 96_346_368
     assert full.bytes == 2 * n * 2 + 6 * c * 2
-    bare = cost("aten::layer_norm", [[1, 25089, 768], [], [], [], [], []],
-                [BF16, "ScalarList", "", "", "Scalar", "Scalar"],
-                concrete=["", "[768]", "", "", "1e-06", "True"])
+    bare = cost(
+        "aten::layer_norm",
+        [[1, 25089, 768], [], [], [], [], []],
+        [BF16, "ScalarList", "", "", "Scalar", "Scalar"],
+        concrete=["", "[768]", "", "", "1e-06", "True"],
+    )
     assert full.bytes - bare.bytes == 2 * c * 2
 
 
 def test_reductions_follow_dim_and_keepdim():
     n = 16 * 559 * 1024
-    mean = cost("aten::mean", [[16, 559, 1024], [], [], []], [F32, "ScalarList", "Scalar", ""],
-                concrete=["", "[-1]", "True", ""])
+    mean = cost(
+        "aten::mean",
+        [[16, 559, 1024], [], [], []],
+        [F32, "ScalarList", "Scalar", ""],
+        concrete=["", "[-1]", "True", ""],
+    )
     assert (mean.flops, mean.bytes) == (n, n * 4 + 16 * 559 * 4)
     total = cost("aten::sum", [[16, 559, 1024], []], [F32, ""], concrete=["", ""])
     assert total.bytes == n * 4 + 4
-    two = cost("aten::amax", [[4, 5, 6], [], []], [F32, "ScalarList", "Scalar"],
-               concrete=["", "[0, 2]", "False"])
+    two = cost(
+        "aten::amax",
+        [[4, 5, 6], [], []],
+        [F32, "ScalarList", "Scalar"],
+        concrete=["", "[0, 2]", "False"],
+    )
     assert two.bytes == (120 + 5) * 4
     cumsum = cost("aten::cumsum", [[4, 5], [], []], [F32, "Scalar", ""], concrete=["", "1", ""])
     assert cumsum.bytes == 2 * 20 * 4
 
 
 def test_softmax_and_upsample():
-    s = cost("aten::_softmax", [[3136, 12, 8, 8], [], []], [BF16, "Scalar", "Scalar"],
-             concrete=["", "-1", "False"])
+    s = cost(
+        "aten::_softmax",
+        [[3136, 12, 8, 8], [], []],
+        [BF16, "Scalar", "Scalar"],
+        concrete=["", "-1", "False"],
+    )
     n = 3136 * 12 * 64
     assert (s.flops, s.bytes, s.memory_bound) == (3 * n, 4 * n, True)
-    up = cost("aten::upsample_nearest1d", [[2, 3, 8], [], []], [F32, "ScalarList", "ScalarList"],
-              concrete=["", "[16]", ""])
+    up = cost(
+        "aten::upsample_nearest1d",
+        [[2, 3, 8], [], []],
+        [F32, "ScalarList", "ScalarList"],
+        concrete=["", "[16]", ""],
+    )
     assert up.bytes == (48 + 96) * 4
 
 
