@@ -15,7 +15,10 @@ through the ``op_shapes`` extra, :mod:`analysis.kineto.extras`) that has a perfo
   ``gpu=`` override): ``roofline_time_us`` = max(FLOPs / peak FLOP/s at the op's precision,
   bytes / peak bandwidth) per call (bandwidth only for memory-bound families); ``bound``
   ("compute"/"memory"); ``pct_of_peak`` = 100 × roofline time / kernel time (the achieved share
-  of the bound ceiling); ``time_lost_us`` = kernel time − roofline time, summed.
+  of the bound ceiling); ``time_lost_us`` = kernel time − roofline time, summed;
+- ``innermost``: no modelled operator runs inside its calls. Nested modelled ops share kernels
+  (``linear`` → ``matmul`` → ``mm``): every level has a row, as in TraceLens; the innermost rows
+  (``mm``) alone count each kernel once.
 
 Per profiler step and rank, ``mfu_pct`` (model FLOPs utilisation) = FLOPs of the modelled
 operators started in the step (outermost modelled ones only, so ``linear`` → ``addmm`` counts once)
@@ -41,7 +44,7 @@ import pandas as pd
 
 from analysis.kineto.events import kernel_like_mask, runtime_mask
 from analysis.kineto.model import RankTrace
-from analysis.metrics.gpu_specs import gpu_spec
+from analysis.metrics.gpu_specs import GpuSpec, gpu_spec
 from analysis.metrics.operator_summary import operator_times
 from analysis.metrics.perf_model import NoModel, OpCall, op_cost
 
@@ -65,6 +68,7 @@ OP_COLUMNS = [
     "bound",
     "pct_of_peak",
     "time_lost_us",
+    "innermost",
 ]
 STEP_COLUMNS = [
     "rank",
@@ -93,7 +97,7 @@ class RooflineResult(NamedTuple):
     steps: pd.DataFrame
     coverage: pd.DataFrame
     unmodelled: pd.DataFrame
-    gpu: str | None
+    gpu: GpuSpec | None  # the peaks used (None: unknown GPU, no roofline)
 
 
 def operator_roofline_rank(rt: RankTrace) -> dict[str, Any]:
@@ -110,6 +114,8 @@ def operator_roofline_rank(rt: RankTrace) -> dict[str, Any]:
     is_modelled = tree.index.isin(modelled)
     inside = _inside_modelled(tree["parent"].to_numpy(), tree.index.to_numpy(), is_modelled)
     calls["outermost"] = ~pd.Series(inside, index=tree.index).reindex(modelled).to_numpy(bool)
+    holds = _holds_modelled(tree["parent"].to_numpy(), tree.index.to_numpy(), is_modelled)
+    calls["innermost"] = ~pd.Series(holds, index=tree.index).reindex(modelled).to_numpy(bool)
     covered = is_modelled | inside
     kernels = ev.loc[kernel_like_mask(ev), ["correlation", "dur"]]
     launched = kernels["correlation"].isin(ev.loc[runtime_mask(ev), "correlation"]).to_numpy()
@@ -168,7 +174,7 @@ def combine(parts: Mapping[int, dict[str, Any]], gpu: Any = None) -> RooflineRes
         ).sort_values(["kernel_time_us", "name"], ascending=[False, True], ignore_index=True)
     else:
         unmodelled = pd.DataFrame({"name": [], "count": [], "kernel_time_us": []})
-    return RooflineResult(ops, steps, coverage, unmodelled, spec.name if spec else None)
+    return RooflineResult(ops, steps, coverage, unmodelled, spec)
 
 
 # --- per rank ---------------------------------------------------------------------------------
@@ -263,6 +269,19 @@ def _inside_modelled(parent: np.ndarray, labels: np.ndarray, modelled: np.ndarra
     return inside
 
 
+def _holds_modelled(parent: np.ndarray, labels: np.ndarray, modelled: np.ndarray) -> np.ndarray:
+    """Whether each operator has a modelled operator nested inside it (at any depth)."""
+    position = pd.Series(np.arange(len(labels)), index=labels)
+    up = position.reindex(parent).fillna(-1).to_numpy(np.int64)
+    holds = np.zeros(len(labels), dtype=bool)
+    frontier = np.unique(up[modelled & (up >= 0)])
+    while len(frontier):
+        frontier = frontier[~holds[frontier]]  # ancestors already marked need no second walk
+        holds[frontier] = True
+        frontier = np.unique(up[frontier][up[frontier] >= 0])
+    return holds
+
+
 def _step_of(ts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
     """The step whose ``[ts, ts + dur)`` holds each time, -2 when none does."""
     out = np.full(len(ts), -2, dtype=np.int64)
@@ -280,6 +299,7 @@ def _op_table(calls: pd.DataFrame | None, spec) -> pd.DataFrame:
     calls = calls.assign(kernel_us=calls["kernel_ns"] / 1e3)
     g = calls.groupby(KEY, observed=True, sort=False)
     t = g[["family", "precision", "memory_bound", "flops", "bytes"]].first()
+    t["innermost"] = g["innermost"].all()
     t["count"] = g.size()
     t["kernel_time_us_sum"] = g["kernel_us"].sum()
     t["kernel_time_us_mean"] = g["kernel_us"].mean()

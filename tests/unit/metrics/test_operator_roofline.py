@@ -2,129 +2,19 @@
 
 from __future__ import annotations
 
-import gzip
-import json
 import math
 
 import pytest
+from roofline_traces import hand_made_rank, trace_events
 
 from analysis.errors import MissingExtraError
-from analysis.kineto import extras
-from analysis.kineto.parse import parse_trace_bytes
 from analysis.metrics import operator_roofline as roofline
 from analysis.metrics.gpu_specs import lookup
-
-BASE = 1_700_000_000_000_000  # µs
-BF16, F32 = "c10::BFloat16", "float"
-
-
-def _op(name, ts, dur, dims=None, types=None, strides=None, concrete=None):
-    args = {"External id": ts}
-    if dims is not None:
-        args.update(
-            {
-                "Input Dims": dims,
-                "Input type": types,
-                "Input Strides": strides or [[] for _ in dims],
-                "Concrete Inputs": concrete or ["" for _ in dims],
-            }
-        )
-    return {
-        "ph": "X",
-        "cat": "cpu_op",
-        "name": name,
-        "ts": BASE + ts,
-        "dur": dur,
-        "pid": 1,
-        "tid": 1,
-        "args": args,
-    }
-
-
-def _launch(ts, corr, name="cudaLaunchKernel"):
-    return {
-        "ph": "X",
-        "cat": "cuda_runtime",
-        "name": name,
-        "ts": BASE + ts,
-        "dur": 2,
-        "pid": 1,
-        "tid": 1,
-        "args": {"correlation": corr},
-    }
-
-
-def _gpu(ts, dur, corr, cat="kernel", name="gemm_kernel"):
-    return {
-        "ph": "X",
-        "cat": cat,
-        "name": name,
-        "ts": BASE + ts,
-        "dur": dur,
-        "pid": 0,
-        "tid": 7,
-        "args": {"stream": 7, "correlation": corr, "device": 0},
-    }
-
-
-def _trace_events():
-    linear = ([[64, 128], [256, 128], [256]], [BF16] * 3)
-    addmm = (
-        [[256], [64, 128], [128, 256], [], []],
-        [BF16] * 3 + ["Scalar"] * 2,
-        [[1], [128, 1], [1, 128], [], []],
-    )
-    mm = ([[32, 64], [64, 32]], [F32, F32])
-    return [
-        {
-            "ph": "X",
-            "cat": "user_annotation",
-            "name": "ProfilerStep#1",
-            "ts": BASE,
-            "dur": 1000,
-            "pid": 1,
-            "tid": 1,
-        },
-        _op("aten::linear", 10, 100, *linear),
-        _op("aten::addmm", 20, 80, *addmm),
-        _launch(25, 1, "cudaMemsetAsync"),
-        _gpu(200, 5, 1, "gpu_memset", "Memset (Device)"),
-        _launch(30, 2),
-        _gpu(203, 40, 2),  # overlaps the memset by 2 µs: busy 43 µs, not 45
-        _op("aten::mm", 300, 50, *mm),
-        _launch(310, 3),
-        _gpu(400, 10, 3),
-        _launch(320, 4),
-        _gpu(420, 10, 4),  # a gap: busy 20 µs
-        _op("aten::mm", 360, 30, *mm),
-        _launch(365, 5),
-        _gpu(440, 30, 5),
-        _op("aten::cat", 500, 20, [[[2, 3], [2, 3]], []], ["TensorList", "Scalar"]),  # no model
-        _launch(505, 6),
-        _gpu(600, 7, 6),
-        _op("aten::foo", 690, 5),  # no shapes recorded
-        _launch(691, 7),
-        _gpu(700, 3, 7),
-        _launch(900, 8),  # outside any operator
-        _gpu(950, 4, 8),
-        _gpu(960, 6, 99),  # its launch is not in the trace
-    ]
-
-
-def _rank(gpu_name="NVIDIA H100 80GB HBM3", events=None):
-    trace = {
-        "deviceProperties": [{"id": 0, "name": gpu_name}],
-        "traceEvents": events or _trace_events(),
-    }
-    data = gzip.compress(json.dumps(trace).encode())
-    rt = parse_trace_bytes(data, "hand.json.gz")
-    rt.extras["op_shapes"] = extras.extract(data, "hand.json.gz", extras.OP_SHAPES)
-    return rt
 
 
 @pytest.fixture(scope="module")
 def result():
-    return roofline.combine({0: roofline.operator_roofline_rank(_rank())})
+    return roofline.combine({0: roofline.operator_roofline_rank(hand_made_rank())})
 
 
 def _row(ops, name):
@@ -173,7 +63,7 @@ def test_roofline_bound_and_percent_of_peak(result):
     expected = max(flops / (989e6), moved / (3.35e6))
     assert addmm["roofline_time_us"] == pytest.approx(expected, rel=1e-12)
     assert addmm["bound"] == ("compute" if flops / 989e6 > moved / 3.35e6 else "memory")
-    assert result.gpu == "H100 SXM"
+    assert result.gpu.name == "H100 SXM"
 
 
 def test_ops_without_a_model_are_listed_never_guessed(result):
@@ -202,21 +92,21 @@ def test_mfu_counts_outermost_modelled_ops_once(result):
 
 
 def test_unknown_gpu_gives_nan_roofline_but_the_measured_numbers():
-    r = roofline.combine({0: roofline.operator_roofline_rank(_rank("Mystery GPU"))})
+    r = roofline.combine({0: roofline.operator_roofline_rank(hand_made_rank("Mystery GPU"))})
     mm = _row(r.ops, "aten::mm")
     assert (
         mm["kernel_time_us_sum"] == 50.0 and math.isnan(mm["pct_of_peak"]) and mm["bound"] is None
     )
     assert r.gpu is None and math.isnan(r.steps.iloc[0]["mfu_pct"])
     tuned = roofline.combine(
-        {0: roofline.operator_roofline_rank(_rank("Mystery GPU"))},
+        {0: roofline.operator_roofline_rank(hand_made_rank("Mystery GPU"))},
         gpu={"fp32": 10.0, "bf16": 100.0, "memory_tb_s": 1.0},
     )
     assert _row(tuned.ops, "aten::mm")["roofline_time_us"] == pytest.approx(20480 / 1e6)
 
 
 def test_ranks_are_pooled_per_op_group():
-    parts = {r: roofline.operator_roofline_rank(_rank()) for r in (0, 1)}
+    parts = {r: roofline.operator_roofline_rank(hand_made_rank()) for r in (0, 1)}
     r = roofline.combine(parts)
     mm = _row(r.ops, "aten::mm")
     assert mm["count"] == 4 and mm["kernel_time_us_sum"] == 100.0
@@ -224,14 +114,14 @@ def test_ranks_are_pooled_per_op_group():
 
 
 def test_needs_the_op_shapes_extra():
-    rt = _rank()
+    rt = hand_made_rank()
     rt.extras.clear()
     with pytest.raises(MissingExtraError, match="op_shapes"):
         roofline.operator_roofline_rank(rt)
 
 
 def test_trace_without_steps_uses_its_span():
-    events = [e for e in _trace_events() if e["name"] != "ProfilerStep#1"]
-    r = roofline.combine({0: roofline.operator_roofline_rank(_rank(events=events))})
+    events = [e for e in trace_events() if e["name"] != "ProfilerStep#1"]
+    r = roofline.combine({0: roofline.operator_roofline_rank(hand_made_rank(events=events))})
     step = r.steps.iloc[0]
     assert step["step"] == -1 and step["step_time_us"] == 966 - 10  # first start → last end
