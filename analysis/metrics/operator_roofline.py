@@ -129,8 +129,7 @@ def operator_roofline_rank(rt: RankTrace) -> dict[str, Any]:
     outside = kernel_ns - no_launch_ns - int(gpu_self.sum())
     if outside > 0:
         unmodelled.loc[NO_OPERATOR] = [outside, 0]
-    # a step's CPU annotation comes first; its GPU-side copy (gpu_user_annotation) is dropped
-    steps = rt.profiler_steps()[["step", "ts", "dur"]].drop_duplicates("step", keep="first")
+    steps = rt.profiler_steps()[["step", "ts", "dur"]]  # CPU-side annotations, one per step
     if steps.empty and len(ev):
         end = int((ev["ts"] + ev["dur"]).max())
         steps = pd.DataFrame(
