@@ -35,6 +35,7 @@ Window: the analysed profiler steps. Times in µs.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -142,14 +143,23 @@ def operator_roofline_rank(rt: RankTrace) -> dict[str, Any]:
         "coverage": (kernel_ns, no_launch_ns, int(gpu_self[covered].sum())),
         "unmodelled": unmodelled,
         "gpu": rt.meta.gpu_names[0] if rt.meta.gpu_names else None,
+        "shaped_ops": len(frame),
     }
 
 
 def combine(parts: Mapping[int, dict[str, Any]], gpu: Any = None) -> RooflineResult:
     """Per-rank parts → the op table over all of them, MFU per (rank, step), coverage per rank.
 
-    ``gpu``: the peak table override (:func:`analysis.metrics.gpu_specs.gpu_spec`).
+    ``gpu``: the peak table override (:func:`analysis.metrics.gpu_specs.gpu_spec`). Warns when no
+    operator has recorded shapes (a trace recorded without ``record_shapes=True``).
     """
+    unshaped = [rank for rank, p in parts.items() if not p["shaped_ops"]]
+    if unshaped:
+        warnings.warn(
+            f"operator roofline: rank(s) {unshaped} have no operator with recorded shapes, so no "
+            "FLOPs or bytes: record traces with torch.profiler.profile(record_shapes=True)",
+            stacklevel=3,
+        )
     names = [p["gpu"] for p in parts.values() if p["gpu"]]
     spec = gpu_spec(names[0] if names else None, gpu)
     calls = pd.concat([p["calls"] for p in parts.values()], ignore_index=True) if parts else None
@@ -174,6 +184,18 @@ def combine(parts: Mapping[int, dict[str, Any]], gpu: Any = None) -> RooflineRes
     else:
         unmodelled = pd.DataFrame({"name": [], "count": [], "kernel_time_us": []})
     return RooflineResult(ops, steps, coverage, unmodelled, spec)
+
+
+def key_numbers(result: RooflineResult) -> list[tuple[str, str]]:
+    """Report cards: the mean MFU and the share of GPU time the models explain."""
+    cards = []
+    if result.steps["mfu_pct"].notna().any():
+        cards.append(("model FLOPs utilisation", f"{result.steps['mfu_pct'].mean():.1f} %"))
+    if result.coverage["coverage_pct"].notna().any():
+        cards.append(
+            ("GPU time with a perf model", f"{result.coverage['coverage_pct'].mean():.1f} %")
+        )
+    return cards
 
 
 # --- per rank ---------------------------------------------------------------------------------

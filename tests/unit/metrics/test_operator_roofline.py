@@ -125,3 +125,37 @@ def test_trace_without_steps_uses_its_span():
     r = roofline.combine({0: roofline.operator_roofline_rank(hand_made_rank(events=events))})
     step = r.steps.iloc[0]
     assert step["step"] == -1 and step["step_time_us"] == 966 - 10  # first start → last end
+
+
+def test_through_the_facade_shapes_are_read_only_when_asked(tmp_path):
+    import gzip
+    import json
+
+    from analysis import TraceAnalysis
+
+    trace = {
+        "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+        "distributedInfo": {"rank": 0, "world_size": 1},
+        "traceEvents": trace_events(),
+    }
+    path = tmp_path / "rank0.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(trace).encode()))
+    ta = TraceAnalysis(str(path), cache_dir=tmp_path / "cache", gpu_events="all")
+    assert ta.full_trace[0].extras == {}  # opening the trace does not decode the shapes
+    result = ta.get_operator_roofline(visualize=False)
+    assert "op_shapes" in ta.full_trace[0].extras
+    assert list((tmp_path / "cache").glob("*/extras/op_shapes-*.arrow"))
+    direct = roofline.combine({0: roofline.operator_roofline_rank(hand_made_rank())})
+    cols = ["name", "count", "gflops", "data_moved_mb", "kernel_time_us_sum", "pct_of_peak"]
+    assert result.ops[cols].equals(direct.ops[cols])
+    assert result.steps.equals(direct.steps)
+
+
+def test_a_trace_without_recorded_shapes_warns():
+    events = [{k: v for k, v in e.items()} for e in trace_events()]
+    for e in events:
+        if e.get("cat") == "cpu_op":
+            e["args"] = {"External id": 1}
+    with pytest.warns(UserWarning, match="record_shapes=True"):
+        r = roofline.combine({0: roofline.operator_roofline_rank(hand_made_rank(events=events))})
+    assert r.ops.empty and r.steps["model_tflop"].iloc[0] == 0
