@@ -118,6 +118,21 @@ class MissingExtraError(TraceAnalysisError, KeyError):
         return (type(self), (self.name, self.rank, self.source))
 
 
+class NoShapesError(TraceAnalysisError):
+    """No operator of the ranks analysed has recorded shapes (``record_shapes=False``)."""
+
+    def __init__(self, ranks, sources):
+        self.ranks, self.sources = list(ranks), list(sources)
+        super().__init__(
+            f"rank(s) {self.ranks} ({', '.join(self.sources)}): no CPU operator has recorded "
+            "shapes (Input Dims), so FLOPs and bytes cannot be modelled; record the traces with "
+            "torch.profiler.profile(record_shapes=True)"
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.ranks, self.sources))
+
+
 class UnknownRankError(TraceAnalysisError, KeyError):
     """A rank was asked for that the trace does not have."""
 

@@ -43,6 +43,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from analysis.errors import NoShapesError
 from analysis.kineto.events import kernel_like_mask, runtime_mask
 from analysis.kineto.model import RankTrace
 from analysis.metrics.gpu_specs import GpuSpec, gpu_spec
@@ -144,16 +145,20 @@ def operator_roofline_rank(rt: RankTrace) -> dict[str, Any]:
         "unmodelled": unmodelled,
         "gpu": rt.meta.gpu_names[0] if rt.meta.gpu_names else None,
         "shaped_ops": len(frame),
+        "source": rt.meta.source,
     }
 
 
 def combine(parts: Mapping[int, dict[str, Any]], gpu: Any = None) -> RooflineResult:
     """Per-rank parts → the op table over all of them, MFU per (rank, step), coverage per rank.
 
-    ``gpu``: the peak table override (:func:`analysis.metrics.gpu_specs.gpu_spec`). Warns when no
-    operator has recorded shapes (a trace recorded without ``record_shapes=True``).
+    ``gpu``: the peak table override (:func:`analysis.metrics.gpu_specs.gpu_spec`). Ranks whose
+    operators have no recorded shapes (traces recorded without ``record_shapes=True``) are named
+    in a warning; ``NoShapesError`` when no rank has any.
     """
     unshaped = [rank for rank, p in parts.items() if not p["shaped_ops"]]
+    if parts and len(unshaped) == len(parts):
+        raise NoShapesError(unshaped, [parts[r]["source"] for r in unshaped])
     if unshaped:
         warnings.warn(
             f"operator roofline: rank(s) {unshaped} have no operator with recorded shapes, so no "

@@ -7,7 +7,7 @@ import math
 import pytest
 from roofline_traces import hand_made_rank, trace_events
 
-from analysis.errors import MissingExtraError
+from analysis.errors import MissingExtraError, NoShapesError
 from analysis.metrics import operator_roofline as roofline
 from analysis.metrics.gpu_specs import lookup
 
@@ -151,11 +151,14 @@ def test_through_the_facade_shapes_are_read_only_when_asked(tmp_path):
     assert result.steps.equals(direct.steps)
 
 
-def test_a_trace_without_recorded_shapes_warns():
-    events = [{k: v for k, v in e.items()} for e in trace_events()]
+def test_ranks_without_recorded_shapes_are_named():
+    events = [dict(e) for e in trace_events()]
     for e in events:
         if e.get("cat") == "cpu_op":
             e["args"] = {"External id": 1}
-    with pytest.warns(UserWarning, match="record_shapes=True"):
-        r = roofline.combine({0: roofline.operator_roofline_rank(hand_made_rank(events=events))})
-    assert r.ops.empty and r.steps["model_tflop"].iloc[0] == 0
+    bare = roofline.operator_roofline_rank(hand_made_rank(events=events))
+    with pytest.raises(NoShapesError, match=r"rank\(s\) \[3\].*record_shapes=True"):
+        roofline.combine({3: bare})
+    with pytest.warns(UserWarning, match=r"rank\(s\) \[1\].*record_shapes=True"):
+        r = roofline.combine({0: roofline.operator_roofline_rank(hand_made_rank()), 1: bare})
+    assert r.steps.set_index("rank").loc[1, "model_tflop"] == 0
