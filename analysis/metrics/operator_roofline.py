@@ -112,7 +112,7 @@ def operator_roofline_rank(rt: RankTrace) -> dict[str, Any]:
     calls = pd.concat([frame.loc[modelled, KEY], costs.loc[modelled].drop(columns="ok")], axis=1)
     calls["kernel_ns"] = launched_busy_ns(ev, modelled)
 
-    tree = operator_times(ev)
+    tree = rt.memoised("operator_times", lambda: operator_times(ev))
     is_modelled = tree.index.isin(modelled)
     inside = _inside_modelled(tree["parent"].to_numpy(), tree.index.to_numpy(), is_modelled)
     calls["outermost"] = ~pd.Series(inside, index=tree.index).reindex(modelled).to_numpy(bool)

@@ -11,7 +11,7 @@ definitions TraceLens (AMD-AGI/TraceLens, ``TraceLens/PerfModel``) uses, re-deri
 - :mod:`analysis.metrics.perf_model_attention`: ``scaled_dot_product_attention`` and its flash,
   memory-efficient and cuDNN kernels, forward and backward (causal attention halved);
 - :mod:`analysis.metrics.perf_model_conv`: ``convolution``, ``_convolution``, ``cudnn_convolution``,
-  ``conv1d/2d/3d`` (grouped and transposed);
+  ``conv1d/2d/3d`` (grouped and transposed) and ``convolution_backward``;
 - :mod:`analysis.metrics.perf_model_memory`: elementwise, normalisation and reduction ops, which
   are memory-bound by nature (``memory_bound=True``: their roofline bound is always memory).
 

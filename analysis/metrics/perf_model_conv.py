@@ -10,6 +10,13 @@ Input ``x = (N, C_in, *spatial)``, weight ``w = (C_out, C_in / groups, *kernel)`
   plus ``|y|`` for a bias. This is ``torch.utils.flop_counter``'s definition, and TraceLens's.
 - Bytes: x, w, the bias (``C_out``) and y each moved once, at the input's element size.
 
+Backward (``aten::convolution_backward(grad_output, input, weight, bias_sizes, stride, padding,
+dilation, transposed, output_padding, groups, output_mask)``): for each gradient that
+``output_mask`` asks for, the input and weight gradients cost the forward's FLOPs each (the same
+multiply-adds, rearranged, as ``torch.utils.flop_counter``), the bias gradient ``|y|``; bytes: the
+input gradient reads dY and w and writes dX, the weight gradient reads dY and x and writes dW, the
+bias gradient reads dY and writes ``C_out``.
+
 The bias counts when the bias input is a tensor (TraceLens only counts it when the op has exactly
 three inputs, which ``aten::convolution`` never has in a trace: docs/deviations.md).
 """
@@ -81,4 +88,26 @@ def convolution(call: OpCall) -> OpCost:
     return OpCost("conv", flops, elems * call.bpe(0), precision_of(call.dtype(0)))
 
 
+def convolution_backward(call: OpCall) -> OpCost:
+    dy, x, w = call.dim(0), call.dim(1), call.dim(2)
+    transposed = call.arg(7) is True
+    mask = _bools(call.concrete[10] if len(call.concrete) > 10 else "")
+    if len(x) != len(w) or len(dy) != len(x) or len(mask) != 3:
+        raise NoModel(f"convolution_backward with dims {call.dims[:3]}, output_mask {mask}")
+    forward = 2 * prod(x if transposed else dy) * prod(w[1:])
+    nx, nw, ny = prod(x), prod(w), prod(dy)
+    flops = forward * (mask[0] + mask[1]) + (ny if mask[2] else 0)
+    elems = mask[0] * (ny + nw + nx) + mask[1] * (ny + nx + nw) + mask[2] * (ny + dy[1])
+    return OpCost("conv", flops, elems * call.bpe(0), precision_of(call.dtype(0)))
+
+
+def _bools(text: str) -> list[bool]:
+    """``"[True, False, True]"`` (how a bool list appears in Concrete Inputs) as a list."""
+    items = [t.strip() for t in text.strip("[]").split(",") if t.strip()]
+    if not all(t in ("True", "False", "true", "false", "1", "0") for t in items):
+        raise NoModel(f"output_mask {text!r} not recorded")
+    return [t in ("True", "true", "1") for t in items]
+
+
 MODELS = {name: convolution for name in _SIGNATURES}
+MODELS["aten::convolution_backward"] = convolution_backward

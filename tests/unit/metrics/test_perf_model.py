@@ -241,6 +241,26 @@ def test_cudnn_convolution_signature():
     assert c.flops == 2 * (4 * 8 * 8) * (4 * 9) and c.precision == "fp32"
 
 
+def test_convolution_backward_follows_output_mask():
+    dy, x, w = [8, 32, 16, 16], [8, 16, 16, 16], [32, 16, 3, 3]
+    dims = [dy, x, w, [], [], [], [], [], [], [], []]
+    types = [BF16] * 3 + ["ScalarList"] * 8
+
+    def backward(mask):
+        concrete = ["", "", "", "[32]", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "1", mask]
+        return cost("aten::convolution_backward", dims, types, concrete=concrete)
+
+    forward = 2 * (8 * 32 * 16 * 16) * (16 * 9)
+    ny, nx, nw = 8 * 32 * 256, 8 * 16 * 256, 32 * 16 * 9
+    full = backward("[True, True, True]")
+    assert full.flops == 2 * forward + ny
+    assert full.bytes == 2 * (ny + nx + nw) * 2 + (ny + 32) * 2
+    weight_only = backward("[False, True, False]")
+    assert (weight_only.flops, weight_only.bytes) == (forward, (ny + nx + nw) * 2)
+    with pytest.raises(NoModel, match="output_mask"):
+        backward("")
+
+
 # --- memory-bound ops --------------------------------------------------------------------------
 
 
