@@ -123,9 +123,12 @@ class NoShapesError(TraceAnalysisError):
 
     def __init__(self, ranks, sources):
         self.ranks, self.sources = list(ranks), list(sources)
+        where = self.sources[0] if self.sources else "?"
+        if len(self.sources) > 1:
+            where += f" and {len(self.sources) - 1} more"
         super().__init__(
-            f"rank(s) {self.ranks} ({', '.join(self.sources)}): no CPU operator has recorded "
-            "shapes (Input Dims), so FLOPs and bytes cannot be modelled; record the traces with "
+            f"rank(s) {self.ranks} ({where}): no CPU operator has recorded shapes (Input Dims), "
+            "so FLOPs and bytes cannot be modelled; record the traces with "
             "torch.profiler.profile(record_shapes=True)"
         )
 

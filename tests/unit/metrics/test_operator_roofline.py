@@ -127,6 +127,7 @@ def test_trace_without_steps_uses_its_span():
     assert step["step"] == -1 and step["step_time_us"] == 966 - 10  # first start → last end
 
 
+@pytest.mark.filterwarnings("ignore:.*no launching call")
 def test_through_the_facade_shapes_are_read_only_when_asked(tmp_path):
     import gzip
     import json
