@@ -15,14 +15,17 @@ through the ``op_shapes`` extra, :mod:`analysis.kineto.extras`) that has a perfo
   ``gpu=`` override): ``roofline_time_us`` = max(FLOPs / peak FLOP/s at the op's precision,
   bytes / peak bandwidth) per call (bandwidth only for memory-bound families); ``bound``
   ("compute"/"memory"); ``pct_of_peak`` = 100 × roofline time / kernel time (the achieved share
-  of the bound ceiling); ``time_lost_us`` = kernel time − roofline time, summed;
+  of the bound ceiling); ``time_lost_us`` = kernel time − roofline time, summed. An op's
+  precision is its first input's dtype: fp32 ops are held to the fp32 peak, as a trace does not
+  say whether TF32 was allowed (pass ``gpu={"fp32": <TF32 peak>}`` when it was);
 - ``innermost``: no modelled operator runs inside its calls. Nested modelled ops share kernels
   (``linear`` → ``matmul`` → ``mm``): every level has a row, as in TraceLens; the innermost rows
   (``mm``) alone count each kernel once.
 
 Per profiler step and rank, ``mfu_pct`` (model FLOPs utilisation) = FLOPs of the modelled
 operators started in the step (outermost modelled ones only, so ``linear`` → ``addmm`` counts once)
-/ (step duration × the GPU's peak at the precision carrying most FLOPs). A rank without
+/ (step duration, from the CPU-side ``ProfilerStep#N`` annotation, × the GPU's dense peak at the
+precision carrying most of the modelled FLOPs). A rank without
 ``ProfilerStep`` annotations gives one row, ``step`` -1, over its events' time span.
 
 ``coverage`` says how much GPU time the models explain: per rank, ``coverage_pct`` = kernel time
