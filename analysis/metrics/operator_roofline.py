@@ -117,9 +117,12 @@ def operator_roofline_rank(rt: RankTrace) -> dict[str, Any]:
 
     tree = rt.memoised("operator_times", lambda: operator_times(ev))
     is_modelled = tree.index.isin(modelled)
-    inside = _inside_modelled(tree["parent"].to_numpy(), tree.index.to_numpy(), is_modelled)
+    # each operator's parent as a position in ``tree`` (-1 at the top of its thread)
+    up = pd.Series(np.arange(len(tree)), index=tree.index).reindex(tree["parent"]).fillna(-1)
+    up = up.to_numpy(np.int64)
+    inside = _inside_modelled(up, is_modelled)
     calls["outermost"] = ~pd.Series(inside, index=tree.index).reindex(modelled).to_numpy(bool)
-    holds = _holds_modelled(tree["parent"].to_numpy(), tree.index.to_numpy(), is_modelled)
+    holds = _holds_modelled(up, is_modelled)
     calls["innermost"] = ~pd.Series(holds, index=tree.index).reindex(modelled).to_numpy(bool)
     covered = is_modelled | inside
     kernels = ev.loc[kernel_like_mask(ev), ["correlation", "dur"]]
@@ -284,13 +287,11 @@ def launched_busy_ns(events: pd.DataFrame, op_rows: pd.Index) -> np.ndarray:
     return out
 
 
-def _inside_modelled(parent: np.ndarray, labels: np.ndarray, modelled: np.ndarray) -> np.ndarray:
-    """Whether each operator has a modelled ancestor (parents as index labels, -1 at the top)."""
-    position = pd.Series(np.arange(len(labels)), index=labels)
-    up = position.reindex(parent).fillna(-1).to_numpy(np.int64)
-    inside = np.zeros(len(labels), dtype=bool)
+def _inside_modelled(up: np.ndarray, modelled: np.ndarray) -> np.ndarray:
+    """Whether each operator has a modelled ancestor (``up``: parent positions, -1 at the top)."""
+    inside = np.zeros(len(up), dtype=bool)
     has_parent = up >= 0
-    for _ in range(len(labels)):  # each pass settles one more level of nesting
+    for _ in range(len(up)):  # each pass settles one more level of nesting
         new = has_parent & (modelled[np.maximum(up, 0)] | inside[np.maximum(up, 0)])
         if (new == inside).all():
             break
@@ -298,11 +299,9 @@ def _inside_modelled(parent: np.ndarray, labels: np.ndarray, modelled: np.ndarra
     return inside
 
 
-def _holds_modelled(parent: np.ndarray, labels: np.ndarray, modelled: np.ndarray) -> np.ndarray:
+def _holds_modelled(up: np.ndarray, modelled: np.ndarray) -> np.ndarray:
     """Whether each operator has a modelled operator nested inside it (at any depth)."""
-    position = pd.Series(np.arange(len(labels)), index=labels)
-    up = position.reindex(parent).fillna(-1).to_numpy(np.int64)
-    holds = np.zeros(len(labels), dtype=bool)
+    holds = np.zeros(len(up), dtype=bool)
     frontier = np.unique(up[modelled & (up >= 0)])
     while len(frontier):
         frontier = frontier[~holds[frontier]]  # ancestors already marked need no second walk
