@@ -91,6 +91,7 @@ class TraceAnalysis:
         self.include_last_profiler_step = include_last_profiler_step
         self.storage_options = dict(storage_options or {})
         self.cache_dir = cache_dir
+        self.use_cache = use_cache
         # Where the per-rank work runs: this process (client=None) or the Dask cluster; the
         # engine also cuts the analysed window (complete profiler steps only), as HTA does.
         self.engine: Engine = load_engine(
@@ -186,8 +187,15 @@ class TraceAnalysis:
         return getattr(self.engine, name)
 
     def _context(self) -> dict[str, Any]:
-        """What every per-rank step may take (each gets the keys its signature names)."""
-        return {"patterns": self.patterns, "rounding": self.time_rounding}
+        """What every per-rank step may take (each gets the keys its signature names), and where
+        to read the event args that some analyses need beyond the parsed tables (extras)."""
+        source_options = {
+            "storage_options": getattr(self, "storage_options", {}),
+            "cache_dir": getattr(self, "cache_dir", None),
+            "use_cache": getattr(self, "use_cache", True),
+        }
+        return {"patterns": self.patterns, "rounding": self.time_rounding,
+                "source_options": source_options}
 
     # -------------------------------------------------------------------------------- analyses
     def run(self, name: str, ranks: RankSpec = None, **options: Any) -> Any:
