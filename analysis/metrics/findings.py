@@ -42,6 +42,14 @@ HTOD_SHARE_PCT = 5.0
 # and the slowest rank's step over the median rank's (%), above which steps are not steady.
 STEP_CV_PCT = 10.0
 RANK_SPREAD_PCT = 10.0
+# Roofline: a compute-heavy op group (GEMM, attention, convolution) below this % of its roofline
+# bound is "far below"; the finding fires when such groups lose more than LOST_SHARE_PCT of the
+# GPU kernel time. MFU below MFU_PCT is reported as information (dense training typically
+# reaches 30-50 %; inference and small models less).
+ROOFLINE_PCT = 50.0
+LOST_SHARE_PCT = 10.0
+MFU_PCT = 30.0
+COMPUTE_FAMILIES = ("gemm", "attention", "conv")
 # Data loading: the median step spends more than this share (%) on the CPU before its first launch.
 DATA_LOADING_GAP_PCT = 10.0
 
@@ -250,12 +258,55 @@ def data_loading_stall(results: Mapping[str, Any]) -> list[Finding]:
     )]
 
 
+def far_from_roofline(results: Mapping[str, Any]) -> list[Finding]:
+    """GEMMs / attention / convolutions far below their roofline bound; MFU per step."""
+    roof = _need(results, "operator_roofline")
+    if roof.gpu is None:
+        raise Silent("unknown GPU: no peak numbers for a roofline (pass gpu= to the roofline)")
+    ops = roof.ops[roof.ops["innermost"].astype(bool)]
+    total = float(roof.coverage["gpu_kernel_time_us"].sum())
+    slow = ops[ops["family"].isin(COMPUTE_FAMILIES) & (ops["pct_of_peak"] < ROOFLINE_PCT)]
+    out = []
+    lost = float(slow["time_lost_us"].sum())
+    share = 100.0 * lost / total if total > 0 else 0.0
+    if share > LOST_SHARE_PCT:
+        top = slow.nlargest(3, "time_lost_us")
+        out.append(Finding(
+            "warning", "GEMMs / attention run far below their roofline",
+            f"Compute-heavy operators below {ROOFLINE_PCT:.0f} % of their roofline bound lose "
+            f"{lost / 1000:.2f} ms, {share:.1f} % of the GPU kernel time, against running at it.",
+            "roofline_time_lost_pct", round(share, 2), LOST_SHARE_PCT,
+            "operator_roofline: " + "; ".join(
+                f"{r.name} {r.input_dims} at {r.pct_of_peak:.0f} % of peak ({r.bound}-bound), "
+                f"{r.time_lost_us / 1000:.2f} ms lost" for r in top.itertuples()),
+            "Check the dtypes (bf16/fp8 instead of fp32), shapes that tile badly (dimensions not "
+            "multiples of 8/64), fused attention kernels (SDPA flash/efficient backends), and "
+            "batching small GEMMs together.",
+        ))
+    if len(roof.steps):
+        mfu = float(roof.steps["mfu_pct"].median())
+        if mfu < MFU_PCT:
+            out.append(Finding(
+                "info", "Model FLOPs utilisation is low",
+                f"The modelled operators reach a median {mfu:.1f} % of the GPU's "
+                f"{roof.steps['precision'].iloc[0]} peak over the profiler steps.",
+                "mfu_pct", round(mfu, 2), MFU_PCT,
+                "operator_roofline: MFU per rank and step (" + ", ".join(
+                    f"rank {r.rank} step {r.step}: {r.mfu_pct:.1f} %"
+                    for r in roof.steps.head(6).itertuples()) + ")",
+                "MFU is bounded by everything else in this list (idle GPU, exposed communication, "
+                "slow kernels); fix those first, then larger batches or fused kernels.",
+            ))
+    return out
+
+
 RULES: dict[str, Callable[[Mapping[str, Any]], list[Finding]]] = {
     "gpu_idle_host_bound": gpu_idle_host_bound,
     "exposed_communication": exposed_communication,
     "host_to_device_copies": host_to_device_copies,
     "step_time_variance": step_time_variance,
     "data_loading_stall": data_loading_stall,
+    "far_from_roofline": far_from_roofline,
 }
 
 # What the rules read, with the options they need (the registry runs these first).
@@ -268,6 +319,7 @@ REQUIRES: dict[str, dict[str, Any]] = {
     "profiler_step_table": {},
     "profiler_steps": {},
     "step_start_gap": {},
+    "operator_roofline": {},
 }
 
 

@@ -193,3 +193,44 @@ def test_step_start_gap_table():
     assert gaps["step"].tolist() == [1, 2, 3, 4, 5]
     assert gaps["first_launch_us"].tolist() == [400.0] * 5
     assert gaps["dataloader_us"].tolist() == [100.0] * 5
+
+
+# ------------------------------------------------------------------------------------ roofline
+def one_big_gemm(kernel_us, step_us):
+    """One bf16 8192³ ``aten::mm`` (1.1 TFLOP; 1112 µs at an H100's 989 TFLOP/s) in one step."""
+    from roofline_traces import BASE, BF16, _gpu, _launch, _op
+
+    n = 8192
+    return [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": BASE, "dur": step_us,
+         "pid": 1, "tid": 1},
+        _op("aten::mm", 10, 50, [[n, n], [n, n]], [BF16, BF16]),
+        _launch(20, 1),
+        _gpu(100, kernel_us, 1),
+    ]
+
+
+def test_far_from_roofline_fires_with_the_time_lost_and_low_mfu():
+    from roofline_traces import hand_made_rank
+
+    table = analyse(hand_made_rank(events=one_big_gemm(5000, 6000))).findings()
+    f = by_rule(table, "roofline_time_lost_pct")
+    flops = 2 * 8192**3
+    at_roofline_us = flops / 989e12 * 1e6
+    assert f["value"] == pytest.approx(round(100 * (5000 - at_roofline_us) / 5000, 2))
+    assert "aten::mm" in f["evidence"] and "compute-bound" in f["evidence"]
+    mfu = by_rule(table, "mfu_pct")
+    assert mfu["severity"] == "info"
+    assert mfu["value"] == pytest.approx(round(100 * flops / (6000e-6 * 989e12), 2))
+
+
+def test_far_from_roofline_silent_near_the_roofline():
+    from roofline_traces import hand_made_rank
+
+    table = analyse(hand_made_rank(events=one_big_gemm(1150, 1300))).findings()
+    assert not {"roofline_time_lost_pct", "mfu_pct"} & set(table["metric"])
+
+
+def test_far_from_roofline_says_why_without_shapes():
+    table = analyse(rank_of(fed())).findings()
+    assert "far_from_roofline" in table.attrs["not_run"]
