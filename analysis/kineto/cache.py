@@ -5,8 +5,7 @@ fraction of that. An entry is keyed by :func:`cache_key` -- the source URL, its 
 (GCS generation, ETag, MD5 or mtime, whatever the filesystem reports) and :data:`PARSER_VERSION` --
 so a changed file, or a new parser, misses the cache instead of serving stale tables.
 
-Layout of an entry ``<cache_dir>/<key>/``: ``events.arrow``, ``flows.arrow``, ``collectives.arrow``,
-``memory_ops.arrow``
+Layout of an entry ``<cache_dir>/<key>/``: ``events.arrow``, ``flows.arrow``, ``collectives.arrow``
 (Arrow IPC files; categoricals stay dictionary-encoded) and ``meta.json`` (the :class:`RankMeta`,
 the pandas dtypes to restore, and the key itself). Entries are written into a temporary directory
 inside ``cache_dir`` and renamed into place, so a reader never sees half an entry.
@@ -32,11 +31,11 @@ from analysis.kineto.model import RankMeta, RankTrace
 
 # Bump whenever the parser's output changes (columns, dtypes, normalisation, RankMeta fields):
 # old entries then miss and are re-parsed.
-PARSER_VERSION = 2
+PARSER_VERSION = 1
 
 CACHE_ENV = "TRACE_ANALYSIS_CACHE"
 DEFAULT_CACHE_DIR = Path("~/.cache/trace-analysis")
-TABLES = ("events", "flows", "collectives", "memory_ops")
+TABLES = ("events", "flows", "collectives")
 _TMP_PREFIX = ".tmp-"
 _KEY_RE = re.compile(r"[0-9a-f]{32}")
 

@@ -36,7 +36,6 @@ from analysis.kineto.model import (
     EVENT_COLUMNS,
     FLOW_COLUMNS,
     LEGACY_CATEGORIES,
-    MEMORY_OP_COLUMNS,
     RankMeta,
     RankTrace,
     empty_frame,
@@ -77,9 +76,6 @@ class _Args(msgspec.Struct, gc=False):
     pg_name: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Name")
     pg_desc: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Description")
     pg_ranks: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Ranks")
-    # gpu_memcpy / gpu_memset: size and Kineto's achieved bandwidth
-    nbytes: _Num = msgspec.field(default=-1, name="bytes")
-    bandwidth: _Num = msgspec.field(default=None, name="memory bandwidth (GB/s)")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -393,11 +389,7 @@ def _build(events: list[_Event], meta: RankMeta, source: str) -> RankTrace:
     # With integer timestamps only, every ts is converted at once and the tables take slices.
     ts_ns = None if meta.float_timestamps else _integer_ns(all_ts)
 
-    keep = [
-        i
-        for i, e in enumerate(events)
-        if e.cat is not None and e.dur != _NULL and e.ts != _NULL and e.cat != "Trace"
-    ]
+    keep = kept_rows(events)
     flow = [i for i, e in enumerate(events) if e.ph in _FLOW_PHASES and e.ts != _NULL]
     span = next((e for e in events if e.cat == "Trace" and e.dur != _NULL and e.ts != _NULL), None)
     if span is not None:
@@ -414,11 +406,24 @@ def _build(events: list[_Event], meta: RankMeta, source: str) -> RankTrace:
         events=table,
         flows=_flows_table(flows, flow_ts),
         collectives=_collectives_table(kept, table["name"]),
-        memory_ops=_memory_ops_table(kept, table["cat"]),
     )
 
 
 _get_ts = attrgetter("ts")
+
+
+def kept_rows(events: list) -> list[int]:
+    """Positions in ``traceEvents`` of the events that become rows of ``RankTrace.events``.
+
+    The row filter of the module docstring, in one place: ``analysis.kineto.extras`` decodes other
+    fields of the same events and aligns them with this. ``events`` are any structs with ``cat``,
+    ``dur`` and ``ts`` (``dur``/``ts`` as ``msgspec.Raw``, null when absent).
+    """
+    return [
+        i
+        for i, e in enumerate(events)
+        if e.cat is not None and e.dur != _NULL and e.ts != _NULL and e.cat != "Trace"
+    ]
 
 
 def _events_table(
@@ -515,31 +520,3 @@ def _text_column(raws: list[msgspec.Raw]) -> pd.Series:
         else:
             values.append(literal.decode("utf-8", "replace"))
     return pd.Series(values, dtype=object)
-
-
-_MEMORY_OP_CATS = ("gpu_memcpy", "gpu_memset")
-
-
-def _memory_ops_table(kept: list[_Event], cats: pd.Series) -> pd.DataFrame:
-    rows = np.flatnonzero(cats.isin(_MEMORY_OP_CATS).to_numpy()).tolist()
-    if not rows:
-        return empty_frame(MEMORY_OP_COLUMNS)
-    args = [kept[i].args if kept[i].args is not None else _NO_ARGS for i in rows]
-    bandwidth = np.array([_float_or_nan(a.bandwidth) for a in args], dtype=np.float64)
-    columns = {
-        "event": np.array(rows, dtype=np.int64),
-        "bytes": _int_column(args, "nbytes"),
-        "bandwidth_gbps": bandwidth,
-    }
-    return pd.DataFrame(columns)
-
-
-def _float_or_nan(value: Any) -> float:
-    if type(value) in (int, float):
-        return float(value)
-    if type(value) is str:
-        try:
-            return float(value)
-        except ValueError:
-            return float("nan")
-    return float("nan")
