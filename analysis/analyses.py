@@ -346,13 +346,13 @@ register(Analysis(
     headline=queue_length.headline,
 ))
 
-def _hta_counter(name: str, method: str, doc: str, rank_step, combine) -> None:
+def _hta_counter(name: str, method: str, doc: str, rank_step, combine, extras=()) -> None:
     """One of HTA's queue-length / memory-bandwidth methods: first rank by default, no section."""
     title = doc.split(":")[0].removeprefix("HTA's ")
     register(Analysis(
         name=name, method=method, doc=doc, rank_step=rank_step, combine=combine,
         params=(Param("ranks", None, role="ranks"),), default_ranks="first", needs_gpu=True,
-        placement="none", title=title[:1].upper() + title[1:],
+        extras=extras, placement="none", title=title[:1].upper() + title[1:],
     ))
 
 
@@ -380,6 +380,7 @@ register(Analysis(
     params=(Param("ranks", "all", role="ranks"), Param("visualize", False, role="visualize")),
     figures="analysis.figures.memory_bandwidth",
     needs_gpu=True,
+    extras=("memory_ops",),
     title="Memory copies",
     how_to_read=(
         "Every memcpy and memset by direction (HtoD: host to device, DtoH, DtoD, PtoP: between "
@@ -393,12 +394,12 @@ _hta_counter(
     "memory_bw_summary", "get_memory_bw_summary",
     "HTA's memory bandwidth summary: ``describe()`` of the positive bandwidth values (GB/s) per "
     "``(rank, name)``.",
-    memory_bandwidth.memory_bandwidth_rank, memory_bandwidth.combine,
+    memory_bandwidth.memory_bandwidth_rank, memory_bandwidth.combine, extras=("memory_ops",),
 )
 
 _hta_counter(
     "memory_bw_time_series", "get_memory_bw_time_series",
     "HTA's memory bandwidth time series: ``{rank: DataFrame[ts (µs), pid, name, "
     "memory_bw_gbps]}``, one row per change.",
-    memory_bandwidth.memory_bandwidth_rank, memory_bandwidth.time_series,
+    memory_bandwidth.memory_bandwidth_rank, memory_bandwidth.time_series, extras=("memory_ops",),
 )

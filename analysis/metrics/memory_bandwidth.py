@@ -71,7 +71,7 @@ def memory_bandwidth_rank(
     hta = resolve_patterns(patterns).hta_quirks
     gpu = classified_gpu_events(rt, patterns, rounding)
     mem = gpu[gpu["kernel_type"] == "MEMORY"]
-    ops = rt.memory_ops.set_index("event")
+    ops = rt.extra("memory_ops")  # bytes and Kineto's bandwidth (analysis.kineto.extras)
     bw = ops["bandwidth_gbps"].reindex(mem.index).fillna(0.0).to_numpy()
     nbytes = ops["bytes"].reindex(mem.index).fillna(-1).to_numpy(dtype=np.int64)
     start, end = mem["start"].to_numpy(), mem["end"].to_numpy()

@@ -10,6 +10,7 @@ import pytest
 from hta_oracle import hta_analysis
 from trace_helpers import load_dir, parity_dirs
 
+from analysis.kineto.extras import extra_table
 from analysis.kineto.window import profiler_step_window
 from analysis.metrics import memory_bandwidth, queue_length
 from analysis.metrics.timebase import event_bounds_ns
@@ -61,6 +62,8 @@ def test_series_and_summary_equal_hta(trace_dir, counter):
     module, rank_step, series_method, summary_method = COUNTERS[counter]
     hta = hta_analysis(str(trace_dir))
     full = load_dir(trace_dir)
+    for rt in full.values():  # bytes and bandwidth are read on demand (a window shares them)
+        extra_table(rt, "memory_ops", use_cache=False)
     window = profiler_step_window(full)
     ranks = hta.t.get_ranks()
     theirs = _hta_or_skip(lambda: getattr(hta, series_method)(ranks))

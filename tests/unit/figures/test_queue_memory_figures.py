@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 
 from analysis.figures import memory_bandwidth as mbf
 from analysis.figures import queue_length as qlf
+from analysis.kineto.extras import extra_table
 from analysis.kineto.loader import load_trace
 from analysis.metrics import memory_bandwidth, queue_length
 from analysis.testing import health_traces as ht
@@ -21,6 +22,8 @@ def _parts(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trace = load_trace(tmp_path, use_cache=False, progress=False, max_workers=1)
+    for rt in trace.values():
+        extra_table(rt, "memory_ops", use_cache=False)
     return ({r: queue_length.queue_length_rank(rt) for r, rt in trace.items()},
             {r: memory_bandwidth.memory_bandwidth_rank(rt) for r, rt in trace.items()})
 

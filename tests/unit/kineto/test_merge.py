@@ -90,7 +90,7 @@ def test_reads_back_with_identical_analyses(job, tmp_path):
     back = read_merged_trace((tmp_path / "m.json.gz").read_bytes())
     assert back.rank_list() == trace.rank_list()
     for r in trace:
-        for table in ("events", "flows", "collectives", "memory_ops"):
+        for table in ("events", "flows", "collectives"):
             pd.testing.assert_frame_equal(
                 getattr(back[r], table).reset_index(drop=True),
                 getattr(trace[r], table).reset_index(drop=True),

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pandas as pd
 import pytest
 from trace_helpers import rank_trace
 
-from analysis.kineto.model import MEMORY_OP_COLUMNS
+from analysis.kineto.extras import MEMORY_OP_COLUMNS
 from analysis.metrics import memory_bandwidth as mb
 
 US = 1000
@@ -24,11 +22,15 @@ def _trace():
             ("gemm", "kernel", 0, 50 * US, 9, 5),
         ]
     )
-    ops = pd.DataFrame(
-        {"event": [0, 1, 2, 3], "bytes": [100_000, 200_000, 50_000, 8],
-         "bandwidth_gbps": [10.0, 20.0, 5.0, 1.0]}
-    ).astype(MEMORY_OP_COLUMNS)
-    return replace(rt, memory_ops=ops)
+    rt.extras["memory_ops"] = _ops([0, 1, 2, 3], [100_000, 200_000, 50_000, 8],
+                                   [10.0, 20.0, 5.0, 1.0])
+    return rt
+
+
+def _ops(rows, nbytes, bandwidth) -> pd.DataFrame:
+    """The ``memory_ops`` extra of hand-made rows (index: event row labels)."""
+    return pd.DataFrame({"bytes": nbytes, "bandwidth_gbps": bandwidth},
+                        index=pd.Index(rows, dtype="int64")).astype(MEMORY_OP_COLUMNS)
 
 
 def test_series_is_the_running_sum_per_kind():
@@ -94,9 +96,7 @@ def test_back_to_back_copies_return_to_exactly_zero():
             ("Memcpy DtoD (Device -> Device)", "gpu_memcpy", 15 * US, 10 * US, 7, 3),
         ]
     )
-    ops = pd.DataFrame({"event": [0, 1, 2], "bytes": [1, 1, 1],
-                        "bandwidth_gbps": [0.1, 0.2, 0.3]}).astype(MEMORY_OP_COLUMNS)
-    rt = replace(rt, memory_ops=ops)
+    rt.extras["memory_ops"] = _ops([0, 1, 2], [1, 1, 1], [0.1, 0.2, 0.3])
     series = mb.memory_bandwidth_rank(rt).series["memory_bw_gbps"].to_numpy()
     # 0.1, 0.3, 0.2, then at 15 µs the second copy's end (-> 0) before the third's start (0.3)
     assert series.tolist() == pytest.approx([0.1, 0.3, 0.2, 0.0, 0.3, 0.0])
