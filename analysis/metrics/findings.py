@@ -361,8 +361,8 @@ class FindingsTable(pd.DataFrame):
         for r in self.itertuples():
             colour = _COLOURS.get(r.severity, "#444")
             items.append(
-                f'<li style="margin-bottom:8px"><b style="color:{colour}">{escape(r.severity)}</b> '
-                f"<b>{escape(r.title)}</b><br>{escape(r.detail)}<br>"
+                f'<li style="margin-bottom:8px"><strong style="color:{colour}">{escape(r.severity)}'
+                f"</strong> <strong>{escape(r.title)}</strong><br>{escape(r.detail)}<br>"
                 f'<small>Evidence: {escape(r.evidence)}<br>Usually fixes it: '
                 f"{escape(r.suggestion)}</small></li>"
             )
@@ -371,7 +371,7 @@ class FindingsTable(pd.DataFrame):
         not_run = self.attrs.get("not_run") or {}
         skipped = "".join(f"<li>{escape(k)}: {escape(v)}</li>" for k, v in not_run.items())
         extra = f"<details><summary>Checks that could not run ({len(not_run)})</summary><ul>{skipped}</ul></details>" if not_run else ""
-        return f"<div><b>Findings</b><ol>{''.join(items)}</ol>{extra}</div>"
+        return f"<div><strong>Findings</strong><ol>{''.join(items)}</ol>{extra}</div>"
 
 
 def headline_text(table: pd.DataFrame) -> list[str]:
