@@ -51,6 +51,8 @@ _US_LIMIT = _I64_MAX // 1000
 # Top-level keys larger than this (serialised) stay out of ``RankMeta.other``: metadata, not payload.
 _OTHER_MAX_BYTES = 64 * 1024
 _COLLECTIVE_EVENT = "record_param_comms"
+# gloo's CPU collectives are annotated "gloo:all_reduce", ... on its worker thread, with shapes only
+_GLOO_PREFIX = "gloo:"
 _FLOW_PHASES = frozenset(("s", "f", "t"))
 _KNOWN_TOP_KEYS = frozenset(
     ("traceEvents", "distributedInfo", "deviceProperties", "schemaVersion", "baseTimeNanoseconds")
@@ -76,6 +78,7 @@ class _Args(msgspec.Struct, gc=False):
     pg_name: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Name")
     pg_desc: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Description")
     pg_ranks: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Ranks")
+    seq: _Num = msgspec.field(default=-1, name="Seq")  # the collective's sequence number in its group
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -121,7 +124,7 @@ def parse_trace_bytes(data: bytes, source: str) -> RankTrace:
     top = _decode_top(text, source)
     events = _decode_events(top["traceEvents"], source)
     meta = _meta(top, source)
-    return _build(events, meta, source)
+    return _build(events, meta, source, top["traceEvents"])
 
 
 # --- bytes → JSON ---------------------------------------------------------------------------
@@ -381,7 +384,9 @@ def _column_ns(rows: list[_Event], field: str, events: list[_Event], source: str
 # --- tables ----------------------------------------------------------------------------------
 
 
-def _build(events: list[_Event], meta: RankMeta, source: str) -> RankTrace:
+def _build(
+    events: list[_Event], meta: RankMeta, source: str, raw_events: msgspec.Raw | None = None
+) -> RankTrace:
     ts_raw = list(map(_get_ts, events))
     all_ts = _ENCODER.encode(ts_raw)
     # HTA's ts column turns float64 (and gets rounded) as soon as one ts is not a JSON integer
@@ -409,7 +414,7 @@ def _build(events: list[_Event], meta: RankMeta, source: str) -> RankTrace:
         meta=meta,
         events=table,
         flows=_flows_table(flows, flow_ts),
-        collectives=_collectives_table(kept, table["name"]),
+        collectives=_collectives_table(kept, table, keep, raw_events),
     )
 
 
@@ -472,12 +477,28 @@ def _categorical(values: list[str]) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(categories))
 
 
-def _collectives_table(kept: list[_Event], names: pd.Series) -> pd.DataFrame:
-    categories = names.cat.categories
-    if _COLLECTIVE_EVENT not in categories:
+def _collectives_table(
+    kept: list[_Event], table: pd.DataFrame, keep: list[int], raw_events: msgspec.Raw | None
+) -> pd.DataFrame:
+    """One row per event that describes a collective: ``record_param_comms`` CPU ops, GPU kernels
+    carrying Kineto's collective args (``Collective name``, ...), and gloo's ``gloo:*`` annotations
+    (whose only description is their input shape and type, decoded here, for those rows only)."""
+    if table.empty:
         return empty_frame(COLLECTIVE_COLUMNS)
-    code = categories.get_loc(_COLLECTIVE_EVENT)
-    rows = np.flatnonzero(names.cat.codes.to_numpy() == code).tolist()
+    names = table["name"]
+    categories = names.cat.categories
+    name_codes = names.cat.codes.to_numpy()
+    wanted = np.zeros(len(categories), dtype=bool)
+    if _COLLECTIVE_EVENT in categories:
+        wanted[categories.get_loc(_COLLECTIVE_EVENT)] = True
+    gloo = np.array([isinstance(c, str) and c.startswith(_GLOO_PREFIX) for c in categories])
+    rows_mask = wanted[name_codes] | gloo[name_codes]
+    # kernels: only those whose args name a collective (checked on the kernel rows alone)
+    kernel_rows = np.flatnonzero(table["cat"].to_numpy() == "kernel")
+    with_args = [i for i in kernel_rows.tolist() if (a := kept[i].args) is not None
+                 and a.collective != _NULL]
+    rows_mask[with_args] = True
+    rows = np.flatnonzero(rows_mask).tolist()
     if not rows:
         return empty_frame(COLLECTIVE_COLUMNS)
     args = [kept[i].args if kept[i].args is not None else _NO_ARGS for i in rows]
@@ -491,8 +512,57 @@ def _collectives_table(kept: list[_Event], names: pd.Series) -> pd.DataFrame:
         "pg_name": _text_column([a.pg_name for a in args]),
         "pg_desc": _text_column([a.pg_desc for a in args]),
         "pg_ranks": _text_column([a.pg_ranks for a in args]),
+        "seq": _int_column(args, "seq"),
     }
-    return pd.DataFrame(columns).astype(COLLECTIVE_COLUMNS)
+    out = pd.DataFrame(columns)
+    is_gloo = gloo[name_codes[rows]]
+    if is_gloo.any() and raw_events is not None:
+        _fill_gloo_shapes(out, is_gloo, [keep[rows[i]] for i in np.flatnonzero(is_gloo)],
+                          raw_events)
+    return out.astype(COLLECTIVE_COLUMNS)
+
+
+class _ShapeArgs(msgspec.Struct, gc=False):
+    input_dims: msgspec.Raw = msgspec.field(default=_NULL, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=_NULL, name="Input type")
+
+
+class _ShapeEvent(msgspec.Struct, gc=False):
+    args: _ShapeArgs | None = None
+
+
+_SHAPES_DECODER = msgspec.json.Decoder(list[_ShapeEvent])
+
+
+def _fill_gloo_shapes(
+    out: pd.DataFrame, is_gloo: np.ndarray, event_indices: list[int], raw_events: msgspec.Raw
+) -> None:
+    """``in_nelems`` (product of the first input's dims) and ``dtype`` (its type) of gloo's
+    annotations. A second, narrow decode of the events, paid only by traces with gloo rows."""
+    try:
+        shaped = _SHAPES_DECODER.decode(raw_events)
+    except (msgspec.DecodeError, UnicodeDecodeError):  # the first decode accepted these bytes
+        return
+    nelems, dtypes = [], []
+    for index in event_indices:
+        a = shaped[index].args or _ShapeArgs()
+        dims = _decode_or_none(a.input_dims)
+        types = _decode_or_none(a.input_type)
+        first = dims[0] if isinstance(dims, list) and dims and isinstance(dims[0], list) else None
+        ok = first is not None and all(type(d) is int and d >= 0 for d in first)
+        nelems.append(int(np.prod(first, dtype=np.int64)) if ok else -1)
+        dtypes.append(types[0] if isinstance(types, list) and types and
+                      isinstance(types[0], str) else "")
+    where = np.flatnonzero(is_gloo)
+    out.loc[where, "in_nelems"] = np.array(nelems, dtype=np.int64)
+    out.loc[where, "dtype"] = pd.Series(dtypes, index=where, dtype=object)
+
+
+def _decode_or_none(raw: msgspec.Raw):
+    try:
+        return msgspec.json.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
 
 
 def _text_column(raws: list[msgspec.Raw]) -> pd.Series:
