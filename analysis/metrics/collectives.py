@@ -56,9 +56,9 @@ _TYPE_RULES: tuple[tuple[re.Pattern, str], ...] = tuple(
         (r"broadcast|bcast", "broadcast"),
         (r"send_?recv|sendrecv|\bsend\b|\brecv\b|_send|_recv|^send|^recv", "send_recv"),
         (r"barrier", "barrier"),
-        (r"dispatch", "ep_dispatch"),  # DeepEP
+        (r"notify", "ep_notify"),  # DeepEP (notify_dispatch is a notify)
+        (r"dispatch", "ep_dispatch"),
         (r"combine", "ep_combine"),
-        (r"notify", "ep_notify"),
         (r"reduce", "reduce"),
     )
 )
