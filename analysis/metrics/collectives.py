@@ -24,9 +24,10 @@ the instance; ``wait`` = latest start − this rank's start (time spent waiting 
 1; n = group size); ``exposed`` = the part of the collective not overlapped by COMPUTATION kernels
 of the same rank (all of it for CPU collectives). ``bytes`` = max(in, out) elements × dtype size
 (nccl-tests' size convention: an all-gather counts its whole output); NaN when unknown.
-``idle_before_us`` = how long the rank's GPU (CPU thread, for CPU collectives) had been idle when
-the collective started; ``launch_late`` = the launch call came after that idle time began (the CPU
-was late). ``is_last`` marks the rank that arrived last (the first such rank on ties).
+``idle_before_us`` = how long the rank's GPU (all streams; for CPU collectives the launching
+thread's ``cpu_op`` events) ran nothing between the end of the rank's previous collective (or the
+start of the profiler step, whichever is later) and this collective's start; ``launch_late`` = the
+GPU went idle right before the collective and its launch call started after that (the CPU was late). ``is_last`` marks the rank that arrived last (the first such rank on ties).
 """
 
 from __future__ import annotations
@@ -129,20 +130,34 @@ def collectives_rank(
         return _empty()
     out = out.sort_values("start_ns", kind="stable").reset_index(drop=True)
     out["ordinal"] = out.groupby(["group", "type"], sort=False).cumcount()
-    out["step"] = _steps_of(rt, out["start_ns"].to_numpy())
+    out["step"], step_start = _steps_of(rt, out["start_ns"].to_numpy())
+    out["idle_before_ns"] = _idle_since_previous(out, step_start)
     out["rank"] = rt.rank
     return out[list(RANK_COLUMNS)].astype(RANK_COLUMNS)
 
 
-def _steps_of(rt: RankTrace, starts: np.ndarray) -> np.ndarray:
-    """The ProfilerStep number each start falls in, -1 outside every step."""
+def _steps_of(rt: RankTrace, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The ProfilerStep number each start falls in (-1 outside every step) and that step's start
+    (the start itself outside every step)."""
     steps = rt.profiler_steps()
     if steps.empty:
-        return np.full(len(starts), -1, dtype=np.int64)
+        return np.full(len(starts), -1, dtype=np.int64), starts.copy()
     ts, end = steps["ts"].to_numpy(), (steps["ts"] + steps["dur"]).to_numpy()
-    i = np.searchsorted(ts, starts, side="right") - 1
-    inside = (i >= 0) & (starts < end[np.clip(i, 0, None)])
-    return np.where(inside, steps["step"].to_numpy()[np.clip(i, 0, None)], -1)
+    i = np.clip(np.searchsorted(ts, starts, side="right") - 1, 0, None)
+    inside = (ts[i] <= starts) & (starts < end[i])
+    return np.where(inside, steps["step"].to_numpy()[i], -1), np.where(inside, ts[i], starts)
+
+
+def _idle_since_previous(out: pd.DataFrame, step_start: np.ndarray) -> np.ndarray:
+    """Idle ns of the launcher between max(previous collective's end, step start) and each start
+    (``out`` sorted by start; its ``_busy`` column holds each row's merged busy intervals)."""
+    start, end = out["start_ns"].to_numpy(), out["end_ns"].to_numpy()
+    prev_end = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(end)[:-1]]
+    w0 = np.minimum(np.maximum(prev_end, step_start), start)
+    idle = np.zeros(len(out), dtype=np.int64)
+    for k, (s, e) in enumerate(out["_busy"]):
+        idle[k] = (start[k] - w0[k]) - _coverage(s, e, w0[k:k + 1], start[k:k + 1])[0]
+    return idle
 
 
 def _describe(coll: pd.DataFrame, group_size_default: int) -> pd.DataFrame:
@@ -181,7 +196,8 @@ def _gpu_collectives(rt: RankTrace, gpu: pd.DataFrame) -> pd.DataFrame:
     label = info["collective"].fillna("").astype(str).to_numpy()
     names = comm["name"].astype(str).to_numpy()
     start, end = comm["start"].to_numpy(), comm["end"].to_numpy()
-    idle, late = _gpu_idle_before(rt, gpu, comm)
+    late = _gpu_launch_late(rt, gpu, comm)
+    busy = merge(gpu["start"].to_numpy(), gpu["end"].to_numpy())
     return pd.DataFrame(
         {
             "group": info["group"].fillna("").astype(str).to_numpy(),
@@ -193,8 +209,8 @@ def _gpu_collectives(rt: RankTrace, gpu: pd.DataFrame) -> pd.DataFrame:
             "start_ns": start,
             "end_ns": end,
             "exposed_ns": (end - start) - _covered(gpu, "COMPUTATION", start, end),
-            "idle_before_ns": idle,
             "launch_late": late,
+            "_busy": [busy] * len(comm),
         }
     )
 
@@ -233,33 +249,35 @@ def _record_param_comms_of(rt, kernel_index, coll: pd.DataFrame, desc: pd.DataFr
 def _covered(gpu: pd.DataFrame, kind: str, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """ns of each [start, end) covered by the union of ``kind`` events."""
     sel = gpu[gpu["kernel_type"] == kind]
-    s, e = merge(sel["start"].to_numpy(), sel["end"].to_numpy())
+    return _coverage(*merge(sel["start"].to_numpy(), sel["end"].to_numpy()), start, end)
+
+
+def _coverage(s: np.ndarray, e: np.ndarray, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
+    """ns of each [t0, t1) covered by the disjoint sorted intervals [s, e)."""
     if s.size == 0:
-        return np.zeros(len(start), dtype=np.int64)
+        return np.zeros(len(t0), dtype=np.int64)
     cum = np.r_[0, np.cumsum(e - s)]  # busy time before interval i
 
     def busy_until(t):
         i = np.searchsorted(s, t, side="right")  # intervals starting at or before t
-        partial = np.clip(t - s[np.clip(i - 1, 0, None)], 0, None)
-        length = (e - s)[np.clip(i - 1, 0, None)]
-        return cum[np.clip(i - 1, 0, None)] + np.where(i > 0, np.minimum(partial, length), 0)
+        j = np.clip(i - 1, 0, None)
+        return np.where(i > 0, cum[j] + np.minimum(np.clip(t - s[j], 0, None), (e - s)[j]), 0)
 
-    return busy_until(end) - busy_until(start)
+    return busy_until(t1) - busy_until(t0)
 
 
-def _gpu_idle_before(rt: RankTrace, gpu: pd.DataFrame, comm: pd.DataFrame):
-    """How long the GPU had been idle (no work on any stream) when each comm kernel started, and
-    whether its launch call started after that idle time began."""
+def _gpu_launch_late(rt: RankTrace, gpu: pd.DataFrame, comm: pd.DataFrame) -> np.ndarray:
+    """Whether the GPU sat idle (no work on any stream) right before each comm kernel and the
+    kernel's launch call started after that idle time began."""
     s, e = merge(gpu["start"].to_numpy(), gpu["end"].to_numpy())
     start = comm["start"].to_numpy()
     i = np.searchsorted(s, start, side="right") - 1  # the merged interval holding the kernel
     opens = (i >= 0) & (s[np.clip(i, 0, None)] == start)  # the kernel starts a busy period
     has_prev = opens & (i >= 1)
     prev_end = np.where(has_prev, e[np.clip(i - 1, 0, None)], start)
-    idle = np.where(has_prev, start - prev_end, 0)
     launch_ts = launch_calls(rt, comm.index.map(rt.events["correlation"]).to_numpy())["ts"].to_numpy()
     late = has_prev & ~np.isnan(launch_ts) & (np.nan_to_num(launch_ts) >= prev_end)
-    return idle.astype(np.int64), late
+    return late
 
 
 def _cpu_collectives(rt: RankTrace, rounding: Rounding) -> pd.DataFrame:
@@ -297,26 +315,25 @@ def _cpu_collectives(rt: RankTrace, rounding: Rounding) -> pd.DataFrame:
         # gloo's all-gather input is one rank's share; nccl-tests counts the whole output
         scale = world if kind == "all_gather" and world > 0 else 1
         nbytes[mine] = g_bytes[theirs] * scale
-    idle = _cpu_idle_before(ev, ops, start, rounding, rt.meta.float_timestamps)
+    busy = _thread_busy(ev, ops["tid"].to_numpy(), rounding, rt.meta.float_timestamps)
     return pd.DataFrame(
         {
             "group": "", "type": types, "seq": -1, "name": ops["name"].astype(str).to_numpy(),
             "bytes": nbytes, "group_size": world, "start_ns": start, "end_ns": end,
-            "exposed_ns": end - start, "idle_before_ns": idle, "launch_late": idle > 0,
+            "exposed_ns": end - start, "launch_late": True, "_busy": busy,
         }
     )
 
 
-def _cpu_idle_before(ev, ops, start, rounding, float_timestamps) -> np.ndarray:
-    """Per op: start − the latest end, on its thread, of the events that ended before it started."""
-    s_all, e_all = event_bounds_ns(ev["ts"].to_numpy(), ev["dur"].to_numpy(), rounding,
+def _thread_busy(ev, tids, rounding, float_timestamps) -> list:
+    """Per collective op, the merged busy intervals of its thread's ``cpu_op`` events (annotations
+    such as ``ProfilerStep#N`` span everything and are not work)."""
+    ops = ev[(ev["cat"] == "cpu_op").to_numpy()]
+    s_all, e_all = event_bounds_ns(ops["ts"].to_numpy(), ops["dur"].to_numpy(), rounding,
                                    float_timestamps=float_timestamps)
-    tids = ev["tid"].to_numpy()
-    idle = np.zeros(len(ops), dtype=np.int64)
-    for k, (tid, s) in enumerate(zip(ops["tid"].to_numpy(), start, strict=True)):
-        ends = e_all[(tids == tid) & (e_all <= s) & (s_all < s)]
-        idle[k] = s - ends.max() if ends.size else 0
-    return idle
+    thread = ops["tid"].to_numpy()
+    per_tid = {t: merge(s_all[thread == t], e_all[thread == t]) for t in set(tids.tolist())}
+    return [per_tid[t] for t in tids.tolist()]
 
 
 def combine(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:

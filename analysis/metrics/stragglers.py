@@ -8,11 +8,14 @@ the sum of the other ranks' waits. Per rank, in µs:
 - ``times_last``: instances (with skew > 0) where it arrived last; ``instances``: instances it was in;
 - ``wait_caused_us``: total time the other ranks spent waiting for it;
 - ``mean_lateness_us``: mean over its instances of (its start − the earliest start);
-- why, over the instances where it was last: ``late_host_us`` is the part of its lateness its
-  GPU (or, for CPU collectives, its thread) sat idle before the collective with the launch not yet
-  issued (its CPU was late: data loading, Python, a sleep), ``late_other_us`` idle with the launch
-  already issued (waiting on another stream or event), ``late_busy_us`` the rest (it was still
-  running work: more work or a slower GPU). ``why`` names the largest of the three.
+- why, over the instances where it was last: its **excess idle** is its ``idle_before_us`` (idle
+  time of its GPU, or CPU thread for CPU collectives, since its previous collective or the step
+  start) minus the median of the other ranks' in the instance, clipped to [0, lateness]: the part
+  of its lateness it spent idle where the others were working. ``late_host_us`` sums that excess
+  where the collective's launch came late (its CPU was late: data loading, Python, a sleep),
+  ``late_other_us`` where the launch was already issued (waiting on another stream or event), and
+  ``late_busy_us`` the rest of its lateness (it was still running work: more work or a slower GPU).
+  ``why`` names the largest of the three.
 
 Rows are sorted by ``wait_caused_us`` descending (then rank): the rank that costs the job most first.
 """
@@ -46,7 +49,7 @@ def stragglers(collectives: pd.DataFrame) -> pd.DataFrame:
     lateness = df["skew_us"] - df["wait_us"]  # own start − earliest start
     wait_total = df.groupby("collective")["wait_us"].transform("sum")
     last = df["is_last"] & (df["skew_us"] > 0) & (size > 1)
-    idle = np.minimum(df["idle_before_us"], df["skew_us"])
+    idle = np.clip(df["idle_before_us"] - _others_median(df), 0, df["skew_us"])
     per = pd.DataFrame(
         {
             "rank": df["rank"],
@@ -69,6 +72,19 @@ def stragglers(collectives: pd.DataFrame) -> pd.DataFrame:
     out["why"] = np.where(out["times_last"] > 0, causes.idxmax(axis=1).map(WHY), "")
     out = out.sort_values(["wait_caused_us", "rank"], ascending=[False, True], kind="stable")
     return out.reset_index(drop=True)[COLUMNS]
+
+
+def _others_median(df: pd.DataFrame) -> pd.Series:
+    """For each instance's last row, the median ``idle_before_us`` of the instance's other ranks
+    (0 elsewhere: only the last rank's idle is compared)."""
+    out = np.zeros(len(df))
+    idle = df["idle_before_us"].to_numpy()
+    members = df.groupby("collective").indices  # instance → row positions
+    for pos in np.flatnonzero(df["is_last"].to_numpy()):
+        others = members[df["collective"].iat[pos]]
+        others = others[others != pos]
+        out[pos] = np.median(idle[others]) if others.size else 0.0
+    return pd.Series(out, index=df.index)
 
 
 def combine(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:

@@ -131,6 +131,8 @@ def generate_collective_job(config: CollectiveJobConfig) -> CollectiveJob:
     step_extra = {(s, r): 0 for s in range(config.steps) for r in range(n)}
     for s in range(config.steps):
         t_s = s * STEP_US
+        # idle time is counted from the previous collective's end, or the step start
+        prev_end = {r: t_s for r in range(n)}
         for j, (kind, nccl, deepep, cname, nelems, dtype, esize, transfer, gkind) in enumerate(specs):
             b = t_s + 1000 + 2000 * j
             for members in _groups(config)[gkind][1]:
@@ -169,6 +171,8 @@ def generate_collective_job(config: CollectiveJobConfig) -> CollectiveJob:
                                                                         (a, end)]
                     compute[r] += [(pre_start, pre_end), post]
                     comm[r].append((a, end, POST_US))
+                    idle_before = pre_start - prev_end[r] + (late[r] if host_late else 0)
+                    prev_end[r] = end
                     bytes_ = nelems * esize
                     algbw = bytes_ / ((end - latest) * 1000)
                     truth.append({
@@ -185,7 +189,7 @@ def generate_collective_job(config: CollectiveJobConfig) -> CollectiveJob:
                         "busbw_gbps": algbw * BUS[kind](len(members)) if describe != "none"
                         else float("nan"),
                         "exposed_us": float(end - a - POST_US),
-                        "idle_before_us": float(late[r] if host_late else 0),
+                        "idle_before_us": float(idle_before),
                         "launch_late": host_late,
                         "is_last": r == max(members, key=lambda m: (arrive[m], -m)),
                     })
@@ -266,7 +270,10 @@ def _true_stragglers(truth: list[dict], n: int) -> list[dict]:
             if t["is_last"] and t["skew_us"] > 0:
                 o["times_last"] += 1
                 o["wait_caused_us"] += sum(x["wait_us"] for x in rows)
-                idle = min(t["idle_before_us"], t["skew_us"])
+                others = sorted(x["idle_before_us"] for x in rows if x is not t)
+                k = len(others)
+                median = (others[(k - 1) // 2] + others[k // 2]) / 2
+                idle = min(max(t["idle_before_us"] - median, 0.0), t["skew_us"])
                 o["late_host_us" if t["launch_late"] else "late_other_us"] += idle
                 o["late_busy_us"] += t["skew_us"] - idle
     rows = []
