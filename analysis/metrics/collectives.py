@@ -429,6 +429,11 @@ def summary(collectives: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+def combine_summary(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
+    """Per-rank collectives → ``summary`` of the matched table."""
+    return summary(combine(parts))
+
+
 def format_bytes(n: float) -> str:
     """``1048576`` → ``"1 MiB"`` (binary units)."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
