@@ -123,15 +123,15 @@ def collectives_rank(
     """One rank's collectives (``RANK_COLUMNS``, times in ns), in start order."""
     if gpu_mask(rt.events).any():
         gpu = classified_gpu_events(rt, patterns, rounding)
-        out = _gpu_collectives(rt, gpu)
+        out, busy = _gpu_collectives(rt, gpu)
     else:
-        out = _cpu_collectives(rt, rounding)
+        out, busy = _cpu_collectives(rt, rounding)
     if out.empty:
         return _empty()
     out = out.sort_values("start_ns", kind="stable").reset_index(drop=True)
     out["ordinal"] = out.groupby(["group", "type"], sort=False).cumcount()
     out["step"], step_start = _steps_of(rt, out["start_ns"].to_numpy())
-    out["idle_before_ns"] = _idle_since_previous(out, step_start)
+    out["idle_before_ns"] = _idle_since_previous(out, step_start, busy)
     out["rank"] = rt.rank
     return out[list(RANK_COLUMNS)].astype(RANK_COLUMNS)
 
@@ -148,15 +148,17 @@ def _steps_of(rt: RankTrace, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return np.where(inside, steps["step"].to_numpy()[i], -1), np.where(inside, ts[i], starts)
 
 
-def _idle_since_previous(out: pd.DataFrame, step_start: np.ndarray) -> np.ndarray:
+def _idle_since_previous(out: pd.DataFrame, step_start: np.ndarray, busy: dict) -> np.ndarray:
     """Idle ns of the launcher between max(previous collective's end, step start) and each start
-    (``out`` sorted by start; its ``_busy`` column holds each row's merged busy intervals)."""
+    (``out`` sorted by start; ``busy[out._launcher]`` is the launcher's merged busy intervals)."""
     start, end = out["start_ns"].to_numpy(), out["end_ns"].to_numpy()
     prev_end = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(end)[:-1]]
     w0 = np.minimum(np.maximum(prev_end, step_start), start)
-    idle = np.zeros(len(out), dtype=np.int64)
-    for k, (s, e) in enumerate(out["_busy"]):
-        idle[k] = (start[k] - w0[k]) - _coverage(s, e, w0[k:k + 1], start[k:k + 1])[0]
+    idle = start - w0
+    launcher = out["_launcher"].to_numpy()
+    for key, (s, e) in busy.items():
+        rows = launcher == key
+        idle[rows] -= _coverage(s, e, w0[rows], start[rows])
     return idle
 
 
@@ -185,7 +187,7 @@ def _gpu_collectives(rt: RankTrace, gpu: pd.DataFrame) -> pd.DataFrame:
     ev = rt.events
     comm = gpu[gpu["kernel_type"] == "COMMUNICATION"]
     if comm.empty:
-        return _empty()
+        return _empty(), {}
     coll = rt.collectives[rt.collectives["event"].isin(ev.index)]
     world = rt.meta.world_size or -1
     desc = _describe(coll, world)
@@ -197,7 +199,7 @@ def _gpu_collectives(rt: RankTrace, gpu: pd.DataFrame) -> pd.DataFrame:
     names = comm["name"].astype(str).to_numpy()
     start, end = comm["start"].to_numpy(), comm["end"].to_numpy()
     late = _gpu_launch_late(rt, gpu, comm)
-    busy = merge(gpu["start"].to_numpy(), gpu["end"].to_numpy())
+    busy = {-1: merge(gpu["start"].to_numpy(), gpu["end"].to_numpy())}  # the GPU, all streams
     return pd.DataFrame(
         {
             "group": info["group"].fillna("").astype(str).to_numpy(),
@@ -210,9 +212,9 @@ def _gpu_collectives(rt: RankTrace, gpu: pd.DataFrame) -> pd.DataFrame:
             "end_ns": end,
             "exposed_ns": (end - start) - _covered(gpu, "COMPUTATION", start, end),
             "launch_late": late,
-            "_busy": [busy] * len(comm),
+            "_launcher": -1,
         }
-    )
+    ), busy
 
 
 def launch_calls(rt: RankTrace, corr: np.ndarray) -> pd.DataFrame:
@@ -289,7 +291,7 @@ def _cpu_collectives(rt: RankTrace, rounding: Rounding) -> pd.DataFrame:
     keep = np.array([t != "other" for t in types], dtype=bool)
     ops, types = ops[keep], [t for t in types if t != "other"]
     if ops.empty:
-        return _empty()
+        return _empty(), {}
     start, end = event_bounds_ns(ops["ts"].to_numpy(), ops["dur"].to_numpy(), rounding,
                                  float_timestamps=rt.meta.float_timestamps)
     end = end.copy()
@@ -315,25 +317,25 @@ def _cpu_collectives(rt: RankTrace, rounding: Rounding) -> pd.DataFrame:
         # gloo's all-gather input is one rank's share; nccl-tests counts the whole output
         scale = world if kind == "all_gather" and world > 0 else 1
         nbytes[mine] = g_bytes[theirs] * scale
-    busy = _thread_busy(ev, ops["tid"].to_numpy(), rounding, rt.meta.float_timestamps)
+    tids = ops["tid"].to_numpy()
+    busy = _thread_busy(ev, tids, rounding, rt.meta.float_timestamps)
     return pd.DataFrame(
         {
             "group": "", "type": types, "seq": -1, "name": ops["name"].astype(str).to_numpy(),
             "bytes": nbytes, "group_size": world, "start_ns": start, "end_ns": end,
-            "exposed_ns": end - start, "launch_late": True, "_busy": busy,
+            "exposed_ns": end - start, "launch_late": True, "_launcher": tids,
         }
-    )
+    ), busy
 
 
-def _thread_busy(ev, tids, rounding, float_timestamps) -> list:
-    """Per collective op, the merged busy intervals of its thread's ``cpu_op`` events (annotations
+def _thread_busy(ev, tids, rounding, float_timestamps) -> dict:
+    """Per thread id of ``tids``, the merged busy intervals of its ``cpu_op`` events (annotations
     such as ``ProfilerStep#N`` span everything and are not work)."""
     ops = ev[(ev["cat"] == "cpu_op").to_numpy()]
     s_all, e_all = event_bounds_ns(ops["ts"].to_numpy(), ops["dur"].to_numpy(), rounding,
                                    float_timestamps=float_timestamps)
     thread = ops["tid"].to_numpy()
-    per_tid = {t: merge(s_all[thread == t], e_all[thread == t]) for t in set(tids.tolist())}
-    return [per_tid[t] for t in tids.tolist()]
+    return {t: merge(s_all[thread == t], e_all[thread == t]) for t in set(tids.tolist())}
 
 
 def combine(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
