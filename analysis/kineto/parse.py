@@ -19,7 +19,7 @@ from __future__ import annotations
 import io
 import re
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import msgspec
@@ -76,9 +76,10 @@ class _Args(msgspec.Struct, gc=False):
     dtype: msgspec.Raw = _NULL
     group_size: _Num = msgspec.field(default=-1, name="Group size")
     pg_name: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Name")
-    pg_desc: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Description")
+    # the collective's sequence number in its group. "Process Group Description" is not decoded:
+    # distributedInfo.pg_config gives it by name, and every field here costs every event time
+    seq: _Num = msgspec.field(default=-1, name="Seq")
     pg_ranks: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Ranks")
-    seq: _Num = msgspec.field(default=-1, name="Seq")  # the collective's sequence number in its group
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -409,12 +410,13 @@ def _build(
     flows = list(map(events.__getitem__, flow))
     kept_ts = ts_ns[keep] if ts_ns is not None else _column_ns(kept, "ts", events, source)
     flow_ts = ts_ns[flow] if ts_ns is not None else _column_ns(flows, "ts", events, source)
-    table = _events_table(kept, kept_ts, events, source)
+    args = [e.args if e.args is not None else _NO_ARGS for e in kept]
+    table = _events_table(kept, kept_ts, events, source, args)
     return RankTrace(
         meta=meta,
         events=table,
         flows=_flows_table(flows, flow_ts),
-        collectives=_collectives_table(kept, table, keep, raw_events),
+        collectives=_collectives_table(args, table, keep, raw_events, meta),
     )
 
 
@@ -422,11 +424,10 @@ _get_ts = attrgetter("ts")
 
 
 def _events_table(
-    kept: list[_Event], ts_ns: np.ndarray, events: list[_Event], source: str
+    kept: list[_Event], ts_ns: np.ndarray, events: list[_Event], source: str, args: list[_Args]
 ) -> pd.DataFrame:
     if not kept:
         return empty_frame(EVENT_COLUMNS)
-    args = [e.args if e.args is not None else _NO_ARGS for e in kept]
     columns = {
         "ts": ts_ns,
         "dur": _column_ns(kept, "dur", events, source),
@@ -478,7 +479,8 @@ def _categorical(values: list[str]) -> pd.Categorical:
 
 
 def _collectives_table(
-    kept: list[_Event], table: pd.DataFrame, keep: list[int], raw_events: msgspec.Raw | None
+    all_args: list[_Args], table: pd.DataFrame, keep: list[int], raw_events: msgspec.Raw | None,
+    meta: RankMeta,
 ) -> pd.DataFrame:
     """One row per event that describes a collective: ``record_param_comms`` CPU ops, GPU kernels
     carrying Kineto's collective args (``Collective name``, ...), and gloo's ``gloo:*`` annotations
@@ -494,14 +496,21 @@ def _collectives_table(
     gloo = np.array([isinstance(c, str) and c.startswith(_GLOO_PREFIX) for c in categories])
     rows_mask = wanted[name_codes] | gloo[name_codes]
     # kernels: only those whose args name a collective (checked on the kernel rows alone)
-    kernel_rows = np.flatnonzero(table["cat"].to_numpy() == "kernel")
-    with_args = [i for i in kernel_rows.tolist() if (a := kept[i].args) is not None
-                 and a.collective != _NULL]
-    rows_mask[with_args] = True
+    cats = table["cat"].cat.categories
+    kernel_rows = (
+        np.flatnonzero(table["cat"].cat.codes.to_numpy() == cats.get_loc("kernel")).tolist()
+        if "kernel" in cats else []
+    )
+    if kernel_rows:
+        # Kineto writes "In msg nelems" with "Collective name": an int test is the cheap one
+        kernel_args = _pick(all_args, kernel_rows)
+        described = (_int_column(kernel_args, "in_nelems") >= 0) | (
+            _int_column(kernel_args, "group_size") >= 0)
+        rows_mask[np.array(kernel_rows)[described]] = True
     rows = np.flatnonzero(rows_mask).tolist()
     if not rows:
         return empty_frame(COLLECTIVE_COLUMNS)
-    args = [kept[i].args if kept[i].args is not None else _NO_ARGS for i in rows]
+    args = _pick(all_args, rows)
     columns = {
         "event": np.array(rows, dtype=np.int64),
         "collective": _text_column([a.collective for a in args]),
@@ -510,16 +519,28 @@ def _collectives_table(
         "dtype": _text_column([a.dtype for a in args]),
         "group_size": _int_column(args, "group_size"),
         "pg_name": _text_column([a.pg_name for a in args]),
-        "pg_desc": _text_column([a.pg_desc for a in args]),
+        "pg_desc": "",
         "pg_ranks": _text_column([a.pg_ranks for a in args]),
         "seq": _int_column(args, "seq"),
     }
     out = pd.DataFrame(columns)
+    descriptions = {str(pg.get("pg_name")): pg.get("pg_desc") for pg in meta.process_groups
+                    if isinstance(pg, dict) and isinstance(pg.get("pg_desc"), str)}
+    if descriptions:
+        out["pg_desc"] = out["pg_name"].map(descriptions).fillna("")
     is_gloo = gloo[name_codes[rows]]
     if is_gloo.any() and raw_events is not None:
         _fill_gloo_shapes(out, is_gloo, [keep[rows[i]] for i in np.flatnonzero(is_gloo)],
                           raw_events)
     return out.astype(COLLECTIVE_COLUMNS)
+
+
+def _pick(items: list, indices: list[int]) -> list:
+    """``[items[i] for i in indices]``, in C."""
+    if not indices:
+        return []
+    picked = itemgetter(*indices)(items)
+    return [picked] if len(indices) == 1 else list(picked)
 
 
 class _ShapeArgs(msgspec.Struct, gc=False):
@@ -567,16 +588,22 @@ def _decode_or_none(raw: msgspec.Raw):
 
 def _text_column(raws: list[msgspec.Raw]) -> pd.Series:
     """A JSON string's value, any other JSON value as written, "" when absent or null."""
-    values = []
+    try:  # one decode for the whole column
+        values = msgspec.json.decode(_ENCODER.encode(raws))
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        values = None
+    if values is not None and set(map(type, values)) <= {str, type(None)}:
+        return pd.Series(["" if v is None else v for v in values], dtype=object)
+    out = []
     for raw in raws:
         literal = bytes(raw)
         if literal == b"null":
-            values.append("")
+            out.append("")
         elif literal.startswith(b'"'):
             try:
-                values.append(msgspec.json.decode(literal))
+                out.append(msgspec.json.decode(literal))
             except UnicodeDecodeError:  # a label is not worth rejecting the trace for
-                values.append(literal[1:-1].decode("utf-8", "replace"))
+                out.append(literal[1:-1].decode("utf-8", "replace"))
         else:
-            values.append(literal.decode("utf-8", "replace"))
-    return pd.Series(values, dtype=object)
+            out.append(literal.decode("utf-8", "replace"))
+    return pd.Series(out, dtype=object)

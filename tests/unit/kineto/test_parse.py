@@ -391,7 +391,9 @@ def test_collectives_table():
         x_event("record_param_comms", args=comm_args),
         x_event("record_param_comms", args={"Process Group Ranks": [0, 1]}),
     ]
-    comms = parse_trace_bytes(as_bytes(trace(events)), "t.json").collectives
+    # the description comes from distributedInfo (decoding it from every event's args costs time)
+    info = {"pg_config": [{"pg_name": "0", "pg_desc": "default_pg"}]}
+    comms = parse_trace_bytes(as_bytes(trace(events, distributedInfo=info)), "t.json").collectives
     assert dtypes(comms) == COLLECTIVE_COLUMNS
     assert comms.to_dict("records") == [
         {
