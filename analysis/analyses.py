@@ -10,14 +10,18 @@ from __future__ import annotations
 from analysis.metrics import (
     collectives,
     comm_comp_overlap,
+    findings,
     idle_time_breakdown,
     kernel_breakdown,
     kernel_launch_stats,
+    operator_roofline,
     operator_summary,
     profiler_steps,
     step_breakdown,
+    step_start_gap,
     stragglers,
     temporal_breakdown,
+    trace_diff,
     trace_metadata,
 )
 from analysis.registry import Analysis, Param, register
@@ -68,6 +72,49 @@ register(Analysis(
     rank_step=profiler_steps.profiler_steps_rank,
     combine=profiler_steps.combine_step_ids,
     placement="none",
+))
+
+register(Analysis(
+    name="trace_diff",
+    method="get_step_profile",
+    doc="Per rank: the per-step profile that ``compare(base, test)`` compares (breakdown of the "
+        "step time, kernels, operators by exclusive GPU time; ``analysis.metrics.trace_diff``).",
+    rank_step=trace_diff.trace_diff_rank,
+    combine=trace_diff.combine,
+    params=(Param("ranks", "all", role="ranks"),),
+    placement="none",
+))
+
+register(Analysis(
+    name="step_start_gap",
+    method="get_step_start_gaps",
+    doc="Per rank and profiler step: how long the step runs on the CPU before its first CUDA "
+        "launch (µs and % of the step), and its time in DataLoader events (µs).",
+    rank_step=step_start_gap.step_start_gap_rank,
+    combine=step_start_gap.combine,
+    params=(Param("ranks", "all", role="ranks"),),
+    window="full",
+    placement="none",
+))
+
+# ------------------------------------------------------------------------------- lead sections
+register(Analysis(
+    name="findings",
+    method="findings",
+    doc="What is wrong, ranked: one row per finding (severity, title, detail, metric, value, "
+        "threshold, evidence, suggestion); ``.attrs['not_run']`` says which checks could not run "
+        "and why. Rules and thresholds: docs/findings.md.",
+    params=(Param("ranks", "all", role="ranks"),),
+    placement="lead",
+    title="Findings",
+    how_to_read=(
+        "What the analyses below say is wrong, most severe first, each with its number, the table "
+        "or figure that shows it, and what usually fixes it. Checks that could not run on these "
+        "traces (missing data) are listed, never guessed."
+    ),
+    requires=findings.REQUIRES,
+    derive=findings.findings,
+    tables=lambda table: {"findings": table},
 ))
 
 # -------------------------------------------------------------------------------- sections
@@ -209,6 +256,45 @@ register(Analysis(
         "and self CPU time, and the GPU time of the kernels they launched (µs)."
     ),
     report_options={"top": TOP_OPERATORS},
+))
+
+register(Analysis(
+    name="operator_roofline",
+    method="get_operator_roofline",
+    doc="Per operator group (name and recorded shapes, dtypes, strides, concrete inputs): FLOPs "
+        "and bytes per call, kernel time (µs), achieved TFLOP/s and TB/s, roofline bound and % of "
+        "peak; MFU per step; the share of GPU time the models explain. Needs traces recorded with "
+        "``record_shapes=True``. ``gpu``: a GPU name, a ``GpuSpec`` or a dict of peaks overriding "
+        "the detected GPU's. Returns ``RooflineResult(ops, steps, coverage, unmodelled, gpu)``.",
+    rank_step=operator_roofline.operator_roofline_rank,
+    combine=operator_roofline.combine,
+    params=(
+        Param("ranks", None, role="ranks"),
+        Param("gpu", None),
+        VISUALIZE,
+        Param("top", 15, role="figure"),
+    ),
+    figures="analysis.figures.operator_roofline",
+    default_ranks="first",
+    needs_gpu=True,
+    extras=("op_shapes",),
+    title="How close to the hardware",
+    how_to_read=(
+        "Each dot is one operator with one set of input shapes (the innermost modelled operator, so "
+        "that each kernel counts once), placed by its arithmetic intensity (FLOPs per byte moved, "
+        "from its shapes) and the TFLOP/s its kernels achieved; its area is its total kernel time. "
+        "The lines are the GPU's ceilings: memory bandwidth on the left of the ridge point, the "
+        "dense peak of each precision on the right. A dot far below its ceiling has room to gain; "
+        "the table lists the operators that lose most time against their roofline. MFU divides the "
+        "FLOPs of the modelled operators of a step by the step time and the GPU's peak."
+    ),
+    tables=lambda r: {
+        "operator_roofline": r.ops,
+        "operator_mfu": r.steps,
+        "operator_model_coverage": r.coverage,
+        "operator_unmodelled": r.unmodelled,
+    },
+    key_numbers=operator_roofline.key_numbers,
 ))
 
 # ------------------------------------------------------------------ distributed training (#13)
