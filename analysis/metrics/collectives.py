@@ -183,7 +183,7 @@ def dtype_bytes_array(dtypes: pd.Series) -> np.ndarray:
     return np.array([dtype_bytes(d) for d in dtypes], dtype=np.float64)
 
 
-def _gpu_collectives(rt: RankTrace, gpu: pd.DataFrame) -> pd.DataFrame:
+def _gpu_collectives(rt: RankTrace, gpu: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     ev = rt.events
     comm = gpu[gpu["kernel_type"] == "COMMUNICATION"]
     if comm.empty:
@@ -282,7 +282,7 @@ def _gpu_launch_late(rt: RankTrace, gpu: pd.DataFrame, comm: pd.DataFrame) -> np
     return late
 
 
-def _cpu_collectives(rt: RankTrace, rounding: Rounding) -> pd.DataFrame:
+def _cpu_collectives(rt: RankTrace, rounding: Rounding) -> tuple[pd.DataFrame, dict]:
     """c10d collective ops of a CPU-only rank, ended by gloo's matching annotation."""
     ev = rt.events
     names = ev["name"].astype(str)

@@ -60,33 +60,6 @@ def test_dask_engine_gives_the_same_tables(job_dir):
         cluster.close()
 
 
-def test_figures_draw_and_stay_readable_at_many_collectives(job_dir):
-    from analysis.figures import collectives as fc
-    from analysis.figures import step_breakdown as fs
-    from analysis.figures import stragglers as fst
-
-    path, _ = job_dir
-    ta = open_local(path)
-    table = ta.get_collectives(visualize=False)
-    figs = fc.draw(table)
-    assert set(figs) == {"collective_busbw", "collective_skew", "collective_wait"}
-    assert figs["collective_busbw"].layout.xaxis.type == "log"
-    heat = figs["collective_wait"].data[0]
-    assert np.asarray(heat.z).shape == (4, table["collective"].nunique())
-    # 512 ranks x 2000 collectives: binned into at most MAX_HEATMAP_COLUMNS columns
-    big = pd.DataFrame({"collective": np.repeat(np.arange(2000), 512),
-                        "rank": np.tile(np.arange(512), 2000), "wait_us": 1.0})
-    z = np.asarray(fc.wait_heatmap(big).data[0].z)
-    assert z.shape[0] == 512 and z.shape[1] <= fc.MAX_HEATMAP_COLUMNS
-    assert z.sum() == pytest.approx(512 * 2000)
-    assert fst.draw(ta.get_stragglers(visualize=False))["stragglers"].data
-    steps = fs.draw(ta.get_step_breakdown(visualize=False))
-    assert len(steps["step_breakdown"].data) == 7  # one bar trace per part
-    # empty input: figures that say why, no exception
-    empty = ta.get_collectives(visualize=False).iloc[:0]
-    assert fc.draw(empty)["collective_wait"].layout.annotations
-
-
 def test_report_has_the_sections(job_dir):
     from analysis.reports.content import build_report
 
