@@ -350,8 +350,7 @@ def combine(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     n = np.where(df["group_size"] > 0, df["group_size"], key["rank"].transform("size"))
     transfer = np.clip(df["end_ns"] - latest, 0, None)
     algbw = np.where(transfer > 0, df["bytes"] / np.where(transfer > 0, transfer, 1), np.nan)  # B/ns
-    factor = np.array([BUS_FACTORS[t](k) if t in BUS_FACTORS and k > 0 else np.nan
-                       for t, k in zip(df["type"], n, strict=True)])
+    factor = _bus_factors(df["type"].to_numpy(), n)
     order = df.assign(_first=first).groupby("_key", sort=False)["_first"].first().sort_values(
         kind="stable")
     instance = pd.Series(np.arange(len(order)), index=order.index)
@@ -380,15 +379,25 @@ def combine(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     return out.sort_values(["collective", "rank"], kind="stable").reset_index(drop=True)[COLUMNS]
 
 
+def _bus_factors(types: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """nccl-tests' bus-bandwidth factor per row (NaN for types without one), once per distinct
+    (type, group size)."""
+    pairs = pd.DataFrame({"type": types, "n": n})
+    distinct = pairs.drop_duplicates()
+    distinct = distinct.assign(factor=[
+        BUS_FACTORS[t](k) if t in BUS_FACTORS and k > 0 else np.nan
+        for t, k in zip(distinct["type"], distinct["n"], strict=True)])
+    return pairs.merge(distinct, on=["type", "n"], how="left")["factor"].to_numpy(np.float64)
+
+
 def _matched(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows with a ``_key`` naming their collective instance (see the module docstring); groups
-    whose counts differ between ranks in order mode are dropped with a warning."""
-    keep, keys = [], []
-    for (group, kind), rows in df.groupby(["group", "type"], sort=False):
-        if (rows["seq"] >= 0).all():
-            keys.append(pd.Series([f"{group}|{kind}|s{q}" for q in rows["seq"]], index=rows.index))
-            keep.append(rows.index)
-            continue
+    """Rows with an integer ``_key`` naming their collective instance (see the module docstring);
+    groups whose counts differ between ranks in order mode are dropped with a warning."""
+    by_kind = df.groupby(["group", "type"], sort=False)
+    by_seq = by_kind["seq"].transform("min").to_numpy() >= 0  # every row of the kind has a Seq
+    keep = np.ones(len(df), dtype=bool)
+    ordered = df[~by_seq]
+    for (group, kind), rows in ordered.groupby(["group", "type"], sort=False):
         counts = rows.groupby("rank").size()
         if counts.nunique() > 1:
             warnings.warn(
@@ -397,13 +406,12 @@ def _matched(df: pd.DataFrame) -> pd.DataFrame:
                 "sequence numbers, so matching them by order would pair the wrong ones",
                 CollectiveMismatchWarning, stacklevel=3,
             )
-            continue
-        keys.append(pd.Series([f"{group}|{kind}|o{o}" for o in rows["ordinal"]], index=rows.index))
-        keep.append(rows.index)
-    if not keep:
-        return df.iloc[:0].assign(_key=pd.Series(dtype=object))
-    index = np.concatenate([np.asarray(k) for k in keep])
-    return df.loc[np.sort(index)].assign(_key=pd.concat(keys))
+            keep[df.index.get_indexer(rows.index)] = False
+    position = np.where(by_seq, df["seq"].to_numpy(), df["ordinal"].to_numpy())
+    keyed = df.assign(_mode=by_seq, _position=position)[keep]
+    return keyed.assign(
+        _key=keyed.groupby(["group", "type", "_mode", "_position"], sort=False).ngroup()
+    )
 
 
 def summary(collectives: pd.DataFrame) -> pd.DataFrame:
