@@ -354,8 +354,8 @@ def combine(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     order = df.assign(_first=first).groupby("_key", sort=False)["_first"].first().sort_values(
         kind="stable")
     instance = pd.Series(np.arange(len(order)), index=order.index)
-    last_row = df.assign(_s=df["start_ns"]).sort_values(["_s", "rank"], ascending=[False, True],
-                                                         kind="stable").drop_duplicates("_key")
+    # rows are in rank order within an instance, so the first latest start is the lowest rank's
+    last_row = key["start_ns"].idxmax()
     out = pd.DataFrame(
         {
             "collective": df["_key"].map(instance).to_numpy(),
@@ -373,10 +373,11 @@ def combine(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
             "exposed_us": df["exposed_ns"] / 1e3,
             "idle_before_us": df["idle_before_ns"] / 1e3,
             "launch_late": df["launch_late"].astype(bool),
-            "is_last": df.index.isin(last_row.index) & (key["rank"].transform("size") > 1),
+            "is_last": df.index.isin(last_row.to_numpy()) & (key["rank"].transform("size") > 1),
         }
     )
-    return out.sort_values(["collective", "rank"], kind="stable").reset_index(drop=True)[COLUMNS]
+    order = np.lexsort((out["rank"].to_numpy(), out["collective"].to_numpy()))
+    return out.iloc[order].reset_index(drop=True)[COLUMNS]
 
 
 def _bus_factors(types: np.ndarray, n: np.ndarray) -> np.ndarray:
