@@ -321,8 +321,7 @@ register(Analysis(
     tables=lambda df: {"collective_summary": collectives.summary(df),
                        "stragglers": stragglers.stragglers(df)},
     csv_only=lambda df: {"collectives": df},
-    headline=lambda df: stragglers.stragglers(df)[["rank", "times_last", "wait_caused_us"]]
-    .astype({"rank": "int64"}),
+    headline=collectives.headline,
 ))
 
 register(Analysis(

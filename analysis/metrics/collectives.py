@@ -43,7 +43,7 @@ from analysis.errors import CollectiveMismatchWarning
 from analysis.kineto.events import gpu_mask
 from analysis.kineto.model import RankTrace
 from analysis.metrics.intervals import merge
-from analysis.metrics.kernel_types import KernelPatterns, classified_gpu_events
+from analysis.metrics.kernel_types import KernelPatterns, busy_intervals, classified_gpu_events
 from analysis.metrics.timebase import Rounding, event_bounds_ns
 
 # Collective types, first match wins; applied to "Collective name" args, c10d op and kernel names.
@@ -123,7 +123,7 @@ def collectives_rank(
     """One rank's collectives (``RANK_COLUMNS``, times in ns), in start order."""
     if gpu_mask(rt.events).any():
         gpu = classified_gpu_events(rt, patterns, rounding)
-        out, busy = _gpu_collectives(rt, gpu)
+        out, busy = _gpu_collectives(rt, gpu, patterns, rounding)
     else:
         out, busy = _cpu_collectives(rt, rounding)
     if out.empty:
@@ -183,7 +183,7 @@ def dtype_bytes_array(dtypes: pd.Series) -> np.ndarray:
     return np.array([dtype_bytes(d) for d in dtypes], dtype=np.float64)
 
 
-def _gpu_collectives(rt: RankTrace, gpu: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+def _gpu_collectives(rt: RankTrace, gpu: pd.DataFrame, patterns, rounding) -> tuple[pd.DataFrame, dict]:
     ev = rt.events
     comm = gpu[gpu["kernel_type"] == "COMMUNICATION"]
     if comm.empty:
@@ -199,7 +199,7 @@ def _gpu_collectives(rt: RankTrace, gpu: pd.DataFrame) -> tuple[pd.DataFrame, di
     names = comm["name"].astype(str).to_numpy()
     start, end = comm["start"].to_numpy(), comm["end"].to_numpy()
     late = _gpu_launch_late(rt, gpu, comm)
-    busy = {-1: merge(gpu["start"].to_numpy(), gpu["end"].to_numpy())}  # the GPU, all streams
+    busy = {-1: busy_intervals(rt, patterns, rounding)}  # the GPU, all streams
     return pd.DataFrame(
         {
             "group": info["group"].fillna("").astype(str).to_numpy(),
@@ -210,7 +210,8 @@ def _gpu_collectives(rt: RankTrace, gpu: pd.DataFrame) -> tuple[pd.DataFrame, di
             "group_size": info["group_size"].fillna(world).to_numpy(dtype=np.int64),
             "start_ns": start,
             "end_ns": end,
-            "exposed_ns": (end - start) - _covered(gpu, "COMPUTATION", start, end),
+            "exposed_ns": (end - start) - _coverage(
+                *busy_intervals(rt, patterns, rounding, "COMPUTATION"), start, end),
             "launch_late": late,
             "_launcher": -1,
         }
@@ -248,22 +249,17 @@ def _record_param_comms_of(rt, kernel_index, coll: pd.DataFrame, desc: pd.DataFr
     return out
 
 
-def _covered(gpu: pd.DataFrame, kind: str, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """ns of each [start, end) covered by the union of ``kind`` events."""
-    sel = gpu[gpu["kernel_type"] == kind]
-    return _coverage(*merge(sel["start"].to_numpy(), sel["end"].to_numpy()), start, end)
-
-
 def _coverage(s: np.ndarray, e: np.ndarray, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
     """ns of each [t0, t1) covered by the disjoint sorted intervals [s, e)."""
     if s.size == 0:
         return np.zeros(len(t0), dtype=np.int64)
-    cum = np.r_[0, np.cumsum(e - s)]  # busy time before interval i
+    length = np.clip(e - s, 0, None)  # HTA's rounding can leave inverted intervals: empty here
+    cum = np.r_[0, np.cumsum(length)]  # busy time before interval i
 
     def busy_until(t):
         i = np.searchsorted(s, t, side="right")  # intervals starting at or before t
         j = np.clip(i - 1, 0, None)
-        return np.where(i > 0, cum[j] + np.minimum(np.clip(t - s[j], 0, None), (e - s)[j]), 0)
+        return np.where(i > 0, cum[j] + np.minimum(np.clip(t - s[j], 0, None), length[j]), 0)
 
     return busy_until(t1) - busy_until(t0)
 
@@ -438,6 +434,13 @@ def summary(collectives: pd.DataFrame) -> pd.DataFrame:
             "skew_p95_us": g.drop_duplicates("collective")["skew_us"].quantile(0.95),
         })
     return pd.DataFrame(rows, columns=cols)
+
+
+def headline(collectives: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: ``times_last`` and ``wait_caused_us`` (the straggler columns of ``summary``)."""
+    from analysis.metrics.stragglers import stragglers  # stragglers builds on this module
+
+    return stragglers(collectives)[["rank", "times_last", "wait_caused_us"]].astype({"rank": "int64"})
 
 
 def combine_summary(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:

@@ -29,8 +29,8 @@ import pandas as pd
 
 from analysis.kineto.model import RankTrace
 from analysis.metrics.collectives import launch_calls
-from analysis.metrics.intervals import merge, time_by_state
-from analysis.metrics.kernel_types import KernelPatterns, classified_gpu_events
+from analysis.metrics.intervals import time_by_state
+from analysis.metrics.kernel_types import KernelPatterns, busy_intervals, classified_gpu_events
 
 CONSECUTIVE_KERNEL_DELAY_US = 30  # HTA's default
 PARTS = ["computation_us", "exposed_comm_us", "memory_us", "other_us", "idle_host_wait_us",
@@ -50,11 +50,9 @@ def step_breakdown_rank(
     """One row per profiler step of one rank (``RANK_COLUMNS``, µs)."""
     steps = rt.profiler_steps()
     gpu = classified_gpu_events(rt, patterns, rounding)
-    sets = []
-    for kind in _KINDS:
-        sel = gpu[gpu["kernel_type"] == kind]
-        sets.append(merge(sel["start"].to_numpy(), sel["end"].to_numpy()))
-    gaps = _idle_gaps(rt, gpu, consecutive_kernel_delay * 1000)
+    sets = [busy_intervals(rt, patterns, rounding, kind) for kind in _KINDS]
+    gaps = _idle_gaps(rt, gpu, busy_intervals(rt, patterns, rounding),
+                      consecutive_kernel_delay * 1000)
     rows = []
     for step, t0, dur in zip(steps["step"], steps["ts"], steps["dur"], strict=True):
         window = (np.array([t0]), np.array([t0 + dur]))
@@ -77,10 +75,10 @@ def step_breakdown_rank(
     return pd.DataFrame(rows, columns=RANK_COLUMNS)
 
 
-def _idle_gaps(rt: RankTrace, gpu: pd.DataFrame, delay_ns: float):
-    """The gaps between the rank's merged GPU busy periods, as (starts, ends) per idle category
-    (host_wait, kernel_wait, other), each categorised by the work that ends it."""
-    s, e = merge(gpu["start"].to_numpy(), gpu["end"].to_numpy())
+def _idle_gaps(rt: RankTrace, gpu: pd.DataFrame, busy, delay_ns: float):
+    """The gaps between the rank's merged GPU busy periods ``busy``, as (starts, ends) per idle
+    category (host_wait, kernel_wait, other), each categorised by the work that ends it."""
+    s, e = busy
     empty = (np.empty(0, np.int64), np.empty(0, np.int64))
     if s.size < 2:
         return [empty, empty, empty]
