@@ -91,6 +91,7 @@ class TraceAnalysis:
         self.include_last_profiler_step = include_last_profiler_step
         self.storage_options = dict(storage_options or {})
         self.cache_dir = cache_dir
+        self.use_cache = use_cache
         # Where the per-rank work runs: this process (client=None) or the Dask cluster; the
         # engine also cuts the analysed window (complete profiler steps only), as HTA does.
         self.engine: Engine = load_engine(
@@ -124,15 +125,34 @@ class TraceAnalysis:
         hand or by ``analysis.kineto.loader.load_trace``), with the same options as the constructor."""
         from analysis.engines.local import LocalEngine
 
+        patterns = resolve_patterns(kernel_patterns)
+        if gpu_events is None:
+            gpu_events = "hta" if patterns.name == "hta" else "launched"
+        engine = LocalEngine(trace, include_last_profiler_step, check_gpu_events(gpu_events))
+        return cls.from_engine(engine, kernel_patterns=patterns, time_rounding=time_rounding,
+                               gpu_events=gpu_events,
+                               include_last_profiler_step=include_last_profiler_step)
+
+    @classmethod
+    def from_engine(
+        cls,
+        engine: Engine,
+        *,
+        kernel_patterns: str | KernelPatterns = "default",
+        time_rounding: Rounding | None = None,
+        gpu_events: str = "hta",
+        include_last_profiler_step: bool = False,
+    ) -> TraceAnalysis:
+        """The facade over an engine already loaded (``analysis.engines.load_engine``); its window
+        was cut when it loaded, so ``gpu_events`` and ``include_last_profiler_step`` only record
+        how (pass what it was loaded with)."""
         self = cls.__new__(cls)
         self.patterns = resolve_patterns(kernel_patterns)
         self.time_rounding = time_rounding or ("hta" if self.patterns.name == "hta" else "exact")
-        if gpu_events is None:
-            gpu_events = "hta" if self.patterns.name == "hta" else "launched"
         self.gpu_events = check_gpu_events(gpu_events)
         self.include_last_profiler_step = include_last_profiler_step
         self.storage_options, self.cache_dir, self._hta = {}, None, None
-        self.engine = LocalEngine(trace, include_last_profiler_step, self.gpu_events)
+        self.engine = engine
         self._warn_unlaunched()
         return self
 
@@ -167,8 +187,15 @@ class TraceAnalysis:
         return getattr(self.engine, name)
 
     def _context(self) -> dict[str, Any]:
-        """What every per-rank step may take (each gets the keys its signature names)."""
-        return {"patterns": self.patterns, "rounding": self.time_rounding}
+        """What every per-rank step may take (each gets the keys its signature names), and where
+        to read the event args that some analyses need beyond the parsed tables (extras)."""
+        source_options = {
+            "storage_options": getattr(self, "storage_options", {}),
+            "cache_dir": getattr(self, "cache_dir", None),
+            "use_cache": getattr(self, "use_cache", True),
+        }
+        return {"patterns": self.patterns, "rounding": self.time_rounding,
+                "source_options": source_options}
 
     # -------------------------------------------------------------------------------- analyses
     def run(self, name: str, ranks: RankSpec = None, **options: Any) -> Any:
@@ -188,6 +215,9 @@ class TraceAnalysis:
         result slot instead of raising it (the report uses this: one analysis that cannot run
         leaves the others).
         """
+        derived = {n: o for n, o in requests.items() if registry.get(n).derive is not None}
+        if derived:
+            return self._run_with_derived(requests, derived, ranks, errors)
         specs = {name: registry.get(name) for name in requests}
         by_ranks: dict[tuple[int, ...], list[str]] = {}
         for name, spec in specs.items():
@@ -212,6 +242,28 @@ class TraceAnalysis:
                             raise
                         results[name] = exc
         return {name: results[name] for name in requests}
+
+    def _run_with_derived(self, requests, derived, ranks, errors: str) -> dict[str, Any]:
+        """``run_many`` when some requests read other analyses' results (``Analysis.derive``):
+        their requirements join the same batch, then each derived result is computed from them."""
+        base = {n: dict(o) for n, o in requests.items() if n not in derived}
+        for name in derived:
+            for required, options in registry.get(name).requires.items():
+                base.setdefault(required, dict(options))
+        results = self.run_many(base, ranks, errors="return")
+        for name, options in derived.items():
+            spec = registry.get(name)
+            inputs = {r: results[r] for r in spec.requires}
+            try:
+                results[name] = spec.derive(inputs, **options)
+            except TraceAnalysisError as exc:
+                results[name] = exc
+        out = {name: results[name] for name in requests}
+        if errors != "return":
+            for value in out.values():
+                if isinstance(value, TraceAnalysisError):
+                    raise value
+        return out
 
     def _explain_no_gpu(self, ranks: list[int]) -> str | None:
         """Why ranks have no GPU events in the analysed window although their traces have some."""
@@ -260,6 +312,34 @@ class TraceAnalysis:
             part = registry.get(name).headline(results[name])
             table = part if table is None else table.merge(part, on="rank", how="left")
         return table.round(2)
+
+    def export_merged_trace(
+        self,
+        path: str | os.PathLike,
+        *,
+        ranks: RankSpec = "all",
+        steps: Iterable[int] | None = None,
+        gpu_only: bool = False,
+        align: str | None = None,
+    ) -> str:
+        """Write every rank (or ``ranks``) into one gzip Chrome-trace JSON for ui.perfetto.dev.
+
+        Processes are renamed ``"rank N · CPU"`` / ``"rank N · GPU d"`` with pids that never
+        collide; flows are kept; ``steps`` keeps only those ProfilerSteps, ``gpu_only`` the GPU
+        processes; ``align="first_collective"`` shifts each rank's clock so that the first
+        collectives end together. See ``analysis.kineto.merge``. Returns the path written.
+        """
+        from analysis.kineto.merge import merge_traces
+
+        sources = {r: meta.source for r, meta in self.engine.metas.items()}
+        merge_traces(sources, path, ranks=self.engine.select(ranks, default="all"), steps=steps,
+                     gpu_only=gpu_only, align=align, storage_options=self.storage_options)
+        return os.fspath(path)
+    def compare(self, other: TraceAnalysis, **options):
+        """This run (base) against ``other`` (test): ``analysis.comparison.compare(self, other)``."""
+        from analysis.comparison import compare
+
+        return compare(self, other, **options)
 
     # ------------------------------------------------------------------------------ HTA bridge
     @property

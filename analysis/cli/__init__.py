@@ -17,11 +17,14 @@ import click
 COMMANDS: dict[str, str] = {
     "summary": "command",
     "report": "command",
+    "compare": "command",
     "analyses": "command",
     "cache": "command",
     "schedule": "command",
     "pyspy": "commands",
     "memory": "command",
+    "check": "command",
+    "merge": "command",
 }
 
 
