@@ -36,14 +36,13 @@ import pandas as pd
 
 from analysis.errors import ConfigError
 from analysis.kineto.model import RankTrace
+from analysis.metrics.critical_path_context import RankContext, rank_context
 from analysis.metrics.critical_path_graph import (
     EDGE_TYPES,
     KERNEL_KERNEL,
     LAUNCH,
     CPGraphArrays,
-    RankContext,
     build_graph,
-    rank_context,
 )
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.longest_path import longest_path

@@ -4,7 +4,8 @@ The rules are HolisticTraceAnalysis 0.5.0's (``hta/analyzers/critical_path_analy
 here with array operations instead of per-event Python objects:
 
 - **Window**: CPU events (``stream == -1``) with ``dur > 0`` that start inside the annotation's
-  ``[start, end]`` (HTA; the default: ``[start, end)``), plus the GPU events they launched (and, as HTA does, every ``Stream Wait Event``).
+  ``[start, end]`` (HTA; the default: ``[start, end)``), plus the GPU events they launched (and, as
+  HTA does, every ``Stream Wait Event``).
 - **Nodes**: a start and an end node for every CPU operator / runtime / driver call and every GPU
   event on a stream, ordered by time.
 - **Operator edges** (``critical_path_operator``): on each CPU thread, the call stack is rebuilt
@@ -23,12 +24,13 @@ here with array operations instead of per-event Python objects:
   ``cudaEventRecord`` to ``cudaEventSynchronize`` (``Event Sync``) or to the first kernel launched
   after ``cudaStreamWaitEvent`` on the waiting stream (``Stream Wait Event``).
 
-``hta_compat=True`` keeps HTA's choices exactly; ``False`` (the default analysis) fixes what HTA gets
+The rank-wide facts (links, launches, queue lengths, event records) are
+``analysis.metrics.critical_path_context``'s. ``hta_compat=True`` keeps HTA's choices exactly; ``False`` (the default analysis) fixes what HTA gets
 wrong, see ``docs/deviations.md``: every kernel of a multi-kernel launch (``cudaGraphLaunch``) is
 kept and linked, the launch APIs are the ``kernel_launch_stats`` default preset (driver API,
 cooperative and ROCm launches), a blocking call without a CUDA sync event (ROCm traces have none)
-gets sync edges from the GPU events it waited for, and a launch whose runtime
-call is outside the graph falls back to a kernel-kernel edge instead of failing.
+gets sync edges from the GPU events it waited for, and a launch whose runtime call is outside the
+graph falls back to a kernel-kernel edge instead of failing.
 
 All times are integer nanoseconds; weights can be negative here (the path clips them to 0).
 """
