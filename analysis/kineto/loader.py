@@ -14,8 +14,10 @@ calls ``load_trace`` at import time must guard it with ``if __name__ == "__main_
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import multiprocessing
 import os
+import sys
 import threading
 import traceback
 import warnings
@@ -181,13 +183,28 @@ def _run_pool(tasks: list[tuple], workers: int, on_outcome, ctx) -> None:
         on_outcome(task, outcome)
 
 
+def _bar_class() -> tuple[type, dict[str, Any]]:
+    """tqdm's widget bar in a Jupyter kernel with ipywidgets, else its text bar.
+
+    ``tqdm.auto`` would warn (a red ``TqdmWarning`` box) in a kernel without ipywidgets; the text
+    bar then goes to stdout, as stderr shows as an error box in notebooks.
+    """
+    in_kernel = "ipykernel.zmqshell" in sys.modules
+    if in_kernel and importlib.util.find_spec("ipywidgets") is not None:
+        from tqdm.notebook import tqdm as widget_bar
+
+        return widget_bar, {}
+    from tqdm.std import tqdm as text_bar  # only the parent process needs it
+
+    return text_bar, ({"file": sys.stdout} if in_kernel else {})
+
+
 def progress_bar(total: int, progress: bool | None):
     if progress is False:
         return contextlib.nullcontext(None)
-    from tqdm.auto import tqdm  # only the parent process needs it
-
+    bar, options = _bar_class()
     delay = 0.0 if progress else PROGRESS_DELAY_S
-    return tqdm(total=total, desc="loading traces", unit="file", delay=delay, leave=False)
+    return bar(total=total, desc="loading traces", unit="file", delay=delay, leave=False, **options)
 
 
 def assign_ranks(loaded: list[tuple[TraceFile, RankTrace]]) -> dict[int, RankTrace]:
@@ -315,6 +332,7 @@ def load_trace(
                 if cached is None:  # removed or damaged since the worker wrote it: parse here
                     outcome = load_file(url, storage_options, None, None, True)
                     return on_outcome(task, outcome)
+                cached.meta.from_cache = False  # parsed just now by the worker, cached on the way
                 traces[url] = cached
                 notes.extend(outcome[2])
             if bar is not None:

@@ -1,7 +1,10 @@
 """Profiler steps: the ``ProfilerStep#N`` annotations that ``torch.profiler`` writes per iteration.
 
 Per rank, one row per step: ``rank``, ``step`` (N), ``start(us)`` and ``end(us)`` (the CPU-side
-annotation, µs in the trace's own clock, as written) and ``duration(us)``. Steps come from the CPU
+annotation, µs in the trace's own clock, as written: absolute epoch µs, kept for joins),
+``duration(us)``, and ``start_rel(us)``/``end_rel(us)``: the same times in µs since the first event
+of the job, i.e. of every rank in the table (of the rank itself in ``profiler_steps_rank``'s
+own result), counted over the whole trace, not just the analysed window. Steps come from the CPU
 annotations only (the GPU-side ``gpu_user_annotation`` copy of a step is not a second step); a step
 annotated twice on a rank keeps its earliest annotation.
 
@@ -22,7 +25,10 @@ from analysis.kineto.events import gpu_mask
 from analysis.kineto.model import RankTrace, Trace
 from analysis.metrics.timebase import Rounding, event_bounds_ns, ns_to_us
 
-COLUMNS = ["rank", "step", "start(us)", "end(us)", "duration(us)"]
+COLUMNS = ["rank", "step", "start(us)", "end(us)", "duration(us)", "start_rel(us)", "end_rel(us)"]
+RELATIVE_COLUMNS = ["start_rel(us)", "end_rel(us)"]
+# df.attrs key of a per-rank table: the rank's first event (ns, its own clock), for ``combine``.
+FIRST_EVENT_NS = "first_event_ns"
 # HTA's step name pattern (hta/analyzers/straggler.py), matched at the start of the name.
 STEP_PATTERN = r"ProfilerStep\s*#\s*(\d+)"
 GPU_ANNOTATION_CATS = ("gpu_user_annotation",)
@@ -46,24 +52,46 @@ def profiler_steps_rank(rt: RankTrace, *, rounding: Rounding = "exact") -> pd.Da
     )
     df = pd.DataFrame({"step": steps, "start": start, "end": end})
     df = df.sort_values(["step", "start"], kind="stable").drop_duplicates("step", keep="first")
-    return pd.DataFrame(
+    first_ns = int(ev["ts"].min()) if len(ev) else 0
+    start_ns, end_ns = df["start"].to_numpy(), df["end"].to_numpy()
+    out = pd.DataFrame(
         {
             "rank": np.full(len(df), rt.rank, dtype=np.int64),
             "step": df["step"].to_numpy(dtype=np.int64),
-            "start(us)": ns_to_us(df["start"].to_numpy()),
-            "end(us)": ns_to_us(df["end"].to_numpy()),
-            "duration(us)": ns_to_us(df["end"].to_numpy() - df["start"].to_numpy()),
+            "start(us)": ns_to_us(start_ns),
+            "end(us)": ns_to_us(end_ns),
+            "duration(us)": ns_to_us(end_ns - start_ns),
+            # from integer ns, so exact where the absolute float µs are not
+            "start_rel(us)": ns_to_us(start_ns - first_ns),
+            "end_rel(us)": ns_to_us(end_ns - first_ns),
         }
     )
+    out.attrs[FIRST_EVENT_NS] = first_ns if len(ev) else None
+    return out
 
 
 def combine(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
-    """Per-rank tables → one table, ranks in the order given."""
+    """Per-rank tables → one table, ranks in the order given; relative times from the job's first event.
+
+    The job's first event is the earliest first event of the ranks given (each rank's clock as
+    written: ranks on different hosts are only as comparable as their clocks).
+    """
     parts = [frames[r] for r in frames]
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype="int64" if c in ("rank", "step") else "float64")
                              for c in COLUMNS})
-    return pd.concat(parts, ignore_index=True)[COLUMNS]
+    firsts = [p.attrs.get(FIRST_EVENT_NS) for p in parts]
+    job_first = min((f for f in firsts if f is not None), default=0)
+    shifted = []
+    for part, first in zip(parts, firsts, strict=True):
+        part = part.copy()
+        offset_ns = (job_first if first is None else first) - job_first
+        for col in RELATIVE_COLUMNS:  # back to integer ns (exact below 2**53 ns), shift, to µs
+            ns = np.rint(part[col].to_numpy(dtype=np.float64) * 1000).astype(np.int64)
+            part[col] = ns_to_us(ns + offset_ns)
+        part.attrs = {}
+        shifted.append(part)
+    return pd.concat(shifted, ignore_index=True)[COLUMNS]
 
 
 def step_ids(steps: pd.DataFrame) -> list[int]:

@@ -63,7 +63,30 @@ def test_cpu_annotation_only_and_hta_step_names():
         ("aten::mm", "cpu_op", 11 * us, 5 * us, -1, -1),
     ], rank=3)
     df = profiler_steps_rank(rt)
-    assert df.values.tolist() == [[3, 6, 10.0, 90.0, 80.0], [3, 7, 100.0, 150.0, 50.0]]
+    # relative to the rank's first event (the "ProfilerStep" at 0 here)
+    assert df.values.tolist() == [
+        [3, 6, 10.0, 90.0, 80.0, 10.0, 90.0],
+        [3, 7, 100.0, 150.0, 50.0, 100.0, 150.0],
+    ]
+
+
+def test_relative_times_from_the_jobs_first_event():
+    """Absolute epoch µs stay for joins; *_rel(us) count from the earliest event of any rank, exactly."""
+    epoch = 1_732_000_000_000_000_123  # ns: the float µs of this lose the last digits
+    rank0 = rank_trace([
+        ("aten::mm", "cpu_op", epoch + 500, 10, -1, -1),  # rank 0's first event
+        ("ProfilerStep#1", "user_annotation", epoch + 2_001, 3_000_500, -1, -1),
+    ], rank=0)
+    rank1 = rank_trace([
+        ("aten::mm", "cpu_op", epoch, 10, -1, -1),  # the job's first event
+        ("ProfilerStep#1", "user_annotation", epoch + 1_000, 2_000_001, -1, -1),
+    ], rank=1)
+    df = profiler_steps(Trace({0: rank0, 1: rank1}))
+    assert df["start_rel(us)"].tolist() == [2.001, 1.0]
+    assert df["end_rel(us)"].tolist() == [3002.501, 2001.001]
+    assert df["start(us)"].iloc[0] == pytest.approx(1_732_000_000_000_000.123 + 2.001, abs=0.25)
+    # one rank alone: relative to its own first event
+    assert profiler_steps(Trace({0: rank0, 1: rank1}), ranks=[0])["start_rel(us)"].tolist() == [1.501]
 
 
 def test_rank_without_steps_and_rank_selection():
