@@ -275,5 +275,5 @@ def table(df: pd.DataFrame, *, index: list[str] | None = None, precision: int = 
         elif series.abs().max(skipna=True) > 1e12:  # absolute epoch µs: decimals only add noise
             formats[col] = "{:,.0f}"
         else:
-            formats[col] = "{:,.%sf}".replace("%s", str(precision))
+            formats[col] = f"{{:,.{precision}f}}"
     return shown.style.format(formats, na_rep="–")

@@ -13,11 +13,8 @@ calls ``load_trace`` at import time must guard it with ``if __name__ == "__main_
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
 import multiprocessing
 import os
-import sys
 import threading
 import traceback
 import warnings
@@ -37,6 +34,7 @@ from analysis.errors import (
 )
 from analysis.kineto.cache import TraceCache, cache_key
 from analysis.kineto.model import RankTrace, Trace
+from analysis.kineto.progress import PROGRESS_DELAY_S, progress_bar  # noqa: F401 (re-exported)
 from analysis.kineto.sources import (
     TraceFile,
     find_trace_files,
@@ -49,7 +47,6 @@ ON_ERROR_CHOICES = ("raise", "skip")
 # parsing runs at roughly 20 MB of gzip per second per core.
 SMALL_JOB_BYTES = 8 * 2**20
 # Progress appears only for loads slower than this (seconds), so quick loads print nothing.
-PROGRESS_DELAY_S = 1.0
 # Imported once by the forkserver, so every worker starts with them already loaded.
 _WORKER_PRELOAD = ["analysis.kineto.parse", "analysis.kineto.cache", "analysis.kineto.sources"]
 
@@ -181,30 +178,6 @@ def _run_pool(tasks: list[tuple], workers: int, on_outcome, ctx) -> None:
             except BrokenProcessPool:
                 outcome = _worker_died(task[0])
         on_outcome(task, outcome)
-
-
-def _bar_class() -> tuple[type, dict[str, Any]]:
-    """tqdm's widget bar in a Jupyter kernel with ipywidgets, else its text bar.
-
-    ``tqdm.auto`` would warn (a red ``TqdmWarning`` box) in a kernel without ipywidgets; the text
-    bar then goes to stdout, as stderr shows as an error box in notebooks.
-    """
-    in_kernel = "ipykernel.zmqshell" in sys.modules
-    if in_kernel and importlib.util.find_spec("ipywidgets") is not None:
-        from tqdm.notebook import tqdm as widget_bar
-
-        return widget_bar, {}
-    from tqdm.std import tqdm as text_bar  # only the parent process needs it
-
-    return text_bar, ({"file": sys.stdout} if in_kernel else {})
-
-
-def progress_bar(total: int, progress: bool | None):
-    if progress is False:
-        return contextlib.nullcontext(None)
-    bar, options = _bar_class()
-    delay = 0.0 if progress else PROGRESS_DELAY_S
-    return bar(total=total, desc="loading traces", unit="file", delay=delay, leave=False, **options)
 
 
 def assign_ranks(loaded: list[tuple[TraceFile, RankTrace]]) -> dict[int, RankTrace]:

@@ -267,30 +267,6 @@ def test_progress_bar_only_when_asked(two_ranks, capsys):
     assert "loading traces" in capsys.readouterr().err
 
 
-def test_progress_bar_in_a_notebook_without_ipywidgets_is_text_on_stdout(monkeypatch, capsys):
-    """tqdm.auto would raise a red TqdmWarning box there; ours falls back to a quiet text bar."""
-    import importlib.util
-    import sys
-    import types
-    import warnings
-
-    from analysis.kineto import loader
-
-    monkeypatch.setitem(sys.modules, "ipykernel.zmqshell", types.ModuleType("ipykernel.zmqshell"))
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec",
-        lambda name, *a: None if name == "ipywidgets" else real_find_spec(name, *a),
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with loader.progress_bar(3, True) as bar:
-            bar.update(3)
-    out = capsys.readouterr()
-    assert "loading traces" in out.out
-    assert out.err == ""
-
-
 @pytest.mark.parametrize(
     "exc",
     [PermissionError(13, "Permission denied"), OSError("Forbidden: bucket/run\nno access")],
