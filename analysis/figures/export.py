@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import plotly.graph_objects as go
-import plotly.io as pio
 
 from analysis.errors import BrowserNotFoundError, ExportError
 

@@ -79,7 +79,7 @@ def write_report(
     terminal). Static formats need Chrome/Chromium: without one, the page and the tables are still
     written and ``BrowserNotFoundError`` then says how to install a browser.
     """
-    from tqdm.auto import tqdm
+    from analysis.kineto.progress import bar_class
 
     formats = _check_formats(formats)
     static = [f for f in formats if f != "html"]
@@ -92,7 +92,9 @@ def write_report(
     total = BUILD_STEPS + 2 + bool(static)
     # disable=None: tqdm shows the bar only on a terminal
     disable = None if progress is None else not progress
-    with tqdm(total=total, desc="report", unit="step", disable=disable, leave=False) as bar:
+    tqdm, options = bar_class()  # a widget in notebooks, emptied when done; no TqdmWarning
+    with tqdm(total=total, desc="report", unit="step", disable=disable, leave=False,
+              **options) as bar:
         content = build_report(ta, ranks=ranks, progress=bar)
         result = ReportResult(out_dir=out, index=None,
                               unavailable={s.title: s.error for s in content.sections if s.error})
