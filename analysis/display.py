@@ -255,8 +255,8 @@ def table(df: pd.DataFrame, *, index: list[str] | None = None, precision: int = 
 
     The key columns present (``rank``, ``stream``, ``step``, ``kernel_type``, ``idle_category``,
     or ``index``) become the index, shown grouped; µs columns get thousands separators and
-    ``precision`` decimals, absolute epoch µs (above 1e12) none; ``*_pctg`` and ``*%`` columns one
-    decimal; ratios three.
+    ``precision`` decimals, absolute epoch µs (above 1e12) none; ``*_pctg``, ``*_%`` and ``(%)``
+    columns one decimal; ratios three.
     """
     keys = list(index) if index is not None else [c for c in KEY_COLUMNS if c in df.columns]
     shown = df.set_index(keys) if keys and len(df) else df
@@ -268,7 +268,7 @@ def table(df: pd.DataFrame, *, index: list[str] | None = None, precision: int = 
                 formats[col] = "{:,}"
             continue
         name = str(col)
-        if name.endswith(("pctg", "%")) or "%" in name:
+        if name.endswith(("pctg", "_%")) or "(%)" in name:  # not describe()'s "25%" quantiles
             formats[col] = "{:.1f}"
         elif name.endswith("ratio"):
             formats[col] = "{:.3f}"

@@ -100,7 +100,7 @@ def test_table_formats_and_indexes_without_changing_the_data():
         "rank": [0, 0, 1], "stream": [7, 20, 7],
         "start(us)": [1.732e15, 1.732e15 + 2.5, 1.732e15 + 4],
         "idle_time": [1234.56, 7.0, float("nan")], "idle_time_ratio": [0.12345, 0.5, 0.25],
-        "compute_time_pctg": [12.345, 50.0, 60.0],
+        "compute_time_pctg": [12.345, 50.0, 60.0], "75%": [2329.5, 1.0, 2.0],
     })
     before = df.copy()
     styler = table(df)
@@ -110,3 +110,4 @@ def test_table_formats_and_indexes_without_changing_the_data():
     assert "1,732,000,000,000,002" in text  # epoch µs as a whole number, not 1.732000e+15
     assert "1,234.6" in text and "0.123" in text and "12.3" in text and "–" in text
     assert "e+15" not in text
+    assert "2,329.5" in text  # describe()'s quantile columns are µs, not percentages
