@@ -224,9 +224,22 @@ def _environment():
     return jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
 
 
+def _short(ta, exc: Exception) -> str:
+    """What ``repr`` falls back to when the summary cannot be made (a repr must not raise)."""
+    return (
+        f"TraceAnalysis(source={str(ta.engine.source)!r}, ranks={list(ta.engine.ranks)}) "
+        f"(summary unavailable: {type(exc).__name__}: {exc})"
+    )
+
+
 def overview_html(ta) -> str:
     """The summary as an HTML fragment (a notebook's rich display)."""
-    ov = overview(ta)
+    try:
+        ov = overview(ta)
+    except Exception as exc:  # noqa: BLE001 - shown, not swallowed: the fallback names it
+        import html
+
+        return f"<pre>{html.escape(_short(ta, exc))}</pre>"
     per_rank = [
         {**r, "events": f"{r['events']:,}",
          "duration_ms": "-" if r["duration_ms"] is None else f"{r['duration_ms']:,.3f}"}
@@ -240,7 +253,10 @@ def overview_html(ta) -> str:
 
 def overview_text(ta) -> str:
     """The summary as aligned plain text (``repr``)."""
-    rows = _rows(overview(ta))
+    try:
+        rows = _rows(overview(ta))
+    except Exception as exc:  # noqa: BLE001 - shown, not swallowed: the fallback names it
+        return _short(ta, exc)
     width = max(len(label) for label, _ in rows)
     return "TraceAnalysis\n" + "\n".join(f"  {label:<{width}}  {value}" for label, value in rows)
 

@@ -5,80 +5,16 @@ walkthrough, exported with ``jupyter nbconvert --to html``, shows its figures of
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
-import jupytext
-import nbformat
 import pytest
 from figure_checks import layout_problems
-from nbclient import NotebookClient
+from notebook_helpers import PLOTLY_MIME, WIDGET_MIME, browser, execute, outputs
 from paths import REPO_ROOT
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.md"))
-PLOTLY_MIME = "application/vnd.plotly.v1+json"
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-
-
-def _set_parameters(nb, values: dict) -> None:
-    """Replace the assignments of the cell tagged ``parameters`` (as papermill would inject them)."""
-    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    lines = cell.source.splitlines()
-    for name, value in values.items():
-        matches = [i for i, line in enumerate(lines) if line.split("=")[0].strip() == name]
-        if matches:
-            lines[matches[0]] = f"{name} = {value!r}"
-    cell.source = "\n".join(lines)
-
-
-def browser() -> str | None:
-    found = shutil.which("chromium") or os.environ.get("BROWSER_PATH")
-    if not found and os.environ.get("CI"):
-        pytest.fail("no chromium in CI: the Makefile's set-up must install it")
-    return found
-
-
-_EXECUTED: dict[str, tuple] = {}
-
-
-def execute(path: Path, sample_traces_dir: Path, tmp_path_factory) -> tuple:
-    """(executed notebook, its working directory), once per notebook per session."""
-    if path.stem not in _EXECUTED:
-        nb = jupytext.read(path)
-        assert any("parameters" in c.metadata.get("tags", []) for c in nb.cells), "no parameters cell"
-        work = tmp_path_factory.mktemp(f"nb-{path.stem}")
-        _set_parameters(nb, {
-            "TRACE_DIR": str(sample_traces_dir),
-            "REPORT_DIR": str(work / "report"),
-            # SVG export needs a browser; the page alone does not
-            "REPORT_FORMATS": ("svg", "html") if browser() else ("html",),
-        })
-        # keep the parsed-trace cache of this run out of the user's home; a fresh cache also makes
-        # the first load slow enough (> 1 s) to show the progress bar
-        env = {"TRACE_ANALYSIS_CACHE": str(work / "cache")}
-        old = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            NotebookClient(nb, kernel_name="python3", timeout=300,
-                           resources={"metadata": {"path": str(work)}}).execute()  # raises on error
-        finally:
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
-        nbformat.write(nb, work / f"{path.stem}.ipynb")
-        _EXECUTED[path.stem] = (nb, work)
-    return _EXECUTED[path.stem]
-
-
-def outputs(nb) -> list[tuple[int, dict]]:
-    return [(i, o) for i, c in enumerate(nb.cells) if c.cell_type == "code"
-            for o in c.get("outputs", [])]
 
 
 def test_notebooks_are_found():

@@ -111,3 +111,14 @@ def test_table_formats_and_indexes_without_changing_the_data():
     assert "1,234.6" in text and "0.123" in text and "12.3" in text and "–" in text
     assert "e+15" not in text
     assert "2,329.5" in text  # describe()'s quantile columns are µs, not percentages
+
+
+def test_repr_never_raises(hand_made, tmp_path, monkeypatch):
+    ta = _ta(hand_made, tmp_path)
+
+    def broken(*a, **k):
+        raise RuntimeError("worker lost")
+
+    monkeypatch.setattr(ta.engine, "map_ranks", broken)
+    assert "summary unavailable: RuntimeError: worker lost" in repr(ta)
+    assert "ranks=[0, 1]" in ta._repr_html_()
