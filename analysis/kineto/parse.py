@@ -389,11 +389,7 @@ def _build(events: list[_Event], meta: RankMeta, source: str) -> RankTrace:
     # With integer timestamps only, every ts is converted at once and the tables take slices.
     ts_ns = None if meta.float_timestamps else _integer_ns(all_ts)
 
-    keep = [
-        i
-        for i, e in enumerate(events)
-        if e.cat is not None and e.dur != _NULL and e.ts != _NULL and e.cat != "Trace"
-    ]
+    keep = kept_rows(events)
     flow = [i for i, e in enumerate(events) if e.ph in _FLOW_PHASES and e.ts != _NULL]
     span = next((e for e in events if e.cat == "Trace" and e.dur != _NULL and e.ts != _NULL), None)
     if span is not None:
@@ -414,6 +410,20 @@ def _build(events: list[_Event], meta: RankMeta, source: str) -> RankTrace:
 
 
 _get_ts = attrgetter("ts")
+
+
+def kept_rows(events: list) -> list[int]:
+    """Positions in ``traceEvents`` of the events that become rows of ``RankTrace.events``.
+
+    The row filter of the module docstring, in one place: ``analysis.kineto.extras`` decodes other
+    fields of the same events and aligns them with this. ``events`` are any structs with ``cat``,
+    ``dur`` and ``ts`` (``dur``/``ts`` as ``msgspec.Raw``, null when absent).
+    """
+    return [
+        i
+        for i, e in enumerate(events)
+        if e.cat is not None and e.dur != _NULL and e.ts != _NULL and e.cat != "Trace"
+    ]
 
 
 def _events_table(
