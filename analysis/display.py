@@ -2,7 +2,7 @@
 
 - :func:`overview` gathers what a user wants to see first about the loaded traces (ranks, GPUs,
   world size, profiler steps analysed and dropped, time range, events per rank, source, cache,
-  kernel-pattern preset); :func:`overview_html` and :func:`overview_text` render it. The facade's
+  kernel-pattern preset, and the findings of ``ta.findings()``, most severe first); :func:`overview_html` and :func:`overview_text` render it. The facade's
   ``_repr_html_`` and ``__repr__`` delegate here. Names that come from the trace (file names, GPU
   names) are escaped: the HTML is a Jinja2 template with autoescape.
 - :func:`table` formats an analysis result for reading (a pandas ``Styler``): µs with thousands
@@ -25,6 +25,7 @@ import pandas as pd
 # Timestamps above this (ns) read as a date: 2001-09-09. Older clocks (a trace starting at 0) do not.
 _EPOCH_NS_FLOOR = 10**18
 _HTML_ROWS = 64  # per-rank rows shown before "... n more" in the HTML table
+_SEVERITY_COLOURS = {"error": "#B00020", "warning": "#B35900", "info": "#1F5FA8"}
 
 
 @dataclass
@@ -69,6 +70,8 @@ class Overview:
     time_rounding: str
     per_rank: list[dict[str, Any]]
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    findings: list[tuple[str, str, str]] = field(default_factory=list)  # severity, title, detail
+    findings_error: str | None = None  # why the findings could not be made
 
     @property
     def duration_ms(self) -> float | None:
@@ -130,7 +133,19 @@ def _overview(ta) -> Overview:
         time_rounding=str(ta.time_rounding),
         per_rank=per_rank,
         skipped=[(str(p), str(reason)) for p, reason in (engine.skipped or [])],
+        **_findings(ta),
     )
+
+
+def _findings(ta) -> dict[str, Any]:
+    """``ta.findings()`` as (severity, title, detail) rows; an error says why there are none."""
+    if not hasattr(ta, "findings"):
+        return {}
+    try:
+        table = ta.findings()
+    except Exception as exc:  # noqa: BLE001 - the summary shows the reason instead
+        return {"findings_error": f"{type(exc).__name__}: {exc}"}
+    return {"findings": [(str(r.severity), str(r.title), str(r.detail)) for r in table.itertuples()]}
 
 
 # ------------------------------------------------------------------------------------- helpers
@@ -188,7 +203,24 @@ def _rows(ov: Overview) -> list[tuple[str, str]]:
     ]
     if ov.skipped:
         rows.append(("Skipped files", "; ".join(f"{p}: {why}" for p, why in ov.skipped)))
+    if ov.findings_error:
+        rows.append(("Findings", f"not available ({ov.findings_error})"))
+    elif not ov.findings:
+        rows.append(("Findings", "none: nothing the rules check for is wrong (ta.findings())"))
+    else:
+        counts = ", ".join(
+            f"{n} {sev}{'s' if n > 1 and sev != 'info' else ''}"
+            for sev, n in _severity_counts(ov).items()
+        )
+        rows.append(("Findings", f"{counts} (details: ta.findings())"))
     return rows
+
+
+def _severity_counts(ov: Overview) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for severity, _, _ in ov.findings:
+        counts[severity] = counts.get(severity, 0) + 1
+    return counts
 
 
 def _events_spread(ov: Overview) -> str:
@@ -208,6 +240,9 @@ _TEMPLATE = """\
 <th style="text-align: left; padding: 1px 12px 1px 0; font-weight: 600">{{ label }}</th>
 <td style="text-align: left; padding: 1px 0">{{ value }}</td></tr>
 {% endfor %}</table>
+{% if findings %}<ol style="margin: 2px 0 6px 0; padding-left: 22px">
+{% for severity, title, detail in findings %}<li><b style="color: {{ colours.get(severity, '#444') }}">{{ severity }}</b> <b>{{ title }}</b>: {{ detail }}</li>
+{% endfor %}</ol>{% endif %}
 <details{{ " open" if per_rank | length <= 16 else "" }}><summary>Per rank ({{ per_rank | length }})</summary>
 <table style="border-collapse: collapse">
 <tr>{% for c in columns %}<th style="text-align: left; padding: 1px 10px 1px 0">{{ c }}</th>{% endfor %}</tr>
@@ -247,18 +282,22 @@ def overview_html(ta) -> str:
     ]
     columns = ["rank", "file", "gpu", "events", "steps", "duration_ms", "cache"]
     return _environment().from_string(_TEMPLATE).render(
-        rows=_rows(ov), per_rank=per_rank, columns=columns, limit=_HTML_ROWS
+        rows=_rows(ov), per_rank=per_rank, columns=columns, limit=_HTML_ROWS,
+        findings=ov.findings, colours=_SEVERITY_COLOURS,
     )
 
 
 def overview_text(ta) -> str:
     """The summary as aligned plain text (``repr``)."""
     try:
-        rows = _rows(overview(ta))
+        ov = overview(ta)
     except Exception as exc:  # noqa: BLE001 - shown, not swallowed: the fallback names it
         return _short(ta, exc)
+    rows = _rows(ov)
     width = max(len(label) for label, _ in rows)
-    return "TraceAnalysis\n" + "\n".join(f"  {label:<{width}}  {value}" for label, value in rows)
+    lines = [f"  {label:<{width}}  {value}" for label, value in rows]
+    lines += [f"    - {severity}: {title}" for severity, title, _ in ov.findings]
+    return "TraceAnalysis\n" + "\n".join(lines)
 
 
 # -------------------------------------------------------------------------------------- tables

@@ -122,3 +122,25 @@ def test_repr_never_raises(hand_made, tmp_path, monkeypatch):
     monkeypatch.setattr(ta.engine, "map_ranks", broken)
     assert "summary unavailable: RuntimeError: worker lost" in repr(ta)
     assert "ranks=[0, 1]" in ta._repr_html_()
+
+
+def test_findings_open_the_summary_escaped(hand_made, tmp_path, monkeypatch):
+    ta = _ta(hand_made, tmp_path)
+    found = pd.DataFrame({"severity": ["warning", "info"], "title": [EVIL, "MFU is low"],
+                          "detail": ["rank 1 <slow>", "12 %"]})
+    monkeypatch.setattr(ta, "findings", lambda: found, raising=False)
+    text = repr(ta)
+    assert "Findings                 1 warning, 1 info (details: ta.findings())" in text
+    assert f"    - warning: {EVIL}" in text and "    - info: MFU is low" in text
+    page = ta._repr_html_()
+    assert EVIL not in page and "rank 1 &lt;slow&gt;" in page and "MFU is low" in page
+
+
+def test_findings_that_fail_say_why(hand_made, tmp_path, monkeypatch):
+    ta = _ta(hand_made, tmp_path)
+
+    def broken():
+        raise ValueError("no kernels")
+
+    monkeypatch.setattr(ta, "findings", broken, raising=False)
+    assert "not available (ValueError: no kernels)" in repr(ta)
