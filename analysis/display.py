@@ -187,7 +187,7 @@ def _rows(ov: Overview) -> list[tuple[str, str]]:
     )
     rows = [
         ("Source", ov.source),
-        ("Ranks", f"{len(ov.ranks)} ({_ranges(ov.ranks)})"),
+        ("Ranks", f"{len(ov.ranks)}{_of_world(ov)} ({_ranges(ov.ranks)})"),
         ("World size", ", ".join(map(str, ov.world_size)) or "not recorded"),
         ("GPUs", gpus),
         ("Backend", ", ".join(ov.backends) or "-"),
@@ -221,6 +221,13 @@ def _severity_counts(ov: Overview) -> dict[str, int]:
     for severity, _, _ in ov.findings:
         counts[severity] = counts.get(severity, 0) + 1
     return counts
+
+
+def _of_world(ov: Overview) -> str:
+    """' of 128 in the job' when the traces are only some of the job's ranks, else ''."""
+    if len(ov.world_size) == 1 and ov.world_size[0] > len(ov.ranks):
+        return f" of {ov.world_size[0]} in the job"
+    return ""
 
 
 def _events_spread(ov: Overview) -> str:

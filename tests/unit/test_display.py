@@ -83,6 +83,12 @@ def test_text_repr_is_readable(hand_made, tmp_path):
     assert "2 of 2 ranks read from the cache of parsed traces" in again
 
 
+def test_ranks_say_when_only_part_of_the_job_is_loaded(hand_made, tmp_path):
+    (hand_made / "rank1.json").unlink()
+    text = repr(_ta(hand_made, tmp_path))
+    assert "Ranks                    1 of 2 in the job (0)" in text
+
+
 def test_html_repr_escapes_names_from_the_trace(hand_made, tmp_path):
     page = _ta(hand_made, tmp_path)._repr_html_()
     assert "<script>" not in page and "<i>" not in page and "<b>" not in page
