@@ -56,6 +56,12 @@ if HTML_RENDERER not in pio.renderers:
     pio.renderers[HTML_RENDERER] = OfflineHtmlRenderer()
 
 
+def use_in_notebook() -> None:
+    """Make :data:`NOTEBOOK_RENDERER` plotly's default, so that figures a notebook displays itself
+    (a ``fig`` at the end of a cell, plotly.express) show in exported HTML too."""
+    pio.renderers.default = NOTEBOOK_RENDERER
+
+
 def in_notebook_kernel() -> bool:
     return "ipykernel.zmqshell" in sys.modules
 
