@@ -26,6 +26,8 @@ FIGURES = [
     "kernel_launch_stats",
     "kernel_type_breakdown",
     "kernel_breakdown",
+    "queue_length",
+    "memcpy_summary",
 ]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 EVIL_KERNEL = "<script>alert(1)</script>"
