@@ -2,7 +2,7 @@
 
 - :func:`overview` gathers what a user wants to see first about the loaded traces (ranks, GPUs,
   world size, profiler steps analysed and dropped, time range, events per rank, source, cache,
-  kernel-pattern preset, and the findings of ``ta.findings()``, most severe first); :func:`overview_html` and :func:`overview_text` render it. The facade's
+  kernel-pattern preset, and the errors and warnings of the trace health check ``ta.check()``); :func:`overview_html` and :func:`overview_text` render it. The facade's
   ``_repr_html_`` and ``__repr__`` delegate here. Names that come from the trace (file names, GPU
   names) are escaped: the HTML is a Jinja2 template with autoescape.
 - :func:`table` formats an analysis result for reading (a pandas ``Styler``): µs with thousands
@@ -138,14 +138,18 @@ def _overview(ta) -> Overview:
 
 
 def _findings(ta) -> dict[str, Any]:
-    """``ta.findings()`` as (severity, title, detail) rows; an error says why there are none."""
-    if not hasattr(ta, "findings"):
+    """The trace health check (``ta.check()``): its errors and warnings as (severity, check,
+    message) rows; an error says why there are none. The analyses' findings (``ta.findings()``)
+    run every analysis, too much for showing the object: the summary points to them instead."""
+    if not hasattr(ta, "check"):
         return {}
     try:
-        table = ta.findings()
+        table = ta.check()
     except Exception as exc:  # noqa: BLE001 - the summary shows the reason instead
         return {"findings_error": f"{type(exc).__name__}: {exc}"}
-    return {"findings": [(str(r.severity), str(r.title), str(r.detail)) for r in table.itertuples()]}
+    table = table[table["severity"].isin(["error", "warning"])]
+    return {"findings": [(str(r.severity), str(r.check), str(r.message))
+                         for r in table.itertuples()]}
 
 
 # ------------------------------------------------------------------------------------- helpers
@@ -204,15 +208,16 @@ def _rows(ov: Overview) -> list[tuple[str, str]]:
     if ov.skipped:
         rows.append(("Skipped files", "; ".join(f"{p}: {why}" for p, why in ov.skipped)))
     if ov.findings_error:
-        rows.append(("Findings", f"not available ({ov.findings_error})"))
+        rows.append(("Trace health", f"not available ({ov.findings_error})"))
     elif not ov.findings:
-        rows.append(("Findings", "none: nothing the rules check for is wrong (ta.findings())"))
+        rows.append(("Trace health", "no error or warning (ta.check()); what the analyses find "
+                                     "wrong: ta.findings()"))
     else:
         counts = ", ".join(
-            f"{n} {sev}{'s' if n > 1 and sev != 'info' else ''}"
-            for sev, n in _severity_counts(ov).items()
+            f"{n} {sev}{'s' if n > 1 else ''}" for sev, n in _severity_counts(ov).items()
         )
-        rows.append(("Findings", f"{counts} (details: ta.findings())"))
+        rows.append(("Trace health", f"{counts} (details: ta.check(); what the analyses find "
+                                     "wrong: ta.findings())"))
     return rows
 
 
@@ -248,7 +253,7 @@ _TEMPLATE = """\
 <td style="text-align: left; padding: 1px 0">{{ value }}</td></tr>
 {% endfor %}</table>
 {% if findings %}<ol style="margin: 2px 0 6px 0; padding-left: 22px">
-{% for severity, title, detail in findings %}<li><b style="color: {{ colours.get(severity, '#444') }}">{{ severity }}</b> <b>{{ title }}</b>: {{ detail }}</li>
+{% for severity, title, detail in findings %}<li><strong style="color: {{ colours.get(severity, '#444') }}">{{ severity }}</strong> <strong>{{ title }}</strong>: {{ detail }}</li>
 {% endfor %}</ol>{% endif %}
 <details{{ " open" if per_rank | length <= 16 else "" }}><summary>Per rank ({{ per_rank | length }})</summary>
 <table style="border-collapse: collapse">

@@ -68,7 +68,8 @@ def test_overview_against_the_hand_made_truth(hand_made, tmp_path):
 
 def test_text_repr_is_readable(hand_made, tmp_path):
     text = repr(_ta(hand_made, tmp_path, kernel_patterns="hta"))
-    lines = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in text.splitlines()[1:])
+    lines = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in text.splitlines()[1:]
+                 if not line.startswith("    - "))
     assert lines["Ranks"] == "2 (0–1)"
     assert lines["Profiler steps analysed"] == "1–2"
     assert lines["Profiler steps dropped"].startswith("3 (incomplete last step")
@@ -130,16 +131,19 @@ def test_repr_never_raises(hand_made, tmp_path, monkeypatch):
     assert "ranks=[0, 1]" in ta._repr_html_()
 
 
-def test_findings_open_the_summary_escaped(hand_made, tmp_path, monkeypatch):
+def test_trace_health_opens_the_summary_escaped(hand_made, tmp_path, monkeypatch):
     ta = _ta(hand_made, tmp_path)
-    found = pd.DataFrame({"severity": ["warning", "info"], "title": [EVIL, "MFU is low"],
-                          "detail": ["rank 1 <slow>", "12 %"]})
-    monkeypatch.setattr(ta, "findings", lambda: found, raising=False)
+    found = pd.DataFrame({"severity": ["error", "warning", "info"],
+                          "check": [EVIL, "clock_skew", "ns_timestamps"],
+                          "message": ["rank 1 <dropped>", "5 ms", "fine"]})
+    monkeypatch.setattr(ta, "check", lambda: found, raising=False)
     text = repr(ta)
-    assert "Findings                 1 warning, 1 info (details: ta.findings())" in text
-    assert f"    - warning: {EVIL}" in text and "    - info: MFU is low" in text
+    assert ("Trace health             1 error, 1 warning (details: ta.check(); what the analyses "
+            "find wrong: ta.findings())") in text
+    assert f"    - error: {EVIL}" in text and "    - warning: clock_skew" in text
+    assert "ns_timestamps" not in text  # info is not shown here
     page = ta._repr_html_()
-    assert EVIL not in page and "rank 1 &lt;slow&gt;" in page and "MFU is low" in page
+    assert EVIL not in page and "rank 1 &lt;dropped&gt;" in page and "clock_skew" in page
 
 
 def test_findings_that_fail_say_why(hand_made, tmp_path, monkeypatch):
@@ -148,5 +152,5 @@ def test_findings_that_fail_say_why(hand_made, tmp_path, monkeypatch):
     def broken():
         raise ValueError("no kernels")
 
-    monkeypatch.setattr(ta, "findings", broken, raising=False)
+    monkeypatch.setattr(ta, "check", broken, raising=False)
     assert "not available (ValueError: no kernels)" in repr(ta)
