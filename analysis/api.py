@@ -384,7 +384,14 @@ class TraceAnalysis:
         return str(target)
 
     def __repr__(self) -> str:
-        return f"TraceAnalysis(source={self.engine.source!r}, ranks={self.ranks})"
+        from analysis.display import overview_text
+
+        return overview_text(self)
+
+    def _repr_html_(self) -> str:
+        from analysis.display import overview_html
+
+        return overview_html(self)
 
 
 def _facade_method(spec: registry.Analysis):

@@ -131,6 +131,7 @@ class TraceCache:
                 for name in TABLES
             }
             meta = _meta_from_dict(record["meta"])
+            meta.from_cache = True
         except Exception as exc:  # any damage (truncation, bad JSON, missing file): re-parse
             warnings.warn(
                 f"ignoring unreadable trace cache entry {entry} ({type(exc).__name__}: {exc}); "

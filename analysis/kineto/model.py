@@ -129,6 +129,9 @@ class RankMeta:
     # The profiler's own span ("cat": "Trace"), as (ts_ns, dur_ns), if present.
     profiler_span: tuple[int, int] | None = None
     other: dict[str, Any] = field(default_factory=dict)  # remaining top-level keys (small ones)
+    # True when this load read the rank from the local cache of parsed traces (not parsed anew):
+    # how it was loaded, not what the trace says, so equality ignores it.
+    from_cache: bool = field(default=False, compare=False)
 
     @property
     def process_groups(self) -> list[dict[str, Any]]:

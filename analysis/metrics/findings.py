@@ -50,6 +50,18 @@ ROOFLINE_PCT = 50.0
 LOST_SHARE_PCT = 10.0
 MFU_PCT = 30.0
 COMPUTE_FAMILIES = ("gemm", "attention", "conv")
+# Stragglers: the last-arriving rank is late, on average, by more than this % of the median step
+# time, in more than half of the collectives it takes part in.
+STRAGGLER_LATENESS_PCT = 5.0
+# Bus bandwidth: collectives of at least LARGE_MESSAGE_BYTES whose median bus bandwidth is below
+# BUSBW_FRACTION of what an intra-node NVLink/Infinity Fabric all-reduce reaches on that GPU in
+# nccl-tests / rccl-tests (EXPECTED_BUSBW_GBPS; groups larger than a node go over the network,
+# whose speed the trace does not say: those are left out).
+LARGE_MESSAGE_BYTES = 1 << 20
+BUSBW_FRACTION = 0.5
+NODE_SIZE = 8
+EXPECTED_BUSBW_GBPS = {"H200": 400.0, "H100": 360.0, "B200": 700.0, "A100": 230.0, "V100": 130.0,
+                       "MI300": 300.0, "MI250": 150.0, "MI355": 400.0}
 # Data loading: the median step spends more than this share (%) on the CPU before its first launch.
 DATA_LOADING_GAP_PCT = 10.0
 
@@ -128,34 +140,91 @@ def gpu_idle_host_bound(results: Mapping[str, Any]) -> list[Finding]:
 
 
 def exposed_communication(results: Mapping[str, Any]) -> list[Finding]:
-    """Communication not hidden behind computation takes a large share of the GPU span."""
-    temporal = _need(results, "temporal_breakdown")
-    overlap = _need(results, "comm_comp_overlap")
-    _, kernels = _need(results, "kernel_breakdown")
-    comm = kernels[kernels["kernel_type"] == "COMMUNICATION"].groupby("rank")["sum (us)"].sum()
-    if comm.empty or comm.sum() == 0:
-        raise Silent("no communication kernels in the analysed window")
-    table = temporal[["rank", "kernel_time(us)"]].merge(
-        overlap[["rank", "comp_comm_overlap_pctg"]], on="rank").set_index("rank")
-    table["comm_us"] = comm.reindex(table.index).fillna(0.0)
-    hidden = table["comp_comm_overlap_pctg"].fillna(0.0) / 100.0
-    table["exposed_pct"] = 100.0 * table["comm_us"] * (1 - hidden) / table["kernel_time(us)"]
-    worst = float(table["exposed_pct"].max())
+    """Communication not hidden behind computation takes a large share of the step time."""
+    steps = _need(results, "step_breakdown")
+    if steps.empty or not steps["exposed_comm_us"].any():
+        raise Silent("no exposed communication kernels in the profiler steps")
+    per_rank = steps.groupby("rank")[["exposed_comm_us", "step_time_us"]].sum()
+    share = 100.0 * per_rank["exposed_comm_us"] / per_rank["step_time_us"]
+    worst = float(share.max())
     if not worst > EXPOSED_COMM_PCT:
         return []
-    by_name = (kernels[kernels["kernel_type"] == "COMMUNICATION"].groupby("name")["sum (us)"]
-               .sum().nlargest(3))
-    names = ", ".join(f"{n} ({t / 1000:.1f} ms, all ranks)" for n, t in by_name.items())
+    evidence = f"step_breakdown: exposed communication {_ranks(share, share.index.to_series())}"
+    summary = results.get("collective_summary")
+    if isinstance(summary, pd.DataFrame) and len(summary):
+        top = summary.nlargest(3, "exposed_us")
+        evidence += "; collective_summary: " + ", ".join(
+            f"{r.type} {r.bucket} ({r.count}×, {r.exposed_us / 1000:.1f} ms exposed)"
+            for r in top.itertuples())
     return [Finding(
         "warning", "Communication is exposed (not overlapped with computation)",
-        f"Up to {worst:.1f} % of a rank's GPU span is communication that no computation kernel "
+        f"Up to {worst:.1f} % of a rank's step time is communication that no computation kernel "
         "overlaps.",
-        "exposed_comm_pct", round(worst, 2), EXPOSED_COMM_PCT,
-        f"comm_comp_overlap: {_ranks(table['exposed_pct'], table.index.to_series())} exposed; "
-        f"kernel_breakdown: top communication kernels {names}",
+        "exposed_comm_pct", round(worst, 2), EXPOSED_COMM_PCT, evidence,
         "Overlap collectives with compute: tune DDP bucket sizes (bucket_cap_mb), enable FSDP "
         "forward/backward prefetch, reorder so gradients are ready earlier; check the "
-        "interconnect if the collectives themselves are slow.",
+        "interconnect if the collectives themselves are slow (see bus bandwidth).",
+    )]
+
+
+def straggler_rank(results: Mapping[str, Any]) -> list[Finding]:
+    """One rank arrives last at most collectives and keeps the others waiting."""
+    table = _need(results, "stragglers")
+    steps = _need(results, "step_breakdown")
+    if table.empty or steps.empty:
+        raise Silent("no collectives matched across two or more ranks")
+    top = table.iloc[0]
+    step_us = float(steps.groupby("step")["step_time_us"].median().median())
+    lateness = 100.0 * float(top["mean_lateness_us"]) / step_us if step_us > 0 else 0.0
+    last_share = float(top["times_last"]) / max(float(top["instances"]), 1.0)
+    if last_share <= 0.5 or lateness <= STRAGGLER_LATENESS_PCT:
+        return []
+    rank = int(top["rank"])
+    return [Finding(
+        "warning", f"Rank {rank} is a straggler: the others wait for it",
+        f"Rank {rank} arrives last at {int(top['times_last'])} of {int(top['instances'])} "
+        f"collectives, {top['mean_lateness_us'] / 1000:.1f} ms late on average ({lateness:.1f} % "
+        f"of the median step); why: {top['why'] or 'not determined'}.",
+        "straggler_lateness_pct", round(lateness, 2), STRAGGLER_LATENESS_PCT,
+        f"stragglers: rank {rank} caused {top['wait_caused_us'] / 1000:.1f} ms of waiting in all "
+        f"(late from host {top['late_host_us'] / 1000:.1f} ms, busy {top['late_busy_us'] / 1000:.1f}"
+        " ms); step_breakdown: slowest rank per step",
+        "Late from its CPU (host): look at that rank's data loading and CPU work before the "
+        "collective. Late because busy: it has more work (imbalanced batches or shards) or a "
+        "slower/throttled GPU; compare its kernel breakdown with a typical rank's.",
+    )]
+
+
+def low_bus_bandwidth(results: Mapping[str, Any]) -> list[Finding]:
+    """Large collectives inside a node reach well below the link's expected bus bandwidth."""
+    summary = _need(results, "collective_summary")
+    meta = _need(results, "trace_metadata")
+    if summary.empty:
+        raise Silent("no collectives matched across ranks")
+    gpus = " ".join(str(g) for g in meta["gpu"])
+    expected = next((v for k, v in EXPECTED_BUSBW_GBPS.items() if k in gpus), None)
+    if expected is None:
+        raise Silent(f"no expected bus bandwidth for this GPU ({gpus or 'unknown'})")
+    large = summary[(summary["bucket_bytes"] >= LARGE_MESSAGE_BYTES)
+                    & (summary["ranks"] <= NODE_SIZE) & summary["busbw_median_gbps"].notna()]
+    if large.empty:
+        raise Silent("no collective of 1 MiB or more within a node")
+    slow = large[large["busbw_median_gbps"] < BUSBW_FRACTION * expected]
+    if slow.empty:
+        return []
+    worst = slow.nsmallest(1, "busbw_median_gbps").iloc[0]
+    return [Finding(
+        "warning", "Collectives reach a low bus bandwidth",
+        f"{worst['type']} of {worst['bucket']} reaches a median {worst['busbw_median_gbps']:.0f} "
+        f"GB/s bus bandwidth, below {BUSBW_FRACTION:.0%} of the ~{expected:.0f} GB/s an "
+        "intra-node all-reduce typically reaches on this GPU.",
+        "busbw_median_gbps", round(float(worst["busbw_median_gbps"]), 2),
+        BUSBW_FRACTION * expected,
+        "collective_summary: " + ", ".join(
+            f"{r.type} {r.bucket}: {r.busbw_median_gbps:.0f} GB/s ({r.count}×)"
+            for r in slow.head(4).itertuples()),
+        "Check the topology (NVLink vs PCIe, NCCL_P2P/NCCL_IB settings), that the collective "
+        "is not waiting on a straggler (skew), and larger buckets for small messages.",
     )]
 
 
@@ -361,6 +430,8 @@ RULES: dict[str, Callable[[Mapping[str, Any]], list[Finding]]] = {
     "trace_health_errors": trace_health_errors,
     "gpu_idle_host_bound": gpu_idle_host_bound,
     "exposed_communication": exposed_communication,
+    "straggler_rank": straggler_rank,
+    "low_bus_bandwidth": low_bus_bandwidth,
     "host_to_device_copies": host_to_device_copies,
     "step_time_variance": step_time_variance,
     "data_loading_stall": data_loading_stall,
@@ -381,6 +452,10 @@ REQUIRES: dict[str, dict[str, Any]] = {
     "profiler_steps": {},
     "step_start_gap": {},
     "operator_roofline": {},
+    "step_breakdown": {},
+    "stragglers": {},
+    "collective_summary": {},
+    "trace_metadata": {},
 }
 
 

@@ -130,7 +130,7 @@ def test_summary_opens_with_the_findings_then_one_row_per_rank(sample_traces_dir
     findings, table = result.stdout.strip().split("\n\n")
     assert [line for line in findings.splitlines() if line.startswith("[warning]")] == [
         "[warning] Host-to-device copies from pageable memory: HtoD copies read pageable host "
-        "memory on 8 rank(s), 2.73 ms of copies in all: a pageable copy is staged and "
+        "memory on 8 rank(s), 2.73 ms in all. A pageable copy is staged and "
         "synchronous, so it cannot overlap with compute.",
         "[warning] Rank 1 is slower than the others: Rank 1's mean step takes 142.9 ms, 40.5 % "
         "more than the median rank's 101.7 ms.",

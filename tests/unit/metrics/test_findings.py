@@ -59,24 +59,27 @@ def test_gpu_idle_host_bound_silent_when_fed():
 
 
 # ------------------------------------------------------------------------ exposed communication
+STEPS = [(1, 0, 100), (2, 100, 1)]  # one complete 100 µs step, and the last (partial) one
+
+
 def test_exposed_communication_fires_with_the_exposed_share():
-    # compute [0, 60) µs, NCCL [60, 100) µs on another stream: 40 % of the span exposed
+    # compute [0, 60) µs, NCCL [60, 100) µs on another stream: 40 % of the step exposed
     kernels = [("gemm", "kernel", 0, 60, 7, -5), ("ncclDevKernel_AllReduce", "kernel", 60, 40, 20, -4)]
-    f = by_rule(analyse(rank_of(kernels)).findings(), "exposed_comm_pct")
+    f = by_rule(analyse(rank_of(kernels, steps=STEPS)).findings(), "exposed_comm_pct")
     assert f["value"] == pytest.approx(40.0)
-    assert "ncclDevKernel_AllReduce (0.0 ms, all ranks)" in f["evidence"]
+    assert "step_breakdown: exposed communication rank 0 (40.0 %)" in f["evidence"]
 
 
 def test_exposed_communication_silent_when_overlapped():
     kernels = [("gemm", "kernel", 0, 100, 7, -5), ("ncclDevKernel_AllReduce", "kernel", 20, 40, 20, -4)]
-    table = analyse(rank_of(kernels)).findings()
+    table = analyse(rank_of(kernels, steps=STEPS)).findings()
     assert "exposed_comm_pct" not in set(table["metric"])
 
 
 def test_exposed_communication_says_why_without_collectives():
-    table = analyse(rank_of(fed())).findings()
+    table = analyse(rank_of(fed(), steps=STEPS)).findings()
     assert table.attrs["not_run"]["exposed_communication"] == (
-        "no communication kernels in the analysed window")
+        "no exposed communication kernels in the profiler steps")
 
 
 # --------------------------------------------------------------------------- host-to-device copies
@@ -146,9 +149,9 @@ def test_table_shape_order_and_display():
 
 
 def test_display_escapes_names_from_the_trace():
-    kernels = [("gemm", "kernel", 0, 60, 7, -5),
-               ("ncclDevKernel_<script>x</script>", "kernel", 60, 40, 20, -4)]
-    html = analyse(rank_of(kernels)).findings()._repr_html_()
+    rt = rank_of(fed())
+    rt.meta.source = "<script>x</script>.json"  # quoted in the checks that could not run
+    html = analyse(rt).findings()._repr_html_()
     assert "<script>x" not in html and "&lt;script&gt;x" in html
 
 
@@ -234,3 +237,50 @@ def test_far_from_roofline_silent_near_the_roofline():
 def test_far_from_roofline_says_why_without_shapes():
     table = analyse(rank_of(fed())).findings()
     assert "far_from_roofline" in table.attrs["not_run"]
+
+
+# ---------------------------------------------------------------------- stragglers, bus bandwidth
+def collective_job(tmp_path, **config):
+    import warnings
+
+    from analysis import TraceAnalysis
+    from analysis.testing.collectives import CollectiveJobConfig, generate_collective_job
+
+    job = generate_collective_job(CollectiveJobConfig(**config))
+    job.write(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return job, TraceAnalysis(str(tmp_path), use_cache=False, progress=False)
+
+
+def test_straggler_fires_with_its_lateness(tmp_path):
+    delayed = tuple((s, j) for s in range(3) for j in range(3))
+    job, ta = collective_job(tmp_path, straggler_delay_us=2000, delayed=delayed, cause="compute")
+    f = by_rule(ta.findings(), "straggler_lateness_pct")
+    top = ta.get_stragglers(visualize=False).iloc[0]
+    steps = ta.get_step_breakdown(visualize=False)
+    median_step = steps.groupby("step")["step_time_us"].median().median()
+    assert f["title"] == "Rank 2 is a straggler: the others wait for it"
+    assert f["value"] == pytest.approx(round(100 * top["mean_lateness_us"] / median_step, 2))
+    assert "busy" in f["detail"]
+
+
+def test_straggler_silent_when_nobody_is_late(tmp_path):
+    _, ta = collective_job(tmp_path, straggler_delay_us=0)
+    assert "straggler_lateness_pct" not in set(ta.findings()["metric"])
+
+
+def test_low_bus_bandwidth_fires_and_respects_the_expected_figure(tmp_path, monkeypatch):
+    # 2 MiB all-to-alls in ~300 µs on 4 ranks: about 2 MiB / 300 µs × 3/4 = 5.2 GB/s of bus
+    # bandwidth, the slowest of the collectives of 1 MiB or more (4 MiB all-reduces: 12.6 GB/s)
+    _, ta = collective_job(tmp_path, straggler_delay_us=0)
+    f = by_rule(ta.findings(), "busbw_median_gbps")
+    summary = ta.get_collective_summary()
+    large = summary[summary["bucket_bytes"] >= 2**20]
+    assert f["value"] == pytest.approx(round(large["busbw_median_gbps"].min(), 2))
+    assert f["value"] == pytest.approx(2 * 2**20 / 300e-6 * 0.75 / 1e9, rel=0.01)
+    assert "all_to_all of 2 MiB" in f["detail"]
+    assert f["threshold"] == F.BUSBW_FRACTION * F.EXPECTED_BUSBW_GBPS["H100"]
+    # on a link whose all-reduce reaches 8 GB/s, 5.2 GB/s is more than half of it: silent
+    monkeypatch.setitem(F.EXPECTED_BUSBW_GBPS, "H100", 8.0)
+    assert "busbw_median_gbps" not in set(ta.findings()["metric"])
