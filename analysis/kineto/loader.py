@@ -27,11 +27,13 @@ from typing import Any
 from analysis.errors import (
     ConfigError,
     DuplicateRankError,
+    InputFileError,
     MultipleLoadErrors,
     NotATraceError,
     TraceLoadError,
     TraceLoadWarning,
     TraceNotFoundError,
+    printable,
 )
 from analysis.kineto.cache import TraceCache, cache_key
 from analysis.kineto.model import RankTrace, Trace
@@ -79,8 +81,10 @@ def load_file(
         )
 
         trace = parse_trace_bytes(data, url)
-    except TraceLoadError as exc:
+    except InputFileError as exc:
         return ("error", type(exc), exc.path, exc.reason, None)
+    except MemoryError:
+        return ("error", InputFileError, url, "ran out of memory parsing this file", None)
     except Exception as exc:  # a parser bug: keep the file name and the traceback
         reason = f"unexpected {type(exc).__name__} while parsing: {exc}"
         return ("error", TraceLoadError, url, reason, traceback.format_exc())
@@ -96,7 +100,7 @@ def load_file(
     return ("trace", trace, notes)
 
 
-def error_from(outcome: tuple) -> TraceLoadError:
+def error_from(outcome: tuple) -> InputFileError:
     _, cls, path, reason, tb = outcome
     try:
         exc = cls(path, reason)
@@ -191,12 +195,21 @@ def progress_bar(total: int, progress: bool | None):
 
 
 def assign_ranks(loaded: list[tuple[TraceFile, RankTrace]]) -> dict[int, RankTrace]:
-    """Rank of each file: the mapping's, else distributedInfo.rank, else the file name's, else 0."""
+    """Rank of each file: the mapping's, else distributedInfo.rank, else the file name's, else 0.
+
+    Also warns, once per file, about the data anomalies its parser counted (``meta.anomalies``).
+    """
     ranks: dict[int, RankTrace] = {}
     defaulted = []
     for file, trace in loaded:
         meta = trace.meta
         meta.source = file.url
+        if meta.anomalies:
+            warnings.warn(
+                f"{printable(file.url)}: " + "; ".join(meta.anomalies),
+                TraceLoadWarning,
+                stacklevel=3,
+            )
         if file.rank is not None:
             meta.rank, meta.rank_origin = file.rank, "mapping"
         elif meta.rank < 0:
@@ -211,8 +224,8 @@ def assign_ranks(loaded: list[tuple[TraceFile, RankTrace]]) -> dict[int, RankTra
         ranks[meta.rank] = trace
     if defaulted:
         warnings.warn(
-            "no rank in distributedInfo or in the file name of "
-            + ", ".join(defaulted)
+            "no usable rank in distributedInfo or in the file name of "
+            + ", ".join(map(printable, defaulted))
             + "; assumed rank 0 (pass trace_files={rank: path} to set ranks)",
             TraceLoadWarning,
             stacklevel=3,
@@ -237,7 +250,8 @@ def settle_failures(
     not_traces = [f.url for f in files if isinstance(failures.get(f.url), NotATraceError)]
     if not_traces:
         warnings.warn(
-            "skipped files that are not Kineto traces (no traceEvents): " + ", ".join(not_traces),
+            "skipped files that are not Kineto traces (no traceEvents): "
+            + ", ".join(map(printable, not_traces)),
             TraceLoadWarning,
             stacklevel=3,
         )
@@ -247,15 +261,17 @@ def settle_failures(
         raise errors[0] if len(errors) == 1 else MultipleLoadErrors(errors)
     if errors:
         warnings.warn(
-            f"skipped {len(errors)} trace file(s) that failed to load:\n"
-            + "\n".join(f"  - {e.path}: {e.reason}" for e in errors),
+            f"skipped {len(errors)} trace file(s) that failed to load: "
+            + "; ".join(str(e) for e in errors),
             TraceLoadWarning,
             stacklevel=3,
         )
         skipped += [(e.path, e.reason) for e in errors]
     if not loaded:
         raise TraceNotFoundError(
-            source, f"none of the {len(files)} file(s) is a Kineto trace: " + ", ".join(not_traces)
+            source,
+            f"none of the {len(files)} file(s) is a Kineto trace: "
+            + ", ".join(map(printable, not_traces)),
         )
     return skipped
 

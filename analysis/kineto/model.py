@@ -93,7 +93,10 @@ LEGACY_CATEGORIES: dict[str, str] = {
     "User": "user_annotation",
 }
 
-_STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+# HTA's step name pattern (hta/analyzers/straggler.py), matched at the start of the name. At most 18
+# digits: a step number must fit in int64; longer ones are not steps (the parser warns about them).
+STEP_PATTERN = r"ProfilerStep\s*#\s*(\d{1,18})(?!\d)"
+_STEP_RE = re.compile(STEP_PATTERN)
 
 
 def empty_frame(columns: Mapping[str, str]) -> pd.DataFrame:
@@ -120,6 +123,9 @@ class RankMeta:
     # The profiler's own span ("cat": "Trace"), as (ts_ns, dur_ns), if present.
     profiler_span: tuple[int, int] | None = None
     other: dict[str, Any] = field(default_factory=dict)  # remaining top-level keys (small ones)
+    # What the parser dropped, clipped or ignored in this file, one sentence each with the count;
+    # the loader turns each into a TraceLoadWarning naming the file (on every load, cached or not).
+    anomalies: list[str] = field(default_factory=list)
 
     @property
     def process_groups(self) -> list[dict[str, Any]]:

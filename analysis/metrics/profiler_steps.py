@@ -19,12 +19,10 @@ import numpy as np
 import pandas as pd
 
 from analysis.kineto.events import gpu_mask
-from analysis.kineto.model import RankTrace, Trace
+from analysis.kineto.model import STEP_PATTERN, RankTrace, Trace
 from analysis.metrics.timebase import Rounding, event_bounds_ns, ns_to_us
 
 COLUMNS = ["rank", "step", "start(us)", "end(us)", "duration(us)"]
-# HTA's step name pattern (hta/analyzers/straggler.py), matched at the start of the name.
-STEP_PATTERN = r"ProfilerStep\s*#\s*(\d+)"
 GPU_ANNOTATION_CATS = ("gpu_user_annotation",)
 
 
