@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis import arguments
 from analysis.engines import Engine, load_engine
 from analysis.errors import ConfigError, TraceAnalysisError
 from analysis.kineto.model import Trace
@@ -30,6 +31,7 @@ from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.timebase import Rounding
 
 RankSpec = int | Iterable[int] | str | None
+_LOAD_OPTIONS = arguments.load_options.__kwdefaults__
 
 
 class TraceAnalysis:
@@ -73,8 +75,7 @@ class TraceAnalysis:
         client: Any = None,
         timeout: float | None = None,
     ) -> None:
-        if trace_dir is None and trace_files is None:
-            raise ConfigError("give trace_dir (a directory or URL) or trace_files")
+        arguments.load_options(**{k: v for k, v in locals().items() if k in _LOAD_OPTIONS})
         self.patterns = resolve_patterns(kernel_patterns)
         if time_rounding is None:
             time_rounding = "hta" if self.patterns.name == "hta" else "exact"

@@ -116,8 +116,9 @@ class MultipleLoadErrors(TraceLoadError):
     def __init__(self, errors: list[InputFileError]):
         self.errors = list(errors)
         # one line, whatever the number of files: the CLI prints errors as one line each
+        folders = {e.path.rstrip("/").rpartition("/")[0] for e in self.errors}
         super().__init__(
-            self.errors[0].path if self.errors else "?",
+            folders.pop() if len(folders) == 1 else "trace_files",
             f"{len(self.errors)} trace files failed to load: "
             + "; ".join(str(e) for e in self.errors),
         )

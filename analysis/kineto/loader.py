@@ -24,8 +24,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from analysis import arguments
 from analysis.errors import (
-    ConfigError,
     DuplicateRankError,
     InputFileError,
     MultipleLoadErrors,
@@ -44,7 +44,7 @@ from analysis.kineto.sources import (
     read_trace_bytes,
 )
 
-ON_ERROR_CHOICES = ("raise", "skip")
+ON_ERROR_CHOICES = arguments.ON_ERROR_CHOICES
 # Below this much (compressed) input, starting a process pool (~0.7 s here) costs more than it saves:
 # parsing runs at roughly 20 MB of gzip per second per core.
 SMALL_JOB_BYTES = 8 * 2**20
@@ -191,7 +191,11 @@ def progress_bar(total: int, progress: bool | None):
     from tqdm.auto import tqdm  # only the parent process needs it
 
     delay = 0.0 if progress else PROGRESS_DELAY_S
-    return tqdm(total=total, desc="loading traces", unit="file", delay=delay, leave=False)
+    # disable=None: with progress=None the bar shows only on a terminal (or in a notebook), so a
+    # log file or a pipe never gets the \r-separated redraws in front of an error line
+    disable = None if progress is None else False
+    return tqdm(total=total, desc="loading traces", unit="file", delay=delay, leave=False,
+                disable=disable)
 
 
 def assign_ranks(loaded: list[tuple[TraceFile, RankTrace]]) -> dict[int, RankTrace]:
@@ -302,10 +306,11 @@ def load_trace(
     CPU, at most one per file; 1 parses in this process). ``progress``: None shows a bar only for
     loads over a second, True always, False never.
     """
-    if on_error not in ON_ERROR_CHOICES:
-        raise ConfigError(f"on_error must be one of {ON_ERROR_CHOICES}, not {on_error!r}")
-    if max_workers is not None and max_workers < 1:
-        raise ConfigError(f"max_workers must be at least 1, not {max_workers!r}")
+    arguments.load_options(
+        trace_dir=trace_dir, trace_files=trace_files, storage_options=storage_options,
+        cache_dir=cache_dir, use_cache=use_cache, on_error=on_error, max_workers=max_workers,
+        progress=progress,
+    )
     source = os.fspath(trace_dir) if trace_dir is not None else "trace_files"
     files = find_trace_files(trace_dir, trace_files, storage_options)
     cache = TraceCache(cache_dir) if use_cache else None

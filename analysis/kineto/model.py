@@ -44,10 +44,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from analysis.errors import ConfigError, UnknownRankError
+from analysis import arguments
+from analysis.errors import UnknownRankError
 
 EVENT_COLUMNS: dict[str, str] = {
     "ts": "int64",
@@ -209,13 +209,11 @@ class Trace(Mapping[int, RankTrace]):
         each checked (``UnknownRankError`` names the ranks present).
         """
         present = self.rank_list()
-        if ranks is None:
+        chosen = arguments.ranks(ranks)
+        if chosen is None:
             return present[:1] if default == "first" else present
-        if isinstance(ranks, str):
-            if ranks != "all":
-                raise ConfigError(f"ranks must be an int, a list of ints or 'all', not {ranks!r}")
+        if chosen == "all":
             return present
-        chosen = [int(ranks)] if isinstance(ranks, int | np.integer) else [int(r) for r in ranks]
         for r in chosen:
             if r not in self.ranks:
                 raise UnknownRankError(r, present)

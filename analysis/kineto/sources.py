@@ -297,7 +297,7 @@ def _single_file(url: str, storage_options, rank: int | None = None) -> TraceFil
         raise as_load_error(url, exc, "get file information") from exc
     if info.get("type") == "directory":
         raise TraceLoadError(url, "is a directory; pass it as trace_dir, not in trace_files")
-    _check_regular(url, info)
+    _check_regular(url, info, fs, path)
     return TraceFile(display_url(fs, path, url), info.get("size"), _version(info), rank)
 
 
@@ -342,16 +342,18 @@ def find_trace_files(
         raise as_load_error(base, exc, "get file information") from exc
     if info.get("type") == "directory":
         return _list_directory(base, fs, path)
-    _check_regular(base, info)
+    _check_regular(base, info, fs, path)
     return [TraceFile(display_url(fs, path, base), info.get("size"), _version(info))]
 
 
-def _check_regular(url: str, info: Mapping[str, Any]) -> None:
-    if info.get("type") not in ("file", None):
-        raise NotARegularFileError(
-            url, f"not a regular file (a {info.get('type')}: FIFO, device or socket); "
-            "only regular files are read"
-        )
+def _check_regular(url: str, info: Mapping[str, Any], fs=None, path: str = "") -> None:
+    if info.get("type") in ("file", None):
+        return
+    kind = f"a {info.get('type')}"
+    if isinstance(fs, LocalFileSystem):
+        with contextlib.suppress(OSError):
+            kind = f"a {_file_kind(os.stat(path).st_mode)}"
+    raise NotARegularFileError(url, f"not a regular file but {kind}; only regular files are read")
 
 
 def _file_kind(mode: int) -> str:

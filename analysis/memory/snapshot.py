@@ -18,12 +18,13 @@ import pickle
 from collections.abc import Mapping
 from typing import Any
 
-from isal import igzip
-
-from analysis.errors import CorruptTraceError, NotATraceError, TraceLoadError, UnsafePickleError
-from analysis.kineto.sources import read_trace_bytes
-
-_GZIP_MAGIC = b"\x1f\x8b"
+from analysis.errors import (
+    CorruptInputError,
+    InputFileError,
+    UnsafePickleError,
+    WrongFileKindError,
+)
+from analysis.kineto.sources import gunzip_bounded, read_input_bytes
 
 
 class SafeUnpickler(pickle.Unpickler):
@@ -55,24 +56,19 @@ class SafeUnpickler(pickle.Unpickler):
 def decompress(data: bytes, source: str) -> bytes:
     """``data`` gunzipped when it starts with the gzip magic bytes, else as it is."""
     if not data:
-        raise CorruptTraceError(source, "the file is empty (0 bytes)")
-    if not data.startswith(_GZIP_MAGIC):
-        return data
-    try:
-        return igzip.decompress(data)
-    except (OSError, EOFError, ValueError) as exc:
-        raise CorruptTraceError(source, f"truncated or corrupt gzip data ({exc})") from None
+        raise CorruptInputError(source, "the file is empty (0 bytes)")
+    return gunzip_bounded(data, source)
 
 
 def unpickle_plain(data: bytes, source: str) -> Any:
     """The object in pickle ``data``, built by :class:`SafeUnpickler` (plain containers only)."""
     try:
         return SafeUnpickler(io.BytesIO(data), source).load()
-    except TraceLoadError:
+    except InputFileError:
         raise
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError,
             AttributeError, UnicodeDecodeError, MemoryError) as exc:
-        raise CorruptTraceError(
+        raise CorruptInputError(
             source, f"not a readable pickle ({type(exc).__name__}: {exc})"
         ) from None
 
@@ -82,7 +78,7 @@ def parse_snapshot_bytes(data: bytes, source: str) -> dict[str, Any]:
     raw = decompress(data, source)
     # "{" and "[" are no pickle opcodes: such a file is JSON (a Kineto trace, a memory timeline).
     if raw.lstrip()[:1] in (b"{", b"["):
-        raise NotATraceError(
+        raise WrongFileKindError(
             source,
             "not a memory snapshot (JSON); expected the pickle that "
             "torch.cuda.memory._dump_snapshot() writes",
@@ -91,48 +87,85 @@ def parse_snapshot_bytes(data: bytes, source: str) -> dict[str, Any]:
 
 
 def check_snapshot(snapshot: Any, source: str = "snapshot") -> dict[str, Any]:
-    """``snapshot`` itself if it has the structure torch writes, else ``NotATraceError``/``CorruptTraceError``.
+    """``snapshot`` itself if it has the structure torch writes, else ``WrongFileKindError`` /
+    ``CorruptInputError`` naming the first bad item and field.
 
-    Required: a dict with ``segments`` (list of dicts with ``address``, ``total_size``, ``blocks``)
-    and ``device_traces`` (list of lists of dicts with ``action``). Only the first few items are
-    looked at closely; the replay checks the fields it uses as it goes.
+    Required: a dict with ``segments`` (list of dicts with int ``address`` and ``total_size`` and a
+    list of ``blocks``, each a dict with an int ``size``) and optionally ``device_traces`` (list of
+    lists of dicts with a str ``action``). Every item is checked, as is the type of every field
+    the replay reads (``device``, ``stream``, ``addr``, ``size``, ``requested_size``, ``time_us``...),
+    so that no later step fails with Python's own errors.
     """
     if not isinstance(snapshot, Mapping) or "segments" not in snapshot:
         kind = type(snapshot).__name__
         keys = f" with keys {sorted(map(str, snapshot))[:8]}" if isinstance(snapshot, Mapping) else ""
-        raise NotATraceError(
+        raise WrongFileKindError(
             source, f"not a memory snapshot: a pickled {kind}{keys}, expected a dict with "
             "'segments' and 'device_traces' (torch.cuda.memory._dump_snapshot)"
         )
     segments = snapshot["segments"]
     traces = snapshot.get("device_traces", [])
     if not isinstance(segments, list) or not isinstance(traces, list):
-        raise CorruptTraceError(source, "'segments' and 'device_traces' must be lists")
-    for i, seg in enumerate(segments[:16]):
-        if not isinstance(seg, Mapping) or not {"address", "total_size", "blocks"} <= set(seg):
-            raise CorruptTraceError(
-                source, f"segment {i} lacks 'address', 'total_size' or 'blocks': {_short(seg)}"
-            )
+        raise CorruptInputError(source, "'segments' and 'device_traces' must be lists")
+    for i, seg in enumerate(segments):
+        where = f"segments[{i}]"
+        _fields(seg, source, where, required=_SEGMENT_INTS, optional=_SEGMENT_OPTIONAL_INTS)
+        blocks = seg.get("blocks")
+        if not isinstance(blocks, list):
+            raise CorruptInputError(source, f"{where} has no list of 'blocks': {_short(seg)}")
+        for j, block in enumerate(blocks):
+            _fields(block, source, f"{where}.blocks[{j}]", required=("size",),
+                    optional=_BLOCK_OPTIONAL_INTS)
     for d, trace in enumerate(traces):
         if not isinstance(trace, list):
-            raise CorruptTraceError(source, f"device_traces[{d}] is not a list")
-        for entry in trace[:16]:
-            if not isinstance(entry, Mapping) or "action" not in entry:
-                raise CorruptTraceError(
-                    source, f"device_traces[{d}] has an entry without 'action': {_short(entry)}"
-                )
+            raise CorruptInputError(source, f"device_traces[{d}] is not a list")
+        for k, entry in enumerate(trace):
+            where = f"device_traces[{d}][{k}]"
+            # the replay reads a null addr/size/stream of an event as 0
+            _fields(entry, source, where, required=(), optional=_EVENT_OPTIONAL_INTS, none_ok=True)
+            if not isinstance(entry.get("action"), str):
+                raise CorruptInputError(source, f"{where} has no 'action' string: {_short(entry)}")
+            t = entry.get("time_us")
+            if t is not None and (isinstance(t, bool) or not isinstance(t, int | float)):
+                raise CorruptInputError(source, f"{where}.time_us is not a number: {_short(t)}")
     if "device_traces" not in snapshot:
         snapshot = {**snapshot, "device_traces": []}
     return dict(snapshot)
+
+
+# Integer fields the replay reads: required ones, and optional ones (absent or None is fine).
+_SEGMENT_INTS = ("address", "total_size")
+_SEGMENT_OPTIONAL_INTS = ("device", "stream")
+_BLOCK_OPTIONAL_INTS = ("address", "requested_size")
+_EVENT_OPTIONAL_INTS = ("addr", "size", "stream", "device_free")
+_I64 = 2**63
+
+
+def _fields(item: Any, source: str, where: str, required, optional, none_ok=False) -> None:
+    if not isinstance(item, Mapping):
+        raise CorruptInputError(source, f"{where} is not a dict: {_short(item)}")
+    for key in required:
+        if key not in item:
+            raise CorruptInputError(source, f"{where} has no '{key}': {_short(item)}")
+    for key in (*required, *optional):
+        value = item.get(key)
+        if key in optional and (key not in item or (value is None and none_ok)):
+            continue
+        if type(value) is not int or not -_I64 <= value < _I64:
+            what = "device index" if key == "device" else "64-bit integer"
+            raise CorruptInputError(
+                source, f"{where}.{key} must be a {what}, not {_short(value, 60)}"
+            )
 
 
 def load_snapshot(path: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Read a memory snapshot pickle (local path or fsspec URL such as ``gs://b/x.pickle``, gzip ok).
 
     Returns the plain dict torch wrote. Raises ``UnsafePickleError`` for a pickle that would import
-    or call anything, ``NotATraceError`` for another kind of file, ``CorruptTraceError`` for damage.
+    or call anything, ``WrongFileKindError`` for another kind of file, ``CorruptInputError`` for damage.
     """
-    return parse_snapshot_bytes(read_trace_bytes(str(path), storage_options), str(path))
+    data = read_input_bytes(str(path), storage_options, trace=False)
+    return parse_snapshot_bytes(data, str(path))
 
 
 def _short(value: Any, width: int = 120) -> str:
