@@ -41,7 +41,9 @@ from analysis.kineto.sources import (
     TraceFile,
     find_trace_files,
     rank_from_file_name,
+    read_limit,
     read_trace_bytes,
+    remote_timeout,
 )
 
 ON_ERROR_CHOICES = arguments.ON_ERROR_CHOICES
@@ -311,6 +313,7 @@ def load_trace(
         cache_dir=cache_dir, use_cache=use_cache, on_error=on_error, max_workers=max_workers,
         progress=progress,
     )
+    read_limit(), remote_timeout()  # a bad setting in the environment fails here, once
     source = os.fspath(trace_dir) if trace_dir is not None else "trace_files"
     files = find_trace_files(trace_dir, trace_files, storage_options)
     cache = TraceCache(cache_dir) if use_cache else None
