@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import io
 import pickle
+import re
 from collections.abc import Mapping
 from typing import Any
+
+import numpy as np
 
 from analysis.errors import (
     CorruptInputError,
@@ -27,13 +30,11 @@ from analysis.errors import (
 from analysis.kineto.sources import gunzip_bounded, read_input_bytes
 
 
-class SafeUnpickler(pickle.Unpickler):
-    """An unpickler that builds only plain containers and numbers; any import is refused.
-
-    ``find_class`` is the single door through which a pickle reaches code (``GLOBAL``,
+class _RefuseCode:
+    """``find_class`` is the single door through which a pickle reaches code (``GLOBAL``,
     ``STACK_GLOBAL``, ``INST``, ``OBJ`` and the copyreg extension codes all go through it), and
-    ``REDUCE``/``BUILD`` need a callable that only it can supply.
-    """
+    ``REDUCE``/``BUILD`` need a callable that only it can supply: refusing it leaves only plain
+    containers and numbers."""
 
     def __init__(self, file, source: str):
         super().__init__(file)
@@ -53,6 +54,37 @@ class SafeUnpickler(pickle.Unpickler):
         )
 
 
+class SafeUnpickler(_RefuseCode, pickle.Unpickler):
+    """An unpickler (the C one) that builds only plain containers and numbers; any import is refused."""
+
+
+class _SafeMemoUnpickler(_RefuseCode, pickle._Unpickler):
+    """The same in pure Python, whose memo is a dict: for pickles whose memo indices look forged.
+
+    The C unpickler sizes its memo as an array up to the largest index it is told to store, so a
+    4-byte ``LONG_BINPUT`` index of 10**9 alone makes it allocate gigabytes.
+    """
+
+
+_LONG_BINPUT = ord("r")  # opcode followed by a 4-byte little-endian memo index
+_TEXT_PUT = re.compile(rb"p\d{8,}\n")  # protocol 0's PUT with a decimal index
+
+
+def _forged_memo_index(data: bytes) -> bool:
+    """True when some ``LONG_BINPUT`` could store an index beyond any honest memo (> file size).
+
+    Scans the raw bytes, so text that merely contains ``r`` can raise a false alarm; that only
+    costs the slower unpickler, never a wrong result.
+    """
+    if len(data) < 5:
+        return False
+    raw = np.frombuffer(data, dtype=np.uint8)
+    at = np.flatnonzero(raw[:-4] == _LONG_BINPUT)
+    index = (raw[at + 1].astype(np.uint64) | raw[at + 2].astype(np.uint64) << 8
+             | raw[at + 3].astype(np.uint64) << 16 | raw[at + 4].astype(np.uint64) << 24)
+    return bool((index > len(data)).any()) or _TEXT_PUT.search(data) is not None
+
+
 def decompress(data: bytes, source: str) -> bytes:
     """``data`` gunzipped when it starts with the gzip magic bytes, else as it is."""
     if not data:
@@ -62,12 +94,12 @@ def decompress(data: bytes, source: str) -> bytes:
 
 def unpickle_plain(data: bytes, source: str) -> Any:
     """The object in pickle ``data``, built by :class:`SafeUnpickler` (plain containers only)."""
+    unpickler = _SafeMemoUnpickler if _forged_memo_index(data) else SafeUnpickler
     try:
-        return SafeUnpickler(io.BytesIO(data), source).load()
+        return unpickler(io.BytesIO(data), source).load()
     except InputFileError:
         raise
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError,
-            AttributeError, UnicodeDecodeError, MemoryError) as exc:
+    except Exception as exc:  # noqa: BLE001 - damaged bytes make the unpickler fail in many ways
         raise CorruptInputError(
             source, f"not a readable pickle ({type(exc).__name__}: {exc})"
         ) from None
@@ -114,8 +146,7 @@ def check_snapshot(snapshot: Any, source: str = "snapshot") -> dict[str, Any]:
         if not isinstance(blocks, list):
             raise CorruptInputError(source, f"{where} has no list of 'blocks': {_short(seg)}")
         for j, block in enumerate(blocks):
-            _fields(block, source, f"{where}.blocks[{j}]", required=("size",),
-                    optional=_BLOCK_OPTIONAL_INTS)
+            _check_block(block, source, f"{where}.blocks[{j}]")
     for d, trace in enumerate(traces):
         if not isinstance(trace, list):
             raise CorruptInputError(source, f"device_traces[{d}] is not a list")
@@ -139,6 +170,20 @@ _SEGMENT_OPTIONAL_INTS = ("device", "stream")
 _BLOCK_OPTIONAL_INTS = ("address", "requested_size")
 _EVENT_OPTIONAL_INTS = ("addr", "size", "stream", "device_free")
 _I64 = 2**63
+
+
+def _check_block(block: Any, source: str, where: str) -> None:
+    _fields(block, source, where, required=("size",), optional=_BLOCK_OPTIONAL_INTS)
+    state = block.get("state")
+    if state is not None and not isinstance(state, str):
+        raise CorruptInputError(source, f"{where}.state is not a string: {_short(state, 60)}")
+    history = block.get("history")
+    if history is not None:
+        if not isinstance(history, list):
+            raise CorruptInputError(source, f"{where}.history is not a list: {_short(history, 60)}")
+        if history:
+            _fields(history[0], source, f"{where}.history[0]", required=(),
+                    optional=("real_size",), none_ok=True)
 
 
 def _fields(item: Any, source: str, where: str, required, optional, none_ok=False) -> None:

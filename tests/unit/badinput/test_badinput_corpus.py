@@ -21,6 +21,11 @@ from pathlib import Path
 import pytest
 from badinput_cases import API_CASES, base_events, segment, with_kernel2, write, write_trace
 
+# Imported here, once, so that each forked case starts with them loaded.
+import analysis.api  # noqa: F401
+import analysis.memory  # noqa: F401
+import analysis.pyspy.samples  # noqa: F401
+
 # Generous: the suite shares a few cores; a hang runs into it, a healthy case takes a second.
 API_TIMEOUT_S = 120
 CLI_TIMEOUT_S = 120
