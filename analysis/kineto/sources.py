@@ -371,20 +371,21 @@ def _read_local(url: str, path: str, limit: int, sniff, trace: bool) -> bytes:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise as_load_error(url, exc, "read this file", trace) from exc
-    with os.fdopen(fd, "rb", buffering=0) as f:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotARegularFileError(
-                url, f"not a regular file but a {_file_kind(mode)}; only regular files are read"
-            )
-        size = os.fstat(fd).st_size
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise NotARegularFileError(
+            url, f"not a regular file but a {_file_kind(info.st_mode)}; only regular files are read"
+        )
+    with os.fdopen(fd, "rb") as f:  # buffered: its read(n) loops until n bytes or the end
+        size = info.st_size
         if size > limit:
             raise too_large(url, f"the file ({_size_text(size)})", limit)
         try:
             head = f.read(_SNIFF_BYTES)
             _sniffed(url, head, sniff, trace)
-            # +1: a file that grew since fstat is caught too
-            rest = f.read(limit + 1 - len(head)) if len(head) == _SNIFF_BYTES else b""
+            # +1: a file that grew past the limit since fstat is caught too
+            rest = f.read(min(size, limit) + 1 - len(head)) if len(head) == _SNIFF_BYTES else b""
         except OSError as exc:
             raise as_load_error(url, exc, "read this file", trace) from exc
     data = head + rest if rest else head
