@@ -127,16 +127,56 @@ class MultipleLoadErrors(TraceLoadError):
 class NoGPUEventsError(TraceAnalysisError):
     """An analysis that needs GPU events was asked about ranks that have none."""
 
-    def __init__(self, ranks, what: str = "this analysis"):
+    def __init__(self, ranks, what: str = "this analysis", detail: str | None = None):
         self.ranks = list(ranks)
+        self.what = what
+        self.detail = detail
+        reason = detail or "CPU-only trace, or the profiler ran without CUDA activities"
         super().__init__(
-            f"{what} needs GPU kernels, but rank(s) {self.ranks} have no GPU events "
-            "(CPU-only trace, or the profiler ran without CUDA activities)"
+            f"{what} needs GPU kernels, but rank(s) {self.ranks} have no GPU events ({reason})"
         )
+
+    def __reduce__(self):  # pickling (process pools, Dask) calls __init__ with these
+        return (type(self), (self.ranks, self.what, self.detail))
 
 
 class NoMemoryEventsError(TraceAnalysisError):
     """A memory snapshot holds nothing for the device asked for."""
+
+
+class MissingExtraError(TraceAnalysisError, KeyError):
+    """An analysis needs event args that were not read for this rank (see analysis.kineto.extras)."""
+
+    def __init__(self, name: str, rank, source: str):
+        self.name, self.rank, self.source = name, rank, source
+        super().__init__(
+            f"rank {rank} ({source}): the {name!r} extra was not read; run the analysis through "
+            f"TraceAnalysis, or call analysis.kineto.extras.attach_extras(rank_trace, [{name!r}])"
+        )
+
+    def __str__(self) -> str:  # KeyError quotes its message otherwise
+        return str(self.args[0])
+
+    def __reduce__(self):  # survives pickling (Dask workers)
+        return (type(self), (self.name, self.rank, self.source))
+
+
+class NoShapesError(TraceAnalysisError):
+    """No operator of the ranks analysed has recorded shapes (``record_shapes=False``)."""
+
+    def __init__(self, ranks, sources):
+        self.ranks, self.sources = list(ranks), list(sources)
+        where = self.sources[0] if self.sources else "?"
+        if len(self.sources) > 1:
+            where += f" and {len(self.sources) - 1} more"
+        super().__init__(
+            f"rank(s) {self.ranks} ({where}): no CPU operator has recorded shapes (Input Dims), "
+            "so FLOPs and bytes cannot be modelled; record the traces with "
+            "torch.profiler.profile(record_shapes=True)"
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.ranks, self.sources))
 
 
 class UnknownRankError(TraceAnalysisError, KeyError):
@@ -146,6 +186,9 @@ class UnknownRankError(TraceAnalysisError, KeyError):
         self.rank = rank
         self.available = sorted(available)
         super().__init__(f"rank {rank} is not in this trace; ranks present: {self.available}")
+
+    def __reduce__(self):
+        return (type(self), (self.rank, self.available))
 
     def __str__(self) -> str:  # KeyError quotes its message otherwise
         return self.args[0]
@@ -158,6 +201,9 @@ class ExportError(TraceAnalysisError):
         self.path = str(path)
         self.reason = reason
         super().__init__(f"{self.path}: {reason}")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.reason))
 
 
 class BrowserNotFoundError(ExportError):

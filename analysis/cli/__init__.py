@@ -17,6 +17,8 @@ import click
 COMMANDS: dict[str, str] = {
     "summary": "command",
     "report": "command",
+    "compare": "command",
+    "analyses": "command",
     "cache": "command",
     "schedule": "command",
     "pyspy": "commands",

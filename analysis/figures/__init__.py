@@ -21,6 +21,7 @@ from analysis.figures.memory import (
     snapshot_timeline_figure,
     top_allocations_table,
 )
+from analysis.figures.operator_roofline import operator_roofline, time_lost_table
 from analysis.figures.temporal_breakdown import temporal_breakdown
 
 __all__ = [
@@ -34,5 +35,7 @@ __all__ = [
     "kernel_breakdown",
     "kernel_launch_stats",
     "kernel_type_breakdown",
+    "operator_roofline",
+    "time_lost_table",
     "temporal_breakdown",
 ]

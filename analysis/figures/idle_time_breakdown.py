@@ -13,9 +13,9 @@ from analysis.figures.style import (
     plural,
     sorted_ranks,
 )
+from analysis.metrics.idle_time_breakdown import CATEGORIES
 
 # HTA's idle categories, in the order they stack
-CATEGORIES = ("host_wait", "kernel_wait", "other")
 
 TITLE = "GPU idle time by cause"
 STATS_TITLE = "Idle intervals between kernels"
@@ -211,3 +211,13 @@ def _category_boxes(df: pd.DataFrame, categories, y: str, extra: str, hover: str
             )
         )
     return fig
+
+
+def draw(result: tuple[pd.DataFrame, pd.DataFrame | None], visualize_pctg: bool = True) -> dict[str, go.Figure]:
+    """The idle time figures by file stem: the breakdown (shares with ``visualize_pctg``, else µs)
+    and, when the interval statistics were asked for, their distribution."""
+    breakdown, stats = result
+    figures = {"idle_time_breakdown": idle_time_breakdown(breakdown, pctg=visualize_pctg)}
+    if stats is not None:
+        figures["idle_interval_stats"] = idle_interval_stats(stats)
+    return figures

@@ -26,6 +26,8 @@ Other per-rank tables (empty DataFrames with the same columns when the trace has
 
 - ``flows``: flow events (``ph`` in ``s``/``f``/``t``, e.g. ``cat == "ac2g"``):
   ``id`` int64, ``ph`` category, ``cat`` category, ``ts`` int64 ns, ``pid`` int64, ``tid`` int64.
+- ``extras``: optional tables of event args read only when an analysis needs them
+  (:mod:`analysis.kineto.extras`), e.g. ``extras["op_shapes"]``.
 - ``collectives``: one row per ``record_param_comms`` event: ``event`` (row index into ``events``),
   ``collective`` (str), ``in_nelems``, ``out_nelems`` (int64, -1 if absent), ``dtype`` (str),
   ``group_size`` (int64), ``pg_name`` (str), ``pg_desc`` (str), ``pg_ranks`` (str, as written).
@@ -39,7 +41,6 @@ All times in the model are integers in nanoseconds; analyses report microseconds
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,7 +48,7 @@ from typing import Any
 import pandas as pd
 
 from analysis import arguments
-from analysis.errors import UnknownRankError
+from analysis.errors import MissingExtraError, UnknownRankError
 
 EVENT_COLUMNS: dict[str, str] = {
     "ts": "int64",
@@ -92,11 +93,6 @@ LEGACY_CATEGORIES: dict[str, str] = {
     "Python": "python_function",
     "User": "user_annotation",
 }
-
-# HTA's step name pattern (hta/analyzers/straggler.py), matched at the start of the name. At most 18
-# digits: a step number must fit in int64; longer ones are not steps (the parser warns about them).
-STEP_PATTERN = r"ProfilerStep\s*#\s*(\d{1,18})(?!\d)"
-_STEP_RE = re.compile(STEP_PATTERN)
 
 
 def empty_frame(columns: Mapping[str, str]) -> pd.DataFrame:
@@ -144,29 +140,51 @@ class RankTrace:
     events: pd.DataFrame
     flows: pd.DataFrame = field(default_factory=lambda: empty_frame(FLOW_COLUMNS))
     collectives: pd.DataFrame = field(default_factory=lambda: empty_frame(COLLECTIVE_COLUMNS))
+    # Tables of event args decoded only on demand ("op_shapes", ...), keyed by kind name, each
+    # indexed by row labels of ``events``: see analysis.kineto.extras. Not part of the trace cache
+    # entry; a window of this rank shares the dict.
+    extras: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
+    # Values derived from the tables above, computed once and shared by the analyses (classified
+    # GPU events, masks...). Tables are never modified in place (a window is a new RankTrace,
+    # made with dataclasses.replace, which starts with an empty memo), so entries never go stale.
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def rank(self) -> int:
         return self.meta.rank
 
-    def profiler_steps(self) -> pd.DataFrame:
-        """The ``ProfilerStep#N`` annotations: ``step`` (N), ``ts`` and ``dur`` (ns), ``name``.
+    def memoised(self, key, compute):
+        """``compute()`` the first time ``key`` is asked for on this rank, the same value after."""
+        try:
+            return self._memo[key]
+        except KeyError:
+            value = self._memo[key] = compute()
+            return value
 
-        Sorted by start time; empty when the trace was recorded without a schedule.
+    def __getstate__(self):  # derived values are cheaper to recompute than to ship (Dask)
+        state = dict(self.__dict__)
+        state["_memo"] = {}
+        return state
+
+    def profiler_steps(self) -> pd.DataFrame:
+        """This rank's profiler steps: ``step``, ``ts``, ``dur`` (ns), ``name``, sorted by step
+        (the one definition of a step is ``analysis.kineto.steps``)."""
+        from analysis.kineto.steps import profiler_steps
+
+        return profiler_steps(self)
+
+    def extra(self, name: str) -> pd.DataFrame:
+        """The ``name`` extra table restricted to this rank's rows (a window keeps fewer rows).
+
+        Raises ``MissingExtraError`` when it was not attached (``analysis.kineto.extras``).
         """
-        names = self.events["name"]
-        cats = names.cat.categories if hasattr(names, "cat") else pd.Index(names.unique())
-        step_names = [c for c in cats if isinstance(c, str) and _STEP_RE.match(c)]
-        rows = self.events.loc[names.isin(step_names), ["ts", "dur", "name"]]
-        out = pd.DataFrame(
-            {
-                "step": rows["name"].astype(str).str.extract(_STEP_RE, expand=False).astype("int64"),
-                "ts": rows["ts"].astype("int64"),
-                "dur": rows["dur"].astype("int64"),
-                "name": rows["name"].astype(str),
-            }
-        )
-        return out.sort_values("ts", kind="stable").reset_index(drop=True)
+        try:
+            table = self.extras[name]
+        except KeyError:
+            raise MissingExtraError(name, self.rank, self.meta.source) from None
+        if len(table) and not table.index.isin(self.events.index).all():
+            table = table.loc[table.index.isin(self.events.index)]
+        return table
 
     def __repr__(self) -> str:
         return (

@@ -384,11 +384,7 @@ def _build(events: list[_Event], meta: RankMeta, source: str) -> RankTrace:
     # With integer timestamps only, every ts is converted at once and the tables take slices.
     ts_ns = None if meta.float_timestamps else _integer_ns(all_ts)
 
-    keep = [
-        i
-        for i, e in enumerate(events)
-        if e.cat is not None and e.dur != _NULL and e.ts != _NULL and e.cat != "Trace"
-    ]
+    keep = kept_rows(events)
     flow = [i for i, e in enumerate(events) if e.ph in _FLOW_PHASES and e.ts != _NULL]
     span = next((e for e in events if e.cat == "Trace" and e.dur != _NULL and e.ts != _NULL), None)
     if span is not None:
@@ -401,9 +397,8 @@ def _build(events: list[_Event], meta: RankMeta, source: str) -> RankTrace:
     flow_ts = ts_ns[flow] if ts_ns is not None else _column_ns(flows, "ts", events, source)
     kept_dur = _column_ns(kept, "dur", events, source) if kept else np.empty(0, np.int64)
     meta.anomalies += _dropped_without_ts_or_cat(events)
-    kept, kept_ts, kept_dur = _checked_times(kept, kept_ts, kept_dur, meta.anomalies)
+    kept_dur = _checked_times(kept, kept_ts, kept_dur, meta.anomalies, events, source)
     table = _events_table(kept, kept_ts, kept_dur)
-    meta.anomalies += _oversized_step_numbers(table["name"])
     return RankTrace(
         meta=meta,
         events=table,
@@ -435,8 +430,9 @@ def _dropped_without_ts_or_cat(events: list[_Event]) -> list[str]:
     return notes
 
 
-def _checked_times(kept: list[_Event], ts: np.ndarray, dur: np.ndarray, notes: list[str]):
-    """Negative durations set to 0; events whose end (ts + dur) passes int64 ns dropped."""
+def _checked_times(kept, ts: np.ndarray, dur: np.ndarray, notes: list[str], events, source: str):
+    """Negative durations set to 0 (counted in ``notes``); an event whose end (ts + dur) passes
+    int64 ns rejects the file. Rows are never dropped here: ``kept_rows`` is the one row filter."""
     negative = dur < 0
     if negative.any():
         notes.append(
@@ -445,33 +441,34 @@ def _checked_times(kept: list[_Event], ts: np.ndarray, dur: np.ndarray, notes: l
         )
         dur = np.where(negative, 0, dur)
     # ts + dur in int64 ns wraps around past _I64_MAX; dur >= 0 here, so only an upper overflow.
-    overflow = ts > _I64_MAX - dur
-    if overflow.any():
-        notes.append(
-            f"dropped {int(overflow.sum())} event(s) whose end (ts + dur) lies beyond "
-            f"{_I64_MAX} ns (the int64 nanosecond range, about the year 2262)"
+    overflow = np.flatnonzero(ts > _I64_MAX - dur)
+    if len(overflow):
+        j = int(overflow[0])
+        index = next(i for i, e in enumerate(events) if e is kept[j])
+        raise CorruptTraceError(
+            source,
+            f"traceEvents[{index}] ends after {_I64_MAX} ns, the int64 nanosecond range (about "
+            f"the year 2262): ts {_shorten(bytes(kept[j].ts))} µs + dur "
+            f"{_shorten(bytes(kept[j].dur))} µs ({len(overflow)} such event(s))",
         )
-        keep = ~overflow
-        kept = [e for e, k in zip(kept, keep.tolist(), strict=True) if k]
-        ts, dur = ts[keep], dur[keep]
-    return kept, ts, dur
-
-
-_HUGE_STEP = re.compile(r"ProfilerStep\s*#\s*\d{19,}")
-
-
-def _oversized_step_numbers(names: pd.Series) -> list[str]:
-    huge = [c for c in names.cat.categories if isinstance(c, str) and _HUGE_STEP.match(c)]
-    if not huge:
-        return []
-    count = int(names.isin(huge).sum())
-    return [
-        f"{count} ProfilerStep event(s) have a step number too large for int64 "
-        f"(e.g. {_shorten(huge[0].encode())}); they are not treated as profiler steps"
-    ]
+    return dur
 
 
 _get_ts = attrgetter("ts")
+
+
+def kept_rows(events: list) -> list[int]:
+    """Positions in ``traceEvents`` of the events that become rows of ``RankTrace.events``.
+
+    The row filter of the module docstring, in one place: ``analysis.kineto.extras`` decodes other
+    fields of the same events and aligns them with this. ``events`` are any structs with ``cat``,
+    ``dur`` and ``ts`` (``dur``/``ts`` as ``msgspec.Raw``, null when absent).
+    """
+    return [
+        i
+        for i, e in enumerate(events)
+        if e.cat is not None and e.dur != _NULL and e.ts != _NULL and e.cat != "Trace"
+    ]
 
 
 def _events_table(kept: list[_Event], ts_ns: np.ndarray, dur_ns: np.ndarray) -> pd.DataFrame:

@@ -48,7 +48,7 @@ def test_report_writes_the_page_and_tables(sample_traces_dir, cache_dir, tmp_pat
     result = run("report", str(sample_traces_dir), "-o", str(tmp_path / "out"), "-f", "html",
                  "--ranks", "0,1", "--cache-dir", str(cache_dir))
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip() == f"wrote {tmp_path / 'out' / 'index.html'} (0 figure files, 12 tables)"
+    assert result.stdout.strip() == f"wrote {tmp_path / 'out' / 'index.html'} (0 figure files, 13 tables)"
     assert (tmp_path / "out" / "index.html").stat().st_size > 1_000_000  # plotly.js inlined
     assert pd.read_csv(tmp_path / "out" / "tables" / "headline.csv")["rank"].tolist() == [0, 1]
 
@@ -56,8 +56,10 @@ def test_report_writes_the_page_and_tables(sample_traces_dir, cache_dir, tmp_pat
 def test_report_quiet_prints_nothing(sample_traces_dir, cache_dir, tmp_path):
     result = run("report", str(sample_traces_dir), "-o", str(tmp_path), "-f", "html", "-q",
                  "--cache-dir", str(cache_dir))
-    assert result.exit_code == 0 and result.output == ""
-    assert (tmp_path / "index.html").exists()
+    # -q: not even the note that the sample traces have no shapes (the page says it)
+    assert result.exit_code == 0
+    assert result.output == ""
+    assert "record_shapes=True" in (tmp_path / "index.html").read_text()
 
 
 def test_report_without_a_browser_writes_the_page_and_says_how_to_install_one(
@@ -122,10 +124,18 @@ def test_debug_shows_the_traceback(tmp_path):
 
 
 # -------------------------------------------------------------------------------- summary, cache
-def test_summary_prints_one_row_per_rank(sample_traces_dir, cache_dir):
+def test_summary_opens_with_the_findings_then_one_row_per_rank(sample_traces_dir, cache_dir):
     result = run("summary", str(sample_traces_dir), "--cache-dir", str(cache_dir), "-q")
     assert result.exit_code == 0, result.output
-    lines = result.stdout.strip().splitlines()
+    findings, table = result.stdout.strip().split("\n\n")
+    assert findings.splitlines() == [
+        "[warning] Host-to-device copies from pageable memory: HtoD copies read pageable host "
+        "memory on 8 rank(s), 2.73 ms of copies in all: a pageable copy is staged and "
+        "synchronous, so it cannot overlap with compute.",
+        "[warning] Rank 1 is slower than the others: Rank 1's mean step takes 142.9 ms, 40.5 % "
+        "more than the median rank's 101.7 ms.",
+    ]
+    lines = table.splitlines()
     assert lines[0].split()[:2] == ["rank", "gpu"] and "idle_%" in lines[0]
     assert [line.split()[0] for line in lines[1:]] == [str(r) for r in range(8)]
 
