@@ -425,7 +425,10 @@ def _tree_of(profile: PySpyProfile, label: str, first_id: int) -> pd.DataFrame:
         parents.append(unique // n_functions)
         funcs.append(unique % n_functions)
         depths.append(np.full(len(unique), d + 1))
-        inclusive.append(np.bincount(inverse, weights=samples[stack[rows]]).astype(np.int64))
+        # integer sums: bincount's float64 weights lose counts above 2**53
+        counts = np.zeros(len(unique), np.int64)
+        np.add.at(counts, inverse, samples[stack[rows]])
+        inclusive.append(counts)
         next_id += len(unique)
     node = np.concatenate(ids)
     parent = np.concatenate(parents)

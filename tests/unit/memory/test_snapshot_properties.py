@@ -82,7 +82,8 @@ def mutated_snapshots(draw):
         if how == "delete":
             del place[key]
         else:
-            place[key] = draw(nasty if how == "nasty" else values)
+            # a copy: the sampled values are shared between examples and may be mutated next
+            place[key] = copy.deepcopy(draw(nasty if how == "nasty" else values))
     return snap
 
 
