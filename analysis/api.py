@@ -314,6 +314,28 @@ class TraceAnalysis:
             table = part if table is None else table.merge(part, on="rank", how="left")
         return table.round(2)
 
+    def export_merged_trace(
+        self,
+        path: str | os.PathLike,
+        *,
+        ranks: RankSpec = "all",
+        steps: Iterable[int] | None = None,
+        gpu_only: bool = False,
+        align: str | None = None,
+    ) -> str:
+        """Write every rank (or ``ranks``) into one gzip Chrome-trace JSON for ui.perfetto.dev.
+
+        Processes are renamed ``"rank N · CPU"`` / ``"rank N · GPU d"`` with pids that never
+        collide; flows are kept; ``steps`` keeps only those ProfilerSteps, ``gpu_only`` the GPU
+        processes; ``align="first_collective"`` shifts each rank's clock so that the first
+        collectives end together. See ``analysis.kineto.merge``. Returns the path written.
+        """
+        from analysis.kineto.merge import merge_traces
+
+        sources = {r: meta.source for r, meta in self.engine.metas.items()}
+        merge_traces(sources, path, ranks=self.engine.select(ranks, default="all"), steps=steps,
+                     gpu_only=gpu_only, align=align, storage_options=self.storage_options)
+        return os.fspath(path)
     def compare(self, other: TraceAnalysis, **options):
         """This run (base) against ``other`` (test): ``analysis.comparison.compare(self, other)``."""
         from analysis.comparison import compare

@@ -216,3 +216,8 @@ class TraceLoadWarning(UserWarning):
 
 class ConfigError(TraceAnalysisError, ValueError):
     """A configuration value (a profiler config key, a pattern preset, an option) is invalid."""
+
+
+class CollectiveMismatchWarning(UserWarning):
+    """Collectives of one process group and type could not be matched across ranks (their counts
+    differ and the trace has no sequence numbers); the message names the group and the counts."""

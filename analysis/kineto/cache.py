@@ -31,7 +31,7 @@ from analysis.kineto.model import RankMeta, RankTrace
 
 # Bump whenever the parser's output changes (columns, dtypes, normalisation, RankMeta fields):
 # old entries then miss and are re-parsed.
-PARSER_VERSION = 1
+PARSER_VERSION = 2  # 2: collectives gained kernel and gloo rows and "seq"
 
 CACHE_ENV = "TRACE_ANALYSIS_CACHE"
 DEFAULT_CACHE_DIR = Path("~/.cache/trace-analysis")

@@ -258,3 +258,57 @@ OP_SHAPES = register(
 """``op_shapes``: one row per ``cpu_op`` event with ``Input Dims``; columns ``input_dims``,
 ``input_types``, ``input_strides``, ``concrete_inputs`` (categorical compact JSON text, "" when the
 trace does not have it)."""
+
+
+# --- the memory operations kind ------------------------------------------------------------------
+
+
+class _MemoryArgs(msgspec.Struct, gc=False):
+    """The args of a ``gpu_memcpy`` / ``gpu_memset`` event that give its size and bandwidth."""
+
+    nbytes: Any = msgspec.field(default=None, name="bytes")
+    bandwidth: Any = msgspec.field(default=None, name="memory bandwidth (GB/s)")
+
+
+MEMORY_OP_COLUMNS = {"bytes": "int64", "bandwidth_gbps": "float64"}
+
+
+def _number(value: Any, missing: float) -> float:
+    """An int/float or numeric string as a float; ``missing`` for anything else."""
+    if isinstance(value, bool):
+        return missing
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return missing
+    return missing
+
+
+def _build_memory_ops(rows: np.ndarray, args: list[_MemoryArgs]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "bytes": np.array([_number(a.nbytes, -1) for a in args], dtype=np.float64).astype(
+                np.int64
+            ),
+            "bandwidth_gbps": np.array([_number(a.bandwidth, np.nan) for a in args],
+                                       dtype=np.float64),
+        },
+        index=pd.Index(rows, dtype="int64"),
+    ).astype(MEMORY_OP_COLUMNS)
+
+
+MEMORY_OPS = register(
+    ExtraKind(
+        name="memory_ops",
+        version=1,
+        args=_MemoryArgs,
+        categories=("gpu_memcpy", "gpu_memset"),
+        build=_build_memory_ops,
+    )
+)
+"""``memory_ops``: one row per GPU memcpy/memset event with args; columns ``bytes`` (int64,
+``args.bytes``, -1 when absent) and ``bandwidth_gbps`` (float64, Kineto's
+``args["memory bandwidth (GB/s)"]``, NaN when absent)."""

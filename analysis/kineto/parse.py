@@ -19,7 +19,7 @@ from __future__ import annotations
 import io
 import re
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import msgspec
@@ -50,6 +50,8 @@ _US_LIMIT = _I64_MAX // 1000
 # Top-level keys larger than this (serialised) stay out of ``RankMeta.other``: metadata, not payload.
 _OTHER_MAX_BYTES = 64 * 1024
 _COLLECTIVE_EVENT = "record_param_comms"
+# gloo's CPU collectives are annotated "gloo:all_reduce", ... on its worker thread, with shapes only
+_GLOO_PREFIX = "gloo:"
 _FLOW_PHASES = frozenset(("s", "f", "t"))
 _KNOWN_TOP_KEYS = frozenset(
     ("traceEvents", "distributedInfo", "deviceProperties", "schemaVersion", "baseTimeNanoseconds")
@@ -73,7 +75,9 @@ class _Args(msgspec.Struct, gc=False):
     dtype: msgspec.Raw = _NULL
     group_size: _Num = msgspec.field(default=-1, name="Group size")
     pg_name: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Name")
-    pg_desc: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Description")
+    # the collective's sequence number in its group. "Process Group Description" is not decoded:
+    # distributedInfo.pg_config gives it by name, and every field here costs every event time
+    seq: _Num = msgspec.field(default=-1, name="Seq")
     pg_ranks: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Ranks")
 
 
@@ -120,7 +124,7 @@ def parse_trace_bytes(data: bytes, source: str) -> RankTrace:
     top = _decode_top(text, source)
     events = _decode_events(top["traceEvents"], source)
     meta = _meta(top, source)
-    return _build(events, meta, source)
+    return _build(events, meta, source, top["traceEvents"])
 
 
 # --- bytes → JSON ---------------------------------------------------------------------------
@@ -376,7 +380,9 @@ def _column_ns(rows: list[_Event], field: str, events: list[_Event], source: str
 # --- tables ----------------------------------------------------------------------------------
 
 
-def _build(events: list[_Event], meta: RankMeta, source: str) -> RankTrace:
+def _build(
+    events: list[_Event], meta: RankMeta, source: str, raw_events: msgspec.Raw | None = None
+) -> RankTrace:
     ts_raw = list(map(_get_ts, events))
     all_ts = _ENCODER.encode(ts_raw)
     # HTA's ts column turns float64 (and gets rounded) as soon as one ts is not a JSON integer
@@ -398,12 +404,13 @@ def _build(events: list[_Event], meta: RankMeta, source: str) -> RankTrace:
     kept_dur = _column_ns(kept, "dur", events, source) if kept else np.empty(0, np.int64)
     meta.anomalies += _dropped_without_ts_or_cat(events)
     kept_dur = _checked_times(kept, kept_ts, kept_dur, meta.anomalies, events, source)
-    table = _events_table(kept, kept_ts, kept_dur)
+    args = [e.args if e.args is not None else _NO_ARGS for e in kept]
+    table = _events_table(kept, kept_ts, kept_dur, args)
     return RankTrace(
         meta=meta,
         events=table,
         flows=_flows_table(flows, flow_ts),
-        collectives=_collectives_table(kept, table["name"]),
+        collectives=_collectives_table(args, table, keep, raw_events, meta),
     )
 
 
@@ -471,10 +478,11 @@ def kept_rows(events: list) -> list[int]:
     ]
 
 
-def _events_table(kept: list[_Event], ts_ns: np.ndarray, dur_ns: np.ndarray) -> pd.DataFrame:
+def _events_table(
+    kept: list[_Event], ts_ns: np.ndarray, dur_ns: np.ndarray, args: list[_Args]
+) -> pd.DataFrame:
     if not kept:
         return empty_frame(EVENT_COLUMNS)
-    args = [e.args if e.args is not None else _NO_ARGS for e in kept]
     columns = {
         "ts": ts_ns,
         "dur": dur_ns,
@@ -525,15 +533,39 @@ def _categorical(values: list[str]) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(categories))
 
 
-def _collectives_table(kept: list[_Event], names: pd.Series) -> pd.DataFrame:
-    categories = names.cat.categories
-    if _COLLECTIVE_EVENT not in categories:
+def _collectives_table(
+    all_args: list[_Args], table: pd.DataFrame, keep: list[int], raw_events: msgspec.Raw | None,
+    meta: RankMeta,
+) -> pd.DataFrame:
+    """One row per event that describes a collective: ``record_param_comms`` CPU ops, GPU kernels
+    carrying Kineto's collective args (``Collective name``, ...), and gloo's ``gloo:*`` annotations
+    (whose only description is their input shape and type, decoded here, for those rows only)."""
+    if table.empty:
         return empty_frame(COLLECTIVE_COLUMNS)
-    code = categories.get_loc(_COLLECTIVE_EVENT)
-    rows = np.flatnonzero(names.cat.codes.to_numpy() == code).tolist()
+    names = table["name"]
+    categories = names.cat.categories
+    name_codes = names.cat.codes.to_numpy()
+    wanted = np.zeros(len(categories), dtype=bool)
+    if _COLLECTIVE_EVENT in categories:
+        wanted[categories.get_loc(_COLLECTIVE_EVENT)] = True
+    gloo = np.array([isinstance(c, str) and c.startswith(_GLOO_PREFIX) for c in categories])
+    rows_mask = wanted[name_codes] | gloo[name_codes]
+    # kernels: only those whose args name a collective (checked on the kernel rows alone)
+    cats = table["cat"].cat.categories
+    kernel_rows = (
+        np.flatnonzero(table["cat"].cat.codes.to_numpy() == cats.get_loc("kernel")).tolist()
+        if "kernel" in cats else []
+    )
+    if kernel_rows:
+        # Kineto writes "In msg nelems" with "Collective name": an int test is the cheap one
+        kernel_args = _pick(all_args, kernel_rows)
+        described = (_int_column(kernel_args, "in_nelems") >= 0) | (
+            _int_column(kernel_args, "group_size") >= 0)
+        rows_mask[np.array(kernel_rows)[described]] = True
+    rows = np.flatnonzero(rows_mask).tolist()
     if not rows:
         return empty_frame(COLLECTIVE_COLUMNS)
-    args = [kept[i].args if kept[i].args is not None else _NO_ARGS for i in rows]
+    args = _pick(all_args, rows)
     columns = {
         "event": np.array(rows, dtype=np.int64),
         "collective": _text_column([a.collective for a in args]),
@@ -542,24 +574,91 @@ def _collectives_table(kept: list[_Event], names: pd.Series) -> pd.DataFrame:
         "dtype": _text_column([a.dtype for a in args]),
         "group_size": _int_column(args, "group_size"),
         "pg_name": _text_column([a.pg_name for a in args]),
-        "pg_desc": _text_column([a.pg_desc for a in args]),
+        "pg_desc": "",
         "pg_ranks": _text_column([a.pg_ranks for a in args]),
+        "seq": _int_column(args, "seq"),
     }
-    return pd.DataFrame(columns).astype(COLLECTIVE_COLUMNS)
+    out = pd.DataFrame(columns)
+    descriptions = {str(pg.get("pg_name")): pg.get("pg_desc") for pg in meta.process_groups
+                    if isinstance(pg, dict) and isinstance(pg.get("pg_desc"), str)}
+    if descriptions:
+        out["pg_desc"] = out["pg_name"].map(descriptions).fillna("")
+    is_gloo = gloo[name_codes[rows]]
+    if is_gloo.any() and raw_events is not None:
+        _fill_gloo_shapes(out, is_gloo, [keep[rows[i]] for i in np.flatnonzero(is_gloo)],
+                          raw_events)
+    return out.astype(COLLECTIVE_COLUMNS)
+
+
+def _pick(items: list, indices: list[int]) -> list:
+    """``[items[i] for i in indices]``, in C."""
+    if not indices:
+        return []
+    picked = itemgetter(*indices)(items)
+    return [picked] if len(indices) == 1 else list(picked)
+
+
+class _ShapeArgs(msgspec.Struct, gc=False):
+    input_dims: msgspec.Raw = msgspec.field(default=_NULL, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=_NULL, name="Input type")
+
+
+class _ShapeEvent(msgspec.Struct, gc=False):
+    args: _ShapeArgs | None = None
+
+
+_SHAPES_DECODER = msgspec.json.Decoder(list[_ShapeEvent])
+
+
+def _fill_gloo_shapes(
+    out: pd.DataFrame, is_gloo: np.ndarray, event_indices: list[int], raw_events: msgspec.Raw
+) -> None:
+    """``in_nelems`` (product of the first input's dims) and ``dtype`` (its type) of gloo's
+    annotations. A second, narrow decode of the events, paid only by traces with gloo rows."""
+    try:
+        shaped = _SHAPES_DECODER.decode(raw_events)
+    except (msgspec.DecodeError, UnicodeDecodeError):  # the first decode accepted these bytes
+        return
+    nelems, dtypes = [], []
+    for index in event_indices:
+        a = shaped[index].args or _ShapeArgs()
+        dims = _decode_or_none(a.input_dims)
+        types = _decode_or_none(a.input_type)
+        first = dims[0] if isinstance(dims, list) and dims and isinstance(dims[0], list) else None
+        ok = first is not None and all(type(d) is int and d >= 0 for d in first)
+        nelems.append(int(np.prod(first, dtype=np.int64)) if ok else -1)
+        dtypes.append(types[0] if isinstance(types, list) and types and
+                      isinstance(types[0], str) else "")
+    where = np.flatnonzero(is_gloo)
+    out.loc[where, "in_nelems"] = np.array(nelems, dtype=np.int64)
+    out.loc[where, "dtype"] = pd.Series(dtypes, index=where, dtype=object)
+
+
+def _decode_or_none(raw: msgspec.Raw):
+    try:
+        return msgspec.json.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
 
 
 def _text_column(raws: list[msgspec.Raw]) -> pd.Series:
     """A JSON string's value, any other JSON value as written, "" when absent or null."""
-    values = []
+    try:  # one decode for the whole column
+        values = msgspec.json.decode(_ENCODER.encode(raws))
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        values = None
+    if values is not None and set(map(type, values)) <= {str, type(None)}:
+        return pd.Series(["" if v is None else v for v in values], dtype=object)
+    out = []
     for raw in raws:
         literal = bytes(raw)
         if literal == b"null":
-            values.append("")
+            out.append("")
         elif literal.startswith(b'"'):
             try:
-                values.append(msgspec.json.decode(literal))
+                out.append(msgspec.json.decode(literal))
             except UnicodeDecodeError:  # a label is not worth rejecting the trace for
-                values.append(literal[1:-1].decode("utf-8", "replace"))
+                out.append(literal[1:-1].decode("utf-8", "replace"))
         else:
-            values.append(literal.decode("utf-8", "replace"))
-    return pd.Series(values, dtype=object)
+            out.append(literal.decode("utf-8", "replace"))
+    return pd.Series(out, dtype=object)

@@ -110,6 +110,11 @@ def gpu_idle_host_bound(results: Mapping[str, Any]) -> list[Finding]:
                 f"kernel_launch_stats: median launch call {frame['cpu_duration'].median():.1f} µs "
                 f"vs median kernel {frame['gpu_duration'].median():.1f} µs; {short:.0f} % of "
                 "kernels run shorter than their own launch call")
+    queues = results.get("queue_length")
+    if isinstance(queues, pd.DataFrame) and len(queues) and "empty_idle" in queues:
+        empty = 100.0 * float(queues["empty_idle"].sum()) / max(float(queues["span"].sum()), 1.0)
+        evidence.append(f"queue_length: the launch queue was empty while its stream sat idle "
+                        f"{empty:.0f} % of the streams' time")
     return [Finding(
         "warning", "The GPU waits for the CPU (launch- or CPU-bound)",
         f"The GPU is idle {mean_idle:.1f} % of the analysed time on average, and {host:.0f} % of "
@@ -157,23 +162,29 @@ def exposed_communication(results: Mapping[str, Any]) -> list[Finding]:
 def host_to_device_copies(results: Mapping[str, Any]) -> list[Finding]:
     """Host-to-device copies take time on the GPU, or come from pageable memory."""
     temporal = _need(results, "temporal_breakdown")
-    _, kernels = _need(results, "kernel_breakdown")
-    names = kernels["name"].astype(str)
-    htod = kernels[names.str.contains("HtoD", regex=False)]
+    try:
+        copies = _need(results, "memory_bandwidth")
+    except Silent:  # no bytes (the copy args are read from the trace file): names and times only
+        copies = _copies_from_kernel_names(_need(results, "kernel_breakdown")[1])
+    htod = copies[(copies["kind"] == "Memcpy") & (copies["direction"] == "HtoD")]
     if htod.empty:
         return []
     span = float(temporal["kernel_time(us)"].sum())
-    share = 100.0 * float(htod["sum (us)"].sum()) / span if span > 0 else 0.0
-    pageable = htod[htod["name"].astype(str).str.contains("Pageable", regex=False)]
+    share = 100.0 * float(htod["busy"].sum()) / span if span > 0 else 0.0
+    pageable = htod[htod["src"] == "Pageable"]
     out = []
     if not pageable.empty:
+        ms = float(pageable["time"].sum()) / 1000
         out.append(Finding(
             "warning", "Host-to-device copies from pageable memory",
             f"HtoD copies read pageable host memory on {pageable['rank'].nunique()} rank(s), "
-            f"{pageable['sum (us)'].sum() / 1000:.2f} ms of copies in all: a pageable copy is "
+            f"{ms:.2f} ms in all. A pageable copy is "
             "staged and synchronous, so it cannot overlap with compute.",
-            "pageable_htod_ms", round(float(pageable["sum (us)"].sum()) / 1000, 3), 0.0,
-            "kernel_breakdown: " + ", ".join(sorted(set(pageable["name"].astype(str)))),
+            "pageable_htod_ms", round(ms, 3), 0.0,
+            "memory_bandwidth (memory copies): " + ", ".join(
+                f"rank {r.rank}: {r.time / 1000:.2f} ms" + (
+                    f", {r.count} copies, {_size(r.bytes)} at {r.achieved_gbps:.2f} GB/s"
+                    if r.bytes == r.bytes else "") for r in pageable.head(4).itertuples()),
             "Pin host memory (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with "
             "non_blocking=True.",
         ))
@@ -182,11 +193,57 @@ def host_to_device_copies(results: Mapping[str, Any]) -> list[Finding]:
             "warning", "Host-to-device copies take a large share of GPU time",
             f"HtoD copies are {share:.1f} % of the summed GPU span.",
             "htod_share_pct", round(share, 2), HTOD_SHARE_PCT,
-            f"kernel_breakdown: {htod['sum (us)'].sum() / 1000:.2f} ms of HtoD copies",
+            f"memory_bandwidth: {htod['busy'].sum() / 1000:.2f} ms of HtoD copies, "
+            f"{_size(htod['bytes'].sum())}",
             "Prefetch the next batch on a side stream, keep data on the GPU between steps, "
             "avoid re-uploading constants every step.",
         ))
     return out
+
+
+def _size(n: float) -> str:
+    """Bytes as B / KiB / MiB / GiB, or "? bytes" when unknown."""
+    if n != n:
+        return "? bytes"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def _copies_from_kernel_names(kernels: pd.DataFrame) -> pd.DataFrame:
+    """The memory copy summary's columns from the kernel breakdown's names and times alone
+    (``Memcpy HtoD (Pageable -> Device)``); bytes and bandwidth unknown (NaN)."""
+    rows = kernels[kernels["kernel_type"] == "MEMORY"]
+    names = rows["name"].astype(str)
+    parts = names.str.extract(r"^(Memcpy|Memset)\s*(\w+)?(?:\s*\((\w+)\s*->\s*(\w+)\))?")
+    return pd.DataFrame({
+        "rank": rows["rank"].to_numpy(), "kind": parts[0].to_numpy(),
+        "direction": parts[1].fillna("").to_numpy(), "src": parts[2].to_numpy(),
+        "dst": parts[3].to_numpy(), "count": np.ones(len(rows), dtype=np.int64),
+        "bytes": np.nan, "time": rows["sum (us)"].to_numpy(), "busy": rows["sum (us)"].to_numpy(),
+        "achieved_gbps": np.nan,
+    })
+
+
+def trace_health_errors(results: Mapping[str, Any]) -> list[Finding]:
+    """Errors in the trace itself (dropped events, broken clocks...) make the other numbers
+    untrustworthy: they come first."""
+    health = _need(results, "trace_health")
+    errors = health[health["severity"] == "error"]
+    if errors.empty:
+        return []
+    checks = ", ".join(sorted(set(errors["check"].astype(str))))
+    return [Finding(
+        "error", "The trace itself has errors: read the other findings with care",
+        f"{len(errors)} trace health error(s) ({checks}): " + " | ".join(
+            str(m) for m in errors["message"].head(3)),
+        "trace_health_errors", float(len(errors)), 0.0,
+        "trace_health: " + "; ".join(
+            f"rank {r.rank}: {r.check}" for r in errors.head(6).itertuples()),
+        "Fix the capture first (see the Trace health section: each error says what is wrong "
+        "and how to record the trace again).",
+    )]
 
 
 def step_time_variance(results: Mapping[str, Any]) -> list[Finding]:
@@ -301,6 +358,7 @@ def far_from_roofline(results: Mapping[str, Any]) -> list[Finding]:
 
 
 RULES: dict[str, Callable[[Mapping[str, Any]], list[Finding]]] = {
+    "trace_health_errors": trace_health_errors,
     "gpu_idle_host_bound": gpu_idle_host_bound,
     "exposed_communication": exposed_communication,
     "host_to_device_copies": host_to_device_copies,
@@ -315,7 +373,10 @@ REQUIRES: dict[str, dict[str, Any]] = {
     "idle_time_breakdown": {},
     "kernel_launch_stats": {},
     "comm_comp_overlap": {},
-    "kernel_breakdown": {"num_kernels": 50},
+    "kernel_breakdown": {},
+    "memory_bandwidth": {},
+    "trace_health": {},
+    "queue_length": {},
     "profiler_step_table": {},
     "profiler_steps": {},
     "step_start_gap": {},
@@ -361,8 +422,8 @@ class FindingsTable(pd.DataFrame):
         for r in self.itertuples():
             colour = _COLOURS.get(r.severity, "#444")
             items.append(
-                f'<li style="margin-bottom:8px"><b style="color:{colour}">{escape(r.severity)}</b> '
-                f"<b>{escape(r.title)}</b><br>{escape(r.detail)}<br>"
+                f'<li style="margin-bottom:8px"><strong style="color:{colour}">{escape(r.severity)}'
+                f"</strong> <strong>{escape(r.title)}</strong><br>{escape(r.detail)}<br>"
                 f'<small>Evidence: {escape(r.evidence)}<br>Usually fixes it: '
                 f"{escape(r.suggestion)}</small></li>"
             )
@@ -371,7 +432,7 @@ class FindingsTable(pd.DataFrame):
         not_run = self.attrs.get("not_run") or {}
         skipped = "".join(f"<li>{escape(k)}: {escape(v)}</li>" for k, v in not_run.items())
         extra = f"<details><summary>Checks that could not run ({len(not_run)})</summary><ul>{skipped}</ul></details>" if not_run else ""
-        return f"<div><b>Findings</b><ol>{''.join(items)}</ol>{extra}</div>"
+        return f"<div><strong>Findings</strong><ol>{''.join(items)}</ol>{extra}</div>"
 
 
 def headline_text(table: pd.DataFrame) -> list[str]:
