@@ -31,7 +31,9 @@ from analysis.kineto.model import RankMeta, RankTrace
 
 # Bump whenever the parser's output changes (columns, dtypes, normalisation, RankMeta fields):
 # old entries then miss and are re-parsed.
-PARSER_VERSION = 2  # 2: collectives gained kernel and gloo rows and "seq"
+# 2: collectives gained kernel and gloo rows and "seq"; 3: negative dur set to 0, RankMeta
+# anomalies and negative_durations
+PARSER_VERSION = 3
 
 CACHE_ENV = "TRACE_ANALYSIS_CACHE"
 DEFAULT_CACHE_DIR = Path("~/.cache/trace-analysis")

@@ -126,6 +126,9 @@ class RankMeta:
     # What the parser dropped, clipped or ignored in this file, one sentence each with the count;
     # the loader turns each into a TraceLoadWarning naming the file (on every load, cached or not).
     anomalies: list[str] = field(default_factory=list)
+    # Events whose 'dur' was negative, by name: the parser set their dur to 0 (the health check
+    # reports them as errors).
+    negative_durations: dict[str, int] = field(default_factory=dict)
 
     @property
     def process_groups(self) -> list[dict[str, Any]]:

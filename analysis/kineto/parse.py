@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections import Counter
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -403,7 +404,7 @@ def _build(
     flow_ts = ts_ns[flow] if ts_ns is not None else _column_ns(flows, "ts", events, source)
     kept_dur = _column_ns(kept, "dur", events, source) if kept else np.empty(0, np.int64)
     meta.anomalies += _dropped_without_ts_or_cat(events)
-    kept_dur = _checked_times(kept, kept_ts, kept_dur, meta.anomalies, events, source)
+    kept_dur = _checked_times(kept, kept_ts, kept_dur, meta, events, source)
     args = [e.args if e.args is not None else _NO_ARGS for e in kept]
     table = _events_table(kept, kept_ts, kept_dur, args)
     return RankTrace(
@@ -437,12 +438,14 @@ def _dropped_without_ts_or_cat(events: list[_Event]) -> list[str]:
     return notes
 
 
-def _checked_times(kept, ts: np.ndarray, dur: np.ndarray, notes: list[str], events, source: str):
-    """Negative durations set to 0 (counted in ``notes``); an event whose end (ts + dur) passes
+def _checked_times(kept, ts: np.ndarray, dur: np.ndarray, meta: RankMeta, events, source: str):
+    """Negative durations set to 0 (counted in ``meta``); an event whose end (ts + dur) passes
     int64 ns rejects the file. Rows are never dropped here: ``kept_rows`` is the one row filter."""
     negative = dur < 0
     if negative.any():
-        notes.append(
+        names = Counter(kept[j].name or "" for j in np.flatnonzero(negative).tolist())
+        meta.negative_durations = dict(names)
+        meta.anomalies.append(
             f"{int(negative.sum())} event(s) have a negative 'dur' (lowest {int(dur.min()) / 1000:g}"
             " µs); set to 0"
         )
