@@ -425,9 +425,11 @@ def _is_gpu_event(e: _Event) -> bool:
 def _dropped_without_ts_or_cat(events: list[_Event]) -> list[str]:
     """Events with a ``dur`` that are dropped for lack of ``cat`` or ``ts`` (HTA drops them too)."""
     notes = []
+    # one pass over all events; the few suspects are then split by what they lack
+    suspects = [e for e in events if (e.cat is None or e.ts == _NULL) and e.dur != _NULL]
     for field, dropped in (
-        ("cat", [e for e in events if e.dur != _NULL and e.cat is None]),
-        ("ts", [e for e in events if e.dur != _NULL and e.cat not in (None, "Trace") and e.ts == _NULL]),
+        ("cat", [e for e in suspects if e.cat is None]),
+        ("ts", [e for e in suspects if e.cat not in (None, "Trace") and e.ts == _NULL]),
     ):
         if dropped:
             gpu = sum(map(_is_gpu_event, dropped))

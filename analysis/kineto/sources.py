@@ -477,7 +477,7 @@ def gunzip_bounded(data: bytes, url: str, limit: int | str | None = None,
     parts: list[bytes] = []
     total = 0
     rest = data
-    chunk = 64 * 2**20
+    chunk = 256 * 2**20  # output per call; each call copies the unconsumed input, so not too small
     while rest.startswith(b"\x1f\x8b"):
         member = isal_zlib.decompressobj(wbits=31)
         pending = rest
