@@ -198,10 +198,20 @@ def _metadata_call(fs, method: str, url: str, path: str, **kwargs):
     """``fs.<method>(path)``, bounded in time for remote (async) filesystems, quietly."""
     if isinstance(fs, LocalFileSystem) or not getattr(fs, "async_impl", False):
         return getattr(fs, method)(path, **kwargs)
+    import asyncio
+
+    from fsspec.asyn import sync
+
     budget = remote_timeout()
+
+    async def bounded():
+        # wait_for cancels the request on time-out, so gcsfs's retries stop there too (fsspec's
+        # own sync(timeout=) would leave them running, to log their tracebacks later)
+        return await asyncio.wait_for(getattr(fs, "_" + method)(path, **kwargs), budget)
+
     with _quiet_remote():
         try:
-            return getattr(fs, method)(path, timeout=budget, **kwargs)
+            return sync(fs.loop, bounded)
         except Exception as exc:
             if _is_timeout(exc):
                 raise UnreachableError(

@@ -106,3 +106,27 @@ def test_reader_limits_and_file_types(tmp_path):
 def test_printable_escapes_control_characters():
     assert printable("a\nb\rc\x1b[31m") == "a\\nb\\rc\\x1b[31m"
     assert printable("plain name.json") == "plain name.json"
+
+
+def test_unreachable_gs_fails_fast_and_quietly(monkeypatch, capfd):
+    """An endpoint that refuses connections: our error, and no gcsfs retry traceback on stderr."""
+    pytest.importorskip("gcsfs")
+    from analysis.errors import UnreachableError
+    from analysis.kineto.loader import load_trace
+
+    monkeypatch.setenv("TRACE_ANALYSIS_REMOTE_TIMEOUT", "2")
+    options = {"endpoint_url": "http://127.0.0.1:9", "token": "anon"}  # port 9: nothing listens
+    with pytest.raises(UnreachableError, match=r"gs://bucket/run: (no answer within 2 s|cannot connect)"):
+        load_trace("gs://bucket/run", storage_options=options, use_cache=False, progress=False)
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_remote_timeout_setting(monkeypatch):
+    from analysis.kineto.sources import REMOTE_TIMEOUT_ENV, remote_timeout
+
+    monkeypatch.setenv(REMOTE_TIMEOUT_ENV, "2.5")
+    assert remote_timeout() == 2.5
+    for bad in ("0", "-1", "soon", "nan"):
+        monkeypatch.setenv(REMOTE_TIMEOUT_ENV, bad)
+        with pytest.raises(ConfigError, match=REMOTE_TIMEOUT_ENV):
+            remote_timeout()
