@@ -162,6 +162,9 @@ CLI_CASES = {
 CLI_SUCCESSES = {
     "cli-huge-step-warns": (lambda t: ["summary", _huge_step(t)], {},
                             "step number too large"),
+    "cli-report-huge-step-warns": (lambda t: ["report", _huge_step(t), "-o", str(t / "out"),
+                                              "-f", "html", "--no-cache"], {},
+                                   "step number too large"),
     "cli-negative-dur-warns": (lambda t: ["summary", write_trace(t, with_kernel2(dur=-5))], {},
                                r"negative 'dur' \(lowest -5 µs\); set to 0"),
     "cli-memory-segments-only": (lambda t: ["memory", _snapshot(t, {"segments": [segment()]})], {},
@@ -184,7 +187,7 @@ def _stderr_lines(proc) -> list[str]:
     assert "Traceback" not in proc.stderr, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     for line in lines:
-        assert line.startswith(("error: ", "warning: ")), f"stray stderr line: {line!r}"
+        assert line.startswith(("error: ", "warning: ", "note: ")), f"stray stderr line: {line!r}"
     return lines
 
 
