@@ -6,12 +6,11 @@ from __future__ import annotations
 import copy
 import gzip
 import pickle
-import signal
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memory_snapshots import training_run
+from timeouts import fails_after
 
 from analysis.errors import InputFileError, NoMemoryEventsError
 from analysis.memory import (
@@ -88,19 +87,17 @@ def mutated_snapshots(draw):
 
 
 def _analyse(data: bytes) -> None:
-    signal.alarm(HANG_S)
-    try:
-        snap = parse_snapshot_bytes(data, SOURCE)
-        replay = replay_snapshot(snap, source=SOURCE)
-        memory_peak(replay)
-        allocations_at_peak(replay)
-        allocated_by_frame(replay)
-        oom_events(snap, replay)
-        segment_fragmentation(snap)
-    except OURS as exc:
-        assert SOURCE in str(exc) or isinstance(exc, NoMemoryEventsError)
-    finally:
-        signal.alarm(0)
+    with fails_after(HANG_S, "one example"):
+        try:
+            snap = parse_snapshot_bytes(data, SOURCE)
+            replay = replay_snapshot(snap, source=SOURCE)
+            memory_peak(replay)
+            allocations_at_peak(replay)
+            allocated_by_frame(replay)
+            oom_events(snap, replay)
+            segment_fragmentation(snap)
+        except OURS as exc:
+            assert SOURCE in str(exc) or isinstance(exc, NoMemoryEventsError)
 
 
 @SETTINGS
@@ -142,12 +139,3 @@ def test_the_base_snapshot_replays():
     replay = replay_snapshot(parse_snapshot_bytes(pickle.dumps(BASE), SOURCE))
     assert memory_peak(replay)["peak_allocated_bytes"].iat[0] > 0
 
-
-@pytest.fixture(autouse=True)
-def _alarm_fails_the_test():
-    def on_alarm(signum, frame):
-        raise TimeoutError(f"one example ran over {HANG_S} s: a hang")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    yield
-    signal.signal(signal.SIGALRM, previous)

@@ -4,12 +4,11 @@ of our errors (``InputFileError``); never a foreign exception or a hang. Shares 
 from __future__ import annotations
 
 import gzip
-import signal
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from paths import TEST_DATA
+from timeouts import fails_after
 
 from analysis.errors import InputFileError
 from analysis.pyspy.samples import call_tree, parse_pyspy, pyspy_report, read_pyspy
@@ -48,13 +47,11 @@ def _report(profiles) -> None:
 
 
 def _check_text(text: str, on_error: str) -> None:
-    signal.alarm(HANG_S)
-    try:
-        _report([parse_pyspy(text, source=SOURCE, on_error=on_error)])
-    except InputFileError as exc:
-        assert SOURCE in str(exc)
-    finally:
-        signal.alarm(0)
+    with fails_after(HANG_S, "one example"):
+        try:
+            _report([parse_pyspy(text, source=SOURCE, on_error=on_error)])
+        except InputFileError as exc:
+            assert SOURCE in str(exc)
 
 
 @SETTINGS
@@ -74,13 +71,11 @@ def test_random_text_gives_tables_or_our_errors(text, on_error):
 def test_random_bytes_on_disk_give_tables_or_our_errors(tmp_path_factory, data, gzipped):
     path = tmp_path_factory.mktemp("pyspy") / "profile.txt"
     path.write_bytes(gzip.compress(data) if gzipped else data)
-    signal.alarm(HANG_S)
-    try:
-        _report([read_pyspy(path, on_error="skip")])
-    except InputFileError as exc:
-        assert str(path) in str(exc)
-    finally:
-        signal.alarm(0)
+    with fails_after(HANG_S, "one example"):
+        try:
+            _report([read_pyspy(path, on_error="skip")])
+        except InputFileError as exc:
+            assert str(path) in str(exc)
 
 
 @SETTINGS
@@ -92,12 +87,3 @@ def test_mutated_real_profiles_give_tables_or_our_errors(data):
     cut = data.draw(st.integers(0, 5))
     _check_text(text[:where] + insert + text[where + cut:], data.draw(st.sampled_from(["raise", "skip"])))
 
-
-@pytest.fixture(autouse=True)
-def _alarm_fails_the_test():
-    def on_alarm(signum, frame):
-        raise TimeoutError(f"one example ran over {HANG_S} s: a hang")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    yield
-    signal.signal(signal.SIGALRM, previous)
