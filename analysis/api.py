@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import registry
+from analysis.arguments import load_options as check_load_options
 from analysis.engines import Engine, load_engine
 from analysis.errors import ConfigError, TraceAnalysisError
 from analysis.kineto.model import Trace
@@ -28,6 +29,7 @@ from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.timebase import Rounding
 
 RankSpec = int | Iterable[int] | str | None
+_LOAD_OPTIONS = check_load_options.__kwdefaults__  # the arguments it checks, by name
 
 
 class TraceAnalysis:
@@ -77,8 +79,7 @@ class TraceAnalysis:
         client: Any = None,
         timeout: float | None = None,
     ) -> None:
-        if trace_dir is None and trace_files is None:
-            raise ConfigError("give trace_dir (a directory or URL) or trace_files")
+        check_load_options(**{k: v for k, v in locals().items() if k in _LOAD_OPTIONS})
         self.patterns = resolve_patterns(kernel_patterns)
         if time_rounding is None:
             time_rounding = "hta" if self.patterns.name == "hta" else "exact"

@@ -12,42 +12,83 @@ class TraceAnalysisError(Exception):
     """Base class of every error this package raises on purpose."""
 
 
-class TraceLoadError(TraceAnalysisError):
-    """A trace (or a set of traces) could not be loaded.
+class InputFileError(TraceAnalysisError):
+    """An input file (a trace, a memory snapshot, a py-spy file) could not be read or decoded.
 
-    ``path`` names the file or URL at fault and ``reason`` says why in plain words.
+    ``path`` names the file or URL at fault and ``reason`` says why in plain words. Control
+    characters in the path are escaped in the message, so a file name cannot forge a second line.
     """
 
     def __init__(self, path: str, reason: str):
         self.path = str(path)
         self.reason = reason
-        super().__init__(f"{self.path}: {reason}")
+        super().__init__(f"{printable(self.path)}: {reason}")
 
     def __reduce__(self):
         # Survive pickling across process pools / Dask workers, whatever the subclass's __init__.
-        return (_rebuild_load_error, (type(self), self.path, self.reason, self.__dict__))
+        return (_rebuild_input_error, (type(self), self.path, self.reason, self.__dict__))
 
 
-def _rebuild_load_error(cls, path, reason, state):
-    exc = TraceLoadError.__new__(cls)
-    TraceLoadError.__init__(exc, path, reason)
+def _rebuild_input_error(cls, path, reason, state):
+    exc = InputFileError.__new__(cls)
+    InputFileError.__init__(exc, path, reason)
     exc.__dict__.update(state)
     return exc
 
 
-class TraceNotFoundError(TraceLoadError):
+def printable(text: str) -> str:
+    """``text`` with control characters (newlines, carriage returns, escapes...) written as
+    ``\\n``, ``\\r``, ``\\x1b``: messages stay on one line whatever a file is called."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+
+
+class InputNotFoundError(InputFileError):
+    """The file, directory, bucket or object does not exist."""
+
+
+class InputPermissionError(InputFileError):
+    """The file exists but cannot be read with the credentials at hand."""
+
+
+class CorruptInputError(InputFileError):
+    """The bytes cannot be decoded: truncated or invalid gzip, invalid JSON or pickle, bad structure."""
+
+
+class WrongFileKindError(InputFileError):
+    """A readable file of another kind than the one expected (JSON given as a snapshot, ...)."""
+
+
+class NotARegularFileError(InputFileError):
+    """The path is a FIFO, a device, a socket or a directory; only regular files are read."""
+
+
+class InputTooLargeError(InputFileError):
+    """The file (or what its gzip data expands to) is larger than the configured read limit."""
+
+
+class UnreachableError(InputFileError):
+    """A remote store (``gs://``...) did not answer within the retry budget."""
+
+
+class TraceLoadError(InputFileError):
+    """A trace (or a set of traces) could not be loaded."""
+
+
+class TraceNotFoundError(TraceLoadError, InputNotFoundError):
     """The path, bucket or object does not exist (or holds no trace files)."""
 
 
-class TracePermissionError(TraceLoadError):
+class TracePermissionError(TraceLoadError, InputPermissionError):
     """The path exists but cannot be read with the credentials at hand."""
 
 
-class CorruptTraceError(TraceLoadError):
+class CorruptTraceError(TraceLoadError, CorruptInputError):
     """The bytes cannot be decoded: truncated or invalid gzip, invalid JSON, wrong structure."""
 
 
-class NotATraceError(TraceLoadError):
+class NotATraceError(TraceLoadError, WrongFileKindError):
     """Valid JSON that is not a Kineto trace (no ``traceEvents``): an execution trace, a memory timeline..."""
 
 
@@ -60,24 +101,26 @@ class DuplicateRankError(TraceLoadError):
         self.second = second
         super().__init__(
             second,
-            f"rank {rank} is claimed by both {first} and {second}; "
+            f"rank {rank} is claimed by both {printable(first)} and {printable(second)}; "
             "pass trace_files={rank: path} to map ranks explicitly",
         )
 
 
-class UnsafePickleError(TraceLoadError):
+class UnsafePickleError(InputFileError):
     """A pickle asked to import or call code (a class, a function); refused before anything ran."""
 
 
 class MultipleLoadErrors(TraceLoadError):
     """Several files failed to load with ``on_error="raise"``; ``errors`` holds each one."""
 
-    def __init__(self, errors: list[TraceLoadError]):
+    def __init__(self, errors: list[InputFileError]):
         self.errors = list(errors)
-        lines = "\n".join(f"  - {e}" for e in self.errors)
+        # one line, whatever the number of files: the CLI prints errors as one line each
+        folders = {e.path.rstrip("/").rpartition("/")[0] for e in self.errors}
         super().__init__(
-            self.errors[0].path if self.errors else "?",
-            f"{len(self.errors)} trace files failed to load:\n{lines}",
+            folders.pop() if len(folders) == 1 else "trace_files",
+            f"{len(self.errors)} trace files failed to load: "
+            + "; ".join(str(e) for e in self.errors),
         )
 
 

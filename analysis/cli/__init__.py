@@ -39,10 +39,12 @@ class _Group(click.Group):
         except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            from analysis.errors import TraceAnalysisError
+            from analysis.errors import TraceAnalysisError, printable
 
             prefix = "error" if isinstance(exc, TraceAnalysisError) else type(exc).__name__
-            click.echo(f"{prefix}: {exc} (rerun with --debug for details)", err=True)
+            # one line, always: a newline in a file name or a message cannot start a second one
+            message = printable(" ".join(str(exc).splitlines()))
+            click.echo(f"{prefix}: {message} (rerun with --debug for details)", err=True)
             ctx.exit(1)
 
 
@@ -59,10 +61,16 @@ def main(ctx: click.Context, debug: bool) -> None:
         import warnings
 
         # Warnings (skipped files, guessed ranks) read as one line each, without source lines.
-        warnings.formatwarning = lambda message, category, *args, **kwargs: f"warning: {message}\n"
+        warnings.formatwarning = _one_line_warning
 
         # gcsfs logs whole aiohttp tracebacks before raising; our one-line error says it all.
         logging.getLogger("gcsfs").setLevel(logging.CRITICAL)
+
+
+def _one_line_warning(message, category, *args, **kwargs) -> str:
+    from analysis.errors import printable
+
+    return f"warning: {printable(' '.join(str(message).splitlines()))}\n"
 
 
 def _register() -> None:

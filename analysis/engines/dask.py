@@ -39,6 +39,7 @@ from typing import Any
 from analysis.engines import Window
 from analysis.errors import (
     ConfigError,
+    InputFileError,
     TraceAnalysisError,
     TraceLoadError,
     TraceLoadWarning,
@@ -244,7 +245,7 @@ class DaskEngine:
                 failures[file.url] = TraceLoadError(
                     file.url, _rank_hint(file) + _died_while("loading this file", exc)
                 )
-            elif isinstance(exc, TraceLoadError):
+            elif isinstance(exc, InputFileError):
                 failures[file.url] = exc
             else:
                 failures[file.url] = TraceLoadError(

@@ -31,7 +31,9 @@ from analysis.kineto.model import RankMeta, RankTrace
 
 # Bump whenever the parser's output changes (columns, dtypes, normalisation, RankMeta fields):
 # old entries then miss and are re-parsed.
-PARSER_VERSION = 4  # 4: collectives with kernel and gloo rows and "seq"; wait_on_stream / wait_on_record columns
+# 2: collectives gained kernel and gloo rows and "seq"; 3: wait_on_stream / wait_on_record columns;
+# 4: negative dur set to 0, RankMeta anomalies and negative_durations (the branches merged: 5)
+PARSER_VERSION = 5
 
 CACHE_ENV = "TRACE_ANALYSIS_CACHE"
 DEFAULT_CACHE_DIR = Path("~/.cache/trace-analysis")

@@ -23,14 +23,16 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from analysis import arguments
 from analysis.errors import (
-    ConfigError,
     DuplicateRankError,
+    InputFileError,
     MultipleLoadErrors,
     NotATraceError,
     TraceLoadError,
     TraceLoadWarning,
     TraceNotFoundError,
+    printable,
 )
 from analysis.kineto.cache import TraceCache, cache_key
 from analysis.kineto.model import RankTrace, Trace
@@ -39,10 +41,12 @@ from analysis.kineto.sources import (
     TraceFile,
     find_trace_files,
     rank_from_file_name,
+    read_limit,
     read_trace_bytes,
+    remote_timeout,
 )
 
-ON_ERROR_CHOICES = ("raise", "skip")
+ON_ERROR_CHOICES = arguments.ON_ERROR_CHOICES
 # Below this much (compressed) input, starting a process pool (~0.7 s) costs more than it saves:
 # parsing runs at roughly 20 MB of gzip per second per core.
 SMALL_JOB_BYTES = 8 * 2**20
@@ -79,8 +83,10 @@ def load_file(
         )
 
         trace = parse_trace_bytes(data, url)
-    except TraceLoadError as exc:
+    except InputFileError as exc:
         return ("error", type(exc), exc.path, exc.reason, None)
+    except MemoryError:
+        return ("error", InputFileError, url, "ran out of memory parsing this file", None)
     except Exception as exc:  # a parser bug: keep the file name and the traceback
         reason = f"unexpected {type(exc).__name__} while parsing: {exc}"
         return ("error", TraceLoadError, url, reason, traceback.format_exc())
@@ -96,7 +102,7 @@ def load_file(
     return ("trace", trace, notes)
 
 
-def error_from(outcome: tuple) -> TraceLoadError:
+def error_from(outcome: tuple) -> InputFileError:
     _, cls, path, reason, tb = outcome
     try:
         exc = cls(path, reason)
@@ -182,12 +188,21 @@ def _run_pool(tasks: list[tuple], workers: int, on_outcome, ctx) -> None:
 
 
 def assign_ranks(loaded: list[tuple[TraceFile, RankTrace]]) -> dict[int, RankTrace]:
-    """Rank of each file: the mapping's, else distributedInfo.rank, else the file name's, else 0."""
+    """Rank of each file: the mapping's, else distributedInfo.rank, else the file name's, else 0.
+
+    Also warns, once per file, about the data anomalies its parser counted (``meta.anomalies``).
+    """
     ranks: dict[int, RankTrace] = {}
     defaulted = []
     for file, trace in loaded:
         meta = trace.meta
         meta.source = file.url
+        if meta.anomalies:
+            warnings.warn(
+                f"{printable(file.url)}: " + "; ".join(meta.anomalies),
+                TraceLoadWarning,
+                stacklevel=3,
+            )
         if file.rank is not None:
             meta.rank, meta.rank_origin = file.rank, "mapping"
         elif meta.rank < 0:
@@ -202,8 +217,8 @@ def assign_ranks(loaded: list[tuple[TraceFile, RankTrace]]) -> dict[int, RankTra
         ranks[meta.rank] = trace
     if defaulted:
         warnings.warn(
-            "no rank in distributedInfo or in the file name of "
-            + ", ".join(defaulted)
+            "no usable rank in distributedInfo or in the file name of "
+            + ", ".join(map(printable, defaulted))
             + "; assumed rank 0 (pass trace_files={rank: path} to set ranks)",
             TraceLoadWarning,
             stacklevel=3,
@@ -228,7 +243,8 @@ def settle_failures(
     not_traces = [f.url for f in files if isinstance(failures.get(f.url), NotATraceError)]
     if not_traces:
         warnings.warn(
-            "skipped files that are not Kineto traces (no traceEvents): " + ", ".join(not_traces),
+            "skipped files that are not Kineto traces (no traceEvents): "
+            + ", ".join(map(printable, not_traces)),
             TraceLoadWarning,
             stacklevel=3,
         )
@@ -238,15 +254,17 @@ def settle_failures(
         raise errors[0] if len(errors) == 1 else MultipleLoadErrors(errors)
     if errors:
         warnings.warn(
-            f"skipped {len(errors)} trace file(s) that failed to load:\n"
-            + "\n".join(f"  - {e.path}: {e.reason}" for e in errors),
+            f"skipped {len(errors)} trace file(s) that failed to load: "
+            + "; ".join(str(e) for e in errors),
             TraceLoadWarning,
             stacklevel=3,
         )
         skipped += [(e.path, e.reason) for e in errors]
     if not loaded:
         raise TraceNotFoundError(
-            source, f"none of the {len(files)} file(s) is a Kineto trace: " + ", ".join(not_traces)
+            source,
+            f"none of the {len(files)} file(s) is a Kineto trace: "
+            + ", ".join(map(printable, not_traces)),
         )
     return skipped
 
@@ -277,10 +295,12 @@ def load_trace(
     CPU, at most one per file; 1 parses in this process). ``progress``: None shows a bar only for
     loads over a second, True always, False never.
     """
-    if on_error not in ON_ERROR_CHOICES:
-        raise ConfigError(f"on_error must be one of {ON_ERROR_CHOICES}, not {on_error!r}")
-    if max_workers is not None and max_workers < 1:
-        raise ConfigError(f"max_workers must be at least 1, not {max_workers!r}")
+    arguments.load_options(
+        trace_dir=trace_dir, trace_files=trace_files, storage_options=storage_options,
+        cache_dir=cache_dir, use_cache=use_cache, on_error=on_error, max_workers=max_workers,
+        progress=progress,
+    )
+    read_limit(), remote_timeout()  # a bad setting in the environment fails here, once
     source = os.fspath(trace_dir) if trace_dir is not None else "trace_files"
     files = find_trace_files(trace_dir, trace_files, storage_options)
     cache = TraceCache(cache_dir) if use_cache else None

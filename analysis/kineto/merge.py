@@ -36,7 +36,7 @@ from isal import igzip
 from analysis.errors import ConfigError, CorruptTraceError, ExportError
 from analysis.kineto.model import RankMeta, RankTrace, Trace
 from analysis.kineto.parse import parse_trace_bytes
-from analysis.kineto.sources import read_trace_bytes
+from analysis.kineto.sources import gunzip_bounded, read_trace_bytes
 from analysis.kineto.steps import STEP_PATTERN
 
 PID_STRIDE = 1000  # pids per rank in the merged trace
@@ -96,14 +96,13 @@ class _RankDoc:
 
 
 def _decode(data: bytes, source: str) -> _RankDoc:
-    if data[:2] == b"\x1f\x8b":
-        data = igzip.decompress(data)
+    data = gunzip_bounded(data, source, error=CorruptTraceError)  # the read limit applies here too
     try:
         top = _TOP.decode(data)
         events = top.pop("traceEvents")
         fields, raw = _FIELDS.decode(events), _RAW_EVENTS.decode(events)
         rest = {k: msgspec.json.decode(v) for k, v in top.items()}
-    except (msgspec.DecodeError, KeyError) as exc:
+    except (msgspec.DecodeError, KeyError, UnicodeDecodeError, RecursionError) as exc:
         raise CorruptTraceError(source, f"not a Kineto trace document ({exc})") from None
     return _RankDoc(rest, fields, raw)
 

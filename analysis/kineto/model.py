@@ -52,10 +52,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from analysis.errors import ConfigError, MissingExtraError, UnknownRankError
+from analysis import arguments
+from analysis.errors import MissingExtraError, UnknownRankError
 
 EVENT_COLUMNS: dict[str, str] = {
     "ts": "int64",
@@ -132,6 +132,12 @@ class RankMeta:
     # True when this load read the rank from the local cache of parsed traces (not parsed anew):
     # how it was loaded, not what the trace says, so equality ignores it.
     from_cache: bool = field(default=False, compare=False)
+    # What the parser dropped, clipped or ignored in this file, one sentence each with the count;
+    # the loader turns each into a TraceLoadWarning naming the file (on every load, cached or not).
+    anomalies: list[str] = field(default_factory=list)
+    # Events whose 'dur' was negative, by name: the parser set their dur to 0 (the health check
+    # reports them as errors).
+    negative_durations: dict[str, int] = field(default_factory=dict)
 
     @property
     def process_groups(self) -> list[dict[str, Any]]:
@@ -237,13 +243,11 @@ class Trace(Mapping[int, RankTrace]):
         each checked (``UnknownRankError`` names the ranks present).
         """
         present = self.rank_list()
-        if ranks is None:
+        chosen = arguments.ranks(ranks)
+        if chosen is None:
             return present[:1] if default == "first" else present
-        if isinstance(ranks, str):
-            if ranks != "all":
-                raise ConfigError(f"ranks must be an int, a list of ints or 'all', not {ranks!r}")
+        if chosen == "all":
             return present
-        chosen = [int(ranks)] if isinstance(ranks, int | np.integer) else [int(r) for r in ranks]
         for r in chosen:
             if r not in self.ranks:
                 raise UnknownRankError(r, present)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections import Counter
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from operator import attrgetter, itemgetter
 from typing import Any
@@ -28,7 +29,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-from isal import isal_zlib
 
 from analysis.errors import CorruptTraceError, NotATraceError
 from analysis.kineto.model import (
@@ -40,8 +40,8 @@ from analysis.kineto.model import (
     RankTrace,
     empty_frame,
 )
+from analysis.kineto.sources import gunzip_bounded
 
-_GZIP_MAGIC = b"\x1f\x8b"
 _UTF8_BOM = b"\xef\xbb\xbf"
 _NULL = msgspec.Raw(b"null")
 _I64_MAX = 2**63 - 1
@@ -137,31 +137,7 @@ def parse_trace_bytes(data: bytes, source: str) -> RankTrace:
 def _decompress(data: bytes, source: str) -> bytes:
     if not data:
         raise CorruptTraceError(source, "the file is empty (0 bytes)")
-    if not data.startswith(_GZIP_MAGIC):
-        return data
-    parts = []
-    rest = data
-    # A gzip file may hold several members (concatenated .gz files); each is decompressed in turn.
-    while rest.startswith(_GZIP_MAGIC):
-        member = isal_zlib.decompressobj(wbits=31)
-        try:
-            parts.append(member.decompress(rest))
-        except isal_zlib.error as exc:
-            raise CorruptTraceError(source, f"truncated or corrupt gzip data ({exc})") from None
-        if not member.eof:
-            raise CorruptTraceError(
-                source, "truncated or corrupt gzip data (the compressed stream ends early)"
-            )
-        rest = member.unused_data
-    # gzip(1) also ignores zero padding after the last member; anything else is damage.
-    if rest.strip(b"\0"):
-        raise CorruptTraceError(
-            source, f"truncated or corrupt gzip data ({len(rest)} unexpected bytes after the data)"
-        )
-    text = b"".join(parts) if len(parts) > 1 else parts[0]
-    if not text:
-        raise CorruptTraceError(source, "the gzip data decompresses to an empty file")
-    return text
+    return gunzip_bounded(data, source, error=CorruptTraceError)
 
 
 def _decode_top(text: bytes, source: str) -> dict[str, msgspec.Raw]:
@@ -184,6 +160,8 @@ def _decode_top(text: bytes, source: str) -> dict[str, msgspec.Raw]:
         raise CorruptTraceError(source, _json_error(text, str(exc))) from None
     except UnicodeDecodeError as exc:
         raise _not_utf8(source, exc) from None
+    except RecursionError:
+        raise _too_deep(source) from None
     if "traceEvents" not in top:
         raise NotATraceError(source, _what_it_looks_like(top))
     return top
@@ -226,6 +204,14 @@ def _decode_events(raw: msgspec.Raw, source: str) -> list[_Event]:
         raise CorruptTraceError(source, f"unexpected trace structure: {where}") from None
     except UnicodeDecodeError as exc:
         raise _not_utf8(source, exc) from None
+    except RecursionError:
+        raise _too_deep(source) from None
+
+
+def _too_deep(source: str) -> CorruptTraceError:
+    return CorruptTraceError(
+        source, "invalid trace: the JSON is nested too deeply (thousands of levels of [ or {)"
+    )
 
 
 def _not_utf8(source: str, exc: UnicodeDecodeError) -> CorruptTraceError:
@@ -240,6 +226,13 @@ def _meta(top: dict[str, msgspec.Raw], source: str) -> RankMeta:
     if not isinstance(dist, dict):
         dist = {}
     rank = _int_or_none(dist.get("rank"))
+    anomalies = []
+    if "rank" in dist and (rank is None or rank < 0):
+        anomalies.append(
+            f"distributedInfo.rank is {_shorten(_ENCODER.encode(dist['rank']))}, not a rank "
+            "(an integer from 0); ignored"
+        )
+        rank = None
     devices = _decode_any(top.get("deviceProperties"), source)
     devices = [d for d in devices if isinstance(d, dict)] if isinstance(devices, list) else []
     backend = dist.get("backend")
@@ -259,6 +252,7 @@ def _meta(top: dict[str, msgspec.Raw], source: str) -> RankMeta:
         schema_version=_decode_any(top.get("schemaVersion"), source),
         base_time_ns=_int_or_none(_decode_any(top.get("baseTimeNanoseconds"), source)),
         other=other,
+        anomalies=anomalies,
     )
 
 
@@ -268,6 +262,8 @@ def _decode_any(raw: msgspec.Raw | None, source: str) -> Any:
         return None if raw is None else msgspec.json.decode(raw)
     except UnicodeDecodeError as exc:
         raise _not_utf8(source, exc) from None
+    except RecursionError:
+        raise _too_deep(source) from None
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -409,14 +405,68 @@ def _build(
     flows = list(map(events.__getitem__, flow))
     kept_ts = ts_ns[keep] if ts_ns is not None else _column_ns(kept, "ts", events, source)
     flow_ts = ts_ns[flow] if ts_ns is not None else _column_ns(flows, "ts", events, source)
+    kept_dur = _column_ns(kept, "dur", events, source) if kept else np.empty(0, np.int64)
+    meta.anomalies += _dropped_without_ts_or_cat(events)
+    kept_dur = _checked_times(kept, kept_ts, kept_dur, meta, events, source)
     args = [e.args if e.args is not None else _NO_ARGS for e in kept]
-    table = _events_table(kept, kept_ts, events, source, args)
+    table = _events_table(kept, kept_ts, kept_dur, args)
     return RankTrace(
         meta=meta,
         events=table,
         flows=_flows_table(flows, flow_ts),
         collectives=_collectives_table(args, table, keep, raw_events, meta),
     )
+
+
+# --- data anomalies: counted, described in meta.anomalies, never silent ------------------------
+
+
+def _is_gpu_event(e: _Event) -> bool:
+    return e.args is not None and _as_int(e.args.stream) >= 0
+
+
+def _dropped_without_ts_or_cat(events: list[_Event]) -> list[str]:
+    """Events with a ``dur`` that are dropped for lack of ``cat`` or ``ts`` (HTA drops them too)."""
+    notes = []
+    # one pass over all events; the few suspects are then split by what they lack
+    suspects = [e for e in events if (e.cat is None or e.ts == _NULL) and e.dur != _NULL]
+    for field, dropped in (
+        ("cat", [e for e in suspects if e.cat is None]),
+        ("ts", [e for e in suspects if e.cat not in (None, "Trace") and e.ts == _NULL]),
+    ):
+        if dropped:
+            gpu = sum(map(_is_gpu_event, dropped))
+            notes.append(
+                f"dropped {len(dropped)} event(s) that have a 'dur' but no '{field}' "
+                f"({gpu} of them GPU events, with args.stream); the analyses do not see them"
+            )
+    return notes
+
+
+def _checked_times(kept, ts: np.ndarray, dur: np.ndarray, meta: RankMeta, events, source: str):
+    """Negative durations set to 0 (counted in ``meta``); an event whose end (ts + dur) passes
+    int64 ns rejects the file. Rows are never dropped here: ``kept_rows`` is the one row filter."""
+    negative = dur < 0
+    if negative.any():
+        names = Counter(kept[j].name or "" for j in np.flatnonzero(negative).tolist())
+        meta.negative_durations = dict(names)
+        meta.anomalies.append(
+            f"{int(negative.sum())} event(s) have a negative 'dur' (lowest {int(dur.min()) / 1000:g}"
+            " µs); set to 0"
+        )
+        dur = np.where(negative, 0, dur)
+    # ts + dur in int64 ns wraps around past _I64_MAX; dur >= 0 here, so only an upper overflow.
+    overflow = np.flatnonzero(ts > _I64_MAX - dur)
+    if len(overflow):
+        j = int(overflow[0])
+        index = next(i for i, e in enumerate(events) if e is kept[j])
+        raise CorruptTraceError(
+            source,
+            f"traceEvents[{index}] ends after {_I64_MAX} ns, the int64 nanosecond range (about "
+            f"the year 2262): ts {_shorten(bytes(kept[j].ts))} µs + dur "
+            f"{_shorten(bytes(kept[j].dur))} µs ({len(overflow)} such event(s))",
+        )
+    return dur
 
 
 _get_ts = attrgetter("ts")
@@ -437,13 +487,13 @@ def kept_rows(events: list) -> list[int]:
 
 
 def _events_table(
-    kept: list[_Event], ts_ns: np.ndarray, events: list[_Event], source: str, args: list[_Args]
+    kept: list[_Event], ts_ns: np.ndarray, dur_ns: np.ndarray, args: list[_Args]
 ) -> pd.DataFrame:
     if not kept:
         return empty_frame(EVENT_COLUMNS)
     columns = {
         "ts": ts_ns,
-        "dur": _column_ns(kept, "dur", events, source),
+        "dur": dur_ns,
         "cat": _categorical([LEGACY_CATEGORIES.get(e.cat, e.cat) for e in kept]),
         "name": _categorical([e.name if e.name is not None else "" for e in kept]),
         "pid": _int_column(kept, "pid"),

@@ -67,4 +67,8 @@ def progress_bar(total: int, progress: bool | None, desc: str = "loading traces"
         return contextlib.nullcontext(None)
     bar, options = bar_class()
     delay = 0.0 if progress else PROGRESS_DELAY_S
+    if progress is None and not options and "ipykernel.zmqshell" not in sys.modules:
+        # a terminal only: a log file or a pipe never gets the \r-separated redraws in front of
+        # an error line (tqdm's disable=None disables itself when the stream is not a tty)
+        options = {"disable": None}
     return bar(total=total, desc=desc, unit="file", delay=delay, leave=False, **options)

@@ -56,7 +56,7 @@ def top_user_frame(frames: Sequence[Mapping] | None) -> str:
     Falls back to the innermost Python frame (all of the stack is library code), then to the
     innermost shown frame (C++ only), then to :data:`NO_STACK` when there are no frames at all.
     """
-    if not frames:
+    if not frames or not isinstance(frames, list | tuple):  # a damaged field is no stack
         return NO_STACK
     first_python = first_shown = None
     for frame in frames:

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.errors import CorruptTraceError, NoMemoryEventsError
+from analysis.errors import CorruptInputError, NoMemoryEventsError
 from analysis.memory.frames import NO_STACK, top_user_frame
 
 MiB = 1024 * 1024
@@ -131,7 +131,7 @@ def replay_snapshot(
 ) -> MemoryReplay:
     """Replay one device's event buffer from the state the segments imply (see the module doc).
 
-    ``device``: which GPU; default the one with the most events. Raises ``CorruptTraceError`` when
+    ``device``: which GPU; default the one with the most events. Raises ``CorruptInputError`` when
     the events contradict the segments (reserved bytes would go negative).
     """
     device = _pick_device(snapshot, device, source)
@@ -146,7 +146,7 @@ def replay_snapshot(
         stream = _int_array((e.get("stream") or 0 for e in entries), n)
         time_us = np.fromiter((e.get("time_us", np.nan) for e in entries), np.float64, n)
     except (TypeError, ValueError, OverflowError, KeyError) as exc:
-        raise CorruptTraceError(source, f"device {device}: an event has a malformed field ({exc})") from None
+        raise CorruptInputError(source, f"device {device}: an event has a malformed field ({exc})") from None
 
     allocations = _allocations(entries, action, addr, size, stream, time_us, segments, device)
     timeline = _timeline(action, addr, size, time_us, allocations, segments, source, device)
@@ -161,9 +161,10 @@ def _allocations(entries, action, addr, size, stream, time_us, segments, device)
     # Sorted by address, then time: an address's events alternate alloc, free, alloc, free...
     s = idx[np.lexsort((idx, addr[idx]))]
     s_addr, s_alloc = addr[s], is_alloc[s]
-    same_as_prev = np.r_[False, s_addr[1:] == s_addr[:-1]]
-    free_paired = ~s_alloc & same_as_prev & np.r_[False, s_alloc[:-1]]
-    alloc_paired = np.r_[free_paired[1:], False]  # an alloc is paired when the next row pairs back
+    m = len(s)  # the [:m] keep the shifted masks empty when the buffer has no alloc/free at all
+    same_as_prev = np.r_[False, s_addr[1:] == s_addr[:-1]][:m]
+    free_paired = ~s_alloc & same_as_prev & np.r_[False, s_alloc[:-1]][:m]
+    alloc_paired = np.r_[free_paired[1:], False][:m]  # paired when the next row pairs back
 
     pairs = s[alloc_paired]
     paired_free = s[np.flatnonzero(alloc_paired) + 1]
@@ -208,7 +209,7 @@ def _timeline(action, addr, size, time_us, allocations, segments, source, device
     reserved = reserved_end - later
     if n and reserved.min() < 0:
         k = int(np.argmin(reserved))
-        raise CorruptTraceError(
+        raise CorruptInputError(
             source,
             f"device {device}: the segment events contradict the segments: replaying back from "
             f"the snapshot gives {int(reserved[k])} reserved bytes at state {k}",

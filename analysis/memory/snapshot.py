@@ -15,24 +15,26 @@ from __future__ import annotations
 
 import io
 import pickle
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from isal import igzip
+import numpy as np
 
-from analysis.errors import CorruptTraceError, NotATraceError, TraceLoadError, UnsafePickleError
-from analysis.kineto.sources import read_trace_bytes
+from analysis.errors import (
+    CorruptInputError,
+    InputFileError,
+    UnsafePickleError,
+    WrongFileKindError,
+)
+from analysis.kineto.sources import gunzip_bounded, read_input_bytes
 
-_GZIP_MAGIC = b"\x1f\x8b"
 
-
-class SafeUnpickler(pickle.Unpickler):
-    """An unpickler that builds only plain containers and numbers; any import is refused.
-
-    ``find_class`` is the single door through which a pickle reaches code (``GLOBAL``,
+class _RefuseCode:
+    """``find_class`` is the single door through which a pickle reaches code (``GLOBAL``,
     ``STACK_GLOBAL``, ``INST``, ``OBJ`` and the copyreg extension codes all go through it), and
-    ``REDUCE``/``BUILD`` need a callable that only it can supply.
-    """
+    ``REDUCE``/``BUILD`` need a callable that only it can supply: refusing it leaves only plain
+    containers and numbers."""
 
     def __init__(self, file, source: str):
         super().__init__(file)
@@ -52,27 +54,53 @@ class SafeUnpickler(pickle.Unpickler):
         )
 
 
+class SafeUnpickler(_RefuseCode, pickle.Unpickler):
+    """An unpickler (the C one) that builds only plain containers and numbers; any import is refused."""
+
+
+class _SafeMemoUnpickler(_RefuseCode, pickle._Unpickler):
+    """The same in pure Python, whose memo is a dict: for pickles whose memo indices look forged.
+
+    The C unpickler sizes its memo as an array up to the largest index it is told to store, so a
+    4-byte ``LONG_BINPUT`` index of 10**9 alone makes it allocate gigabytes.
+    """
+
+
+_LONG_BINPUT = ord("r")  # opcode followed by a 4-byte little-endian memo index
+_TEXT_PUT = re.compile(rb"p\d{8,}\n")  # protocol 0's PUT with a decimal index
+
+
+def _forged_memo_index(data: bytes) -> bool:
+    """True when some ``LONG_BINPUT`` could store an index beyond any honest memo (> file size).
+
+    Scans the raw bytes, so text that merely contains ``r`` can raise a false alarm; that only
+    costs the slower unpickler, never a wrong result.
+    """
+    if len(data) < 5:
+        return False
+    raw = np.frombuffer(data, dtype=np.uint8)
+    at = np.flatnonzero(raw[:-4] == _LONG_BINPUT)
+    index = (raw[at + 1].astype(np.uint64) | raw[at + 2].astype(np.uint64) << 8
+             | raw[at + 3].astype(np.uint64) << 16 | raw[at + 4].astype(np.uint64) << 24)
+    return bool((index > len(data)).any()) or _TEXT_PUT.search(data) is not None
+
+
 def decompress(data: bytes, source: str) -> bytes:
     """``data`` gunzipped when it starts with the gzip magic bytes, else as it is."""
     if not data:
-        raise CorruptTraceError(source, "the file is empty (0 bytes)")
-    if not data.startswith(_GZIP_MAGIC):
-        return data
-    try:
-        return igzip.decompress(data)
-    except (OSError, EOFError, ValueError) as exc:
-        raise CorruptTraceError(source, f"truncated or corrupt gzip data ({exc})") from None
+        raise CorruptInputError(source, "the file is empty (0 bytes)")
+    return gunzip_bounded(data, source)
 
 
 def unpickle_plain(data: bytes, source: str) -> Any:
     """The object in pickle ``data``, built by :class:`SafeUnpickler` (plain containers only)."""
+    unpickler = _SafeMemoUnpickler if _forged_memo_index(data) else SafeUnpickler
     try:
-        return SafeUnpickler(io.BytesIO(data), source).load()
-    except TraceLoadError:
+        return unpickler(io.BytesIO(data), source).load()
+    except InputFileError:
         raise
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError,
-            AttributeError, UnicodeDecodeError, MemoryError) as exc:
-        raise CorruptTraceError(
+    except Exception as exc:  # noqa: BLE001 - damaged bytes make the unpickler fail in many ways
+        raise CorruptInputError(
             source, f"not a readable pickle ({type(exc).__name__}: {exc})"
         ) from None
 
@@ -82,7 +110,7 @@ def parse_snapshot_bytes(data: bytes, source: str) -> dict[str, Any]:
     raw = decompress(data, source)
     # "{" and "[" are no pickle opcodes: such a file is JSON (a Kineto trace, a memory timeline).
     if raw.lstrip()[:1] in (b"{", b"["):
-        raise NotATraceError(
+        raise WrongFileKindError(
             source,
             "not a memory snapshot (JSON); expected the pickle that "
             "torch.cuda.memory._dump_snapshot() writes",
@@ -91,48 +119,98 @@ def parse_snapshot_bytes(data: bytes, source: str) -> dict[str, Any]:
 
 
 def check_snapshot(snapshot: Any, source: str = "snapshot") -> dict[str, Any]:
-    """``snapshot`` itself if it has the structure torch writes, else ``NotATraceError``/``CorruptTraceError``.
+    """``snapshot`` itself if it has the structure torch writes, else ``WrongFileKindError`` /
+    ``CorruptInputError`` naming the first bad item and field.
 
-    Required: a dict with ``segments`` (list of dicts with ``address``, ``total_size``, ``blocks``)
-    and ``device_traces`` (list of lists of dicts with ``action``). Only the first few items are
-    looked at closely; the replay checks the fields it uses as it goes.
+    Required: a dict with ``segments`` (list of dicts with int ``address`` and ``total_size`` and a
+    list of ``blocks``, each a dict with an int ``size``) and optionally ``device_traces`` (list of
+    lists of dicts with a str ``action``). Every item is checked, as is the type of every field
+    the replay reads (``device``, ``stream``, ``addr``, ``size``, ``requested_size``, ``time_us``...),
+    so that no later step fails with Python's own errors.
     """
     if not isinstance(snapshot, Mapping) or "segments" not in snapshot:
         kind = type(snapshot).__name__
         keys = f" with keys {sorted(map(str, snapshot))[:8]}" if isinstance(snapshot, Mapping) else ""
-        raise NotATraceError(
+        raise WrongFileKindError(
             source, f"not a memory snapshot: a pickled {kind}{keys}, expected a dict with "
             "'segments' and 'device_traces' (torch.cuda.memory._dump_snapshot)"
         )
     segments = snapshot["segments"]
     traces = snapshot.get("device_traces", [])
     if not isinstance(segments, list) or not isinstance(traces, list):
-        raise CorruptTraceError(source, "'segments' and 'device_traces' must be lists")
-    for i, seg in enumerate(segments[:16]):
-        if not isinstance(seg, Mapping) or not {"address", "total_size", "blocks"} <= set(seg):
-            raise CorruptTraceError(
-                source, f"segment {i} lacks 'address', 'total_size' or 'blocks': {_short(seg)}"
-            )
+        raise CorruptInputError(source, "'segments' and 'device_traces' must be lists")
+    for i, seg in enumerate(segments):
+        where = f"segments[{i}]"
+        _fields(seg, source, where, required=_SEGMENT_INTS, optional=_SEGMENT_OPTIONAL_INTS)
+        blocks = seg.get("blocks")
+        if not isinstance(blocks, list):
+            raise CorruptInputError(source, f"{where} has no list of 'blocks': {_short(seg)}")
+        for j, block in enumerate(blocks):
+            _check_block(block, source, f"{where}.blocks[{j}]")
     for d, trace in enumerate(traces):
         if not isinstance(trace, list):
-            raise CorruptTraceError(source, f"device_traces[{d}] is not a list")
-        for entry in trace[:16]:
-            if not isinstance(entry, Mapping) or "action" not in entry:
-                raise CorruptTraceError(
-                    source, f"device_traces[{d}] has an entry without 'action': {_short(entry)}"
-                )
+            raise CorruptInputError(source, f"device_traces[{d}] is not a list")
+        for k, entry in enumerate(trace):
+            where = f"device_traces[{d}][{k}]"
+            # the replay reads a null addr/size/stream of an event as 0
+            _fields(entry, source, where, required=(), optional=_EVENT_OPTIONAL_INTS, none_ok=True)
+            if not isinstance(entry.get("action"), str):
+                raise CorruptInputError(source, f"{where} has no 'action' string: {_short(entry)}")
+            t = entry.get("time_us")
+            if t is not None and (isinstance(t, bool) or not isinstance(t, int | float)):
+                raise CorruptInputError(source, f"{where}.time_us is not a number: {_short(t)}")
     if "device_traces" not in snapshot:
         snapshot = {**snapshot, "device_traces": []}
     return dict(snapshot)
+
+
+# Integer fields the replay reads: required ones, and optional ones (absent or None is fine).
+_SEGMENT_INTS = ("address", "total_size")
+_SEGMENT_OPTIONAL_INTS = ("device", "stream")
+_BLOCK_OPTIONAL_INTS = ("address", "requested_size")
+_EVENT_OPTIONAL_INTS = ("addr", "size", "stream", "device_free")
+_I64 = 2**63
+
+
+def _check_block(block: Any, source: str, where: str) -> None:
+    _fields(block, source, where, required=("size",), optional=_BLOCK_OPTIONAL_INTS)
+    state = block.get("state")
+    if state is not None and not isinstance(state, str):
+        raise CorruptInputError(source, f"{where}.state is not a string: {_short(state, 60)}")
+    history = block.get("history")
+    if history is not None:
+        if not isinstance(history, list):
+            raise CorruptInputError(source, f"{where}.history is not a list: {_short(history, 60)}")
+        if history:
+            _fields(history[0], source, f"{where}.history[0]", required=(),
+                    optional=("real_size",), none_ok=True)
+
+
+def _fields(item: Any, source: str, where: str, required, optional, none_ok=False) -> None:
+    if not isinstance(item, Mapping):
+        raise CorruptInputError(source, f"{where} is not a dict: {_short(item)}")
+    for key in required:
+        if key not in item:
+            raise CorruptInputError(source, f"{where} has no '{key}': {_short(item)}")
+    for key in (*required, *optional):
+        value = item.get(key)
+        if key in optional and (key not in item or (value is None and none_ok)):
+            continue
+        if type(value) is not int or not -_I64 <= value < _I64:
+            what = "device index" if key == "device" else "64-bit integer"
+            raise CorruptInputError(
+                source, f"{where}.{key} must be a {what}, not {_short(value, 60)}"
+            )
 
 
 def load_snapshot(path: str, storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Read a memory snapshot pickle (local path or fsspec URL such as ``gs://b/x.pickle``, gzip ok).
 
     Returns the plain dict torch wrote. Raises ``UnsafePickleError`` for a pickle that would import
-    or call anything, ``NotATraceError`` for another kind of file, ``CorruptTraceError`` for damage.
+    or call anything, ``WrongFileKindError`` for another kind of file, ``CorruptInputError`` for damage.
     """
-    return parse_snapshot_bytes(read_trace_bytes(str(path), storage_options), str(path))
+    data = read_input_bytes(str(path), storage_options, trace=False)
+    return parse_snapshot_bytes(data, str(path))
 
 
 def _short(value: Any, width: int = 120) -> str:

@@ -21,8 +21,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from analysis.errors import CorruptTraceError, NotATraceError
-from analysis.kineto.sources import read_trace_bytes
+from analysis.errors import CorruptInputError, WrongFileKindError
+from analysis.kineto.sources import read_input_bytes
 from analysis.memory.snapshot import decompress
 
 # torch.profiler._memory_profiler._CATEGORY_TO_INDEX order; the last is tensors of no category.
@@ -50,10 +50,10 @@ def parse_memory_timeline_bytes(data: bytes, source: str) -> pd.DataFrame:
         times, sizes = _coalesced.decode(text)
     except msgspec.DecodeError as exc:
         if text.lstrip()[:1] in (b"[", b"{"):
-            raise NotATraceError(
+            raise WrongFileKindError(
                 source, f"not a memory timeline from export_memory_timeline ({exc})"
             ) from None
-        raise CorruptTraceError(source, f"not JSON: {exc}") from None
+        raise CorruptInputError(source, f"not JSON: {exc}") from None
     return _from_coalesced(times, sizes, source)
 
 
@@ -75,7 +75,7 @@ def _from_raw(rows: list[tuple[int, int, int, int]]) -> pd.DataFrame:
 
 def _from_coalesced(times: list[int], sizes: list[list[int]], source: str) -> pd.DataFrame:
     if len(times) != len(sizes) or any(len(row) != len(CATEGORIES) + 1 for row in sizes):
-        raise CorruptTraceError(
+        raise CorruptInputError(
             source, f"a coalesced memory timeline needs one row of {len(CATEGORIES) + 1} sizes per time"
         )
     arr = np.asarray(sizes, dtype=np.int64).reshape(len(sizes), len(CATEGORIES) + 1)
@@ -96,7 +96,8 @@ def load_memory_timeline(path: str, storage_options: Mapping[str, Any] | None = 
     One row per moment: ``time_ns`` (int64, ns since the epoch as the profiler wrote it), one int64
     column per category of :data:`CATEGORIES` (bytes alive in that category), ``total_bytes``.
     """
-    return parse_memory_timeline_bytes(read_trace_bytes(str(path), storage_options), str(path))
+    data = read_input_bytes(str(path), storage_options, trace=False)
+    return parse_memory_timeline_bytes(data, str(path))
 
 
 def memory_timeline_peak(timeline: pd.DataFrame) -> pd.DataFrame:

@@ -34,8 +34,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analysis.errors import ConfigError, CorruptTraceError, TraceNotFoundError, TracePermissionError
+from analysis.errors import ConfigError, CorruptInputError
+from analysis.kineto.sources import gunzip_bounded, read_input_bytes
 
+_I64_MAX = 2**63 - 1
 NOT_FOUND = "not found"  # library columns of a stack with no frame in the library
 NO_FRAMES = "<no Python frames>"  # leaf of py-spy's empty stacks (process sampled, no Python frame)
 
@@ -84,27 +86,17 @@ def read_pyspy(
     on_error: str = "raise",
     storage_options: Mapping[str, Any] | None = None,
 ) -> PySpyProfile:
-    """Read one py-spy raw file (local path or fsspec URL such as ``gs://``; ``.gz`` is inferred).
+    """Read one py-spy raw file (local path or fsspec URL such as ``gs://``; gzip is detected).
 
-    A malformed line raises ``CorruptTraceError`` naming the file and line number; with
+    A malformed line raises ``CorruptInputError`` naming the file and line number; with
     ``on_error="skip"`` it is skipped and counted in ``skipped_lines``.
     """
-    import fsspec
-
     source = os.fspath(path)
-    try:
-        with fsspec.open(source, "rb", compression="infer", **(storage_options or {})) as f:
-            data = f.read()
-    except FileNotFoundError as exc:
-        raise TraceNotFoundError(source, "no such py-spy file") from exc
-    except PermissionError as exc:
-        raise TracePermissionError(source, f"permission denied ({exc})") from exc
-    except OSError as exc:  # truncated gzip and the like
-        raise CorruptTraceError(source, f"cannot read: {exc}") from exc
+    data = gunzip_bounded(read_input_bytes(source, storage_options, trace=False), source)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CorruptTraceError(
+        raise CorruptInputError(
             source, f"not text (byte {exc.start} is not UTF-8); expected `py-spy record -f raw` output"
         ) from exc
     return parse_pyspy(text, source=source, on_error=on_error)
@@ -132,16 +124,21 @@ def parse_pyspy(text: str, source: str = "<text>", on_error: str = "raise") -> P
     if skipped:
         if on_error == "raise":
             first = int(np.flatnonzero(~valid)[0])
-            raise CorruptTraceError(
+            raise CorruptInputError(
                 source, f"line {line_numbers[first]}: {_why_malformed(body[first].as_py())}"
             )
         halves = halves.filter(pa.array(valid))
         line_numbers = line_numbers[valid]
     if len(halves) == 0:
         reason = "no samples: the file is empty" if not skipped else "no valid line"
-        raise CorruptTraceError(source, f"{reason}; expected `py-spy record -f raw` output")
+        raise CorruptInputError(source, f"{reason}; expected `py-spy record -f raw` output")
     stack_text, count = pc.list_element(halves, 0), pc.list_element(halves, 1)
     samples = pc.cast(count, pa.int64()).to_numpy()
+    # each count has at most 18 digits, but their sum can still pass int64 (and wrap around)
+    if sum(samples.tolist()) > _I64_MAX:
+        raise CorruptInputError(
+            source, f"the sample counts add up to more than {_I64_MAX} (2**63 - 1): not a real profile"
+        )
 
     lists = pc.split_pattern(stack_text, ";")
     flat = pc.list_flatten(lists)
@@ -152,7 +149,7 @@ def parse_pyspy(text: str, source: str = "<text>", on_error: str = "raise") -> P
     codes = encoded.indices.to_numpy().astype(np.int64)
     distinct = encoded.dictionary
     n = len(samples)
-    prefixes = _PrefixFrames(distinct)
+    prefixes = _PrefixFrames(distinct, source)
     stacks = pd.DataFrame(
         {
             "samples": samples,
@@ -173,13 +170,23 @@ def parse_pyspy(text: str, source: str = "<text>", on_error: str = "raise") -> P
     starts = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n))[:-1]])
     depth = np.arange(len(owner), dtype=np.int64) - starts[owner]
     frames = pd.DataFrame({"stack": owner, "depth": depth, "function_id": codes})
-    return PySpyProfile(source, stacks, frames, _decode_frames(distinct), int(skipped))
+    return PySpyProfile(source, stacks, frames, _decode_frames(distinct, source), int(skipped))
+
+
+def _int64(digits: np.ndarray, source: str, what: str) -> np.ndarray:
+    """Decimal strings → int64; one beyond int64 is a ``CorruptInputError`` naming it."""
+    values = [int(d) for d in digits]
+    bad = [v for v in values if v > _I64_MAX]
+    if bad:
+        raise CorruptInputError(source, f"{what} of {bad[0]} does not fit in 64 bits")
+    return np.array(values, dtype=np.int64)
 
 
 class _PrefixFrames:
     """Which distinct frames are ``process PID:"CMD"`` / ``thread (TID): NAME`` prefixes."""
 
-    def __init__(self, distinct: pa.Array):
+    def __init__(self, distinct: pa.Array, source: str):
+        self.source = source
         self.process = pc.extract_regex(distinct, _PROCESS_RE)
         self.thread = pc.extract_regex(distinct, _THREAD_RE)
         is_process = self.process.is_valid().to_numpy(zero_copy_only=False)
@@ -204,11 +211,11 @@ class _PrefixFrames:
             for column, field in columns:
                 values = parsed.field(field).to_numpy(zero_copy_only=False)[last[has]]
                 if stacks[column].dtype == np.int64:
-                    values = values.astype(np.int64)
+                    values = _int64(values, self.source, f"a {field}")
                 stacks.loc[has, column] = values
 
 
-def _decode_frames(frames: pa.Array) -> pd.DataFrame:
+def _decode_frames(frames: pa.Array, source: str) -> pd.DataFrame:
     """``function (path:line)`` → function, path, line; ``name (lib.so)`` → line -1; bare → path ""."""
     parsed = pc.extract_regex(frames, _FRAME_RE)
     function = pc.if_else(parsed.is_valid(), parsed.field("function"), frames)
@@ -216,12 +223,16 @@ def _decode_frames(frames: pa.Array) -> pd.DataFrame:
     located = pc.extract_regex(location, _LOCATION_RE)
     path = pc.if_else(located.is_valid(), located.field("path"), location)
     # an invalid row's field reads "", so choose the text before casting
-    line = pc.cast(pc.if_else(located.is_valid(), located.field("line"), "-1"), pa.int64())
+    line_text = pc.if_else(located.is_valid(), located.field("line"), "-1")
+    try:
+        line = pc.cast(line_text, pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64)
+    except pa.ArrowInvalid:  # a line number beyond int64
+        line = _int64(line_text.to_numpy(zero_copy_only=False), source, "a frame's line number")
     return pd.DataFrame(
         {
             "function": pd.array(function.to_pylist(), dtype="str"),
             "path": pd.array(path.to_pylist(), dtype="str"),
-            "line": line.to_numpy(zero_copy_only=False).astype(np.int64),
+            "line": line,
         }
     )
 
@@ -244,6 +255,12 @@ def load_profiles(
     """One path, one profile, or several of either → a list of profiles (paths are read)."""
     if isinstance(files, str | os.PathLike | PySpyProfile):
         files = [files]
+    if not isinstance(files, Iterable) or isinstance(files, bytes):
+        raise ConfigError(f"py-spy files must be paths or PySpyProfiles, not {type(files).__name__}")
+    files = list(files)
+    bad = [f for f in files if not isinstance(f, str | os.PathLike | PySpyProfile)]
+    if bad:
+        raise ConfigError(f"py-spy files must be paths or PySpyProfiles, not {bad[0]!r}")
     profiles = [
         f if isinstance(f, PySpyProfile)
         else read_pyspy(f, on_error=on_error, storage_options=storage_options)
@@ -408,7 +425,10 @@ def _tree_of(profile: PySpyProfile, label: str, first_id: int) -> pd.DataFrame:
         parents.append(unique // n_functions)
         funcs.append(unique % n_functions)
         depths.append(np.full(len(unique), d + 1))
-        inclusive.append(np.bincount(inverse, weights=samples[stack[rows]]).astype(np.int64))
+        # integer sums: bincount's float64 weights lose counts above 2**53
+        counts = np.zeros(len(unique), np.int64)
+        np.add.at(counts, inverse, samples[stack[rows]])
+        inclusive.append(counts)
         next_id += len(unique)
     node = np.concatenate(ids)
     parent = np.concatenate(parents)

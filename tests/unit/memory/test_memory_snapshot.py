@@ -11,7 +11,7 @@ import fsspec
 import numpy as np
 import pytest
 
-from analysis.errors import CorruptTraceError, NotATraceError
+from analysis.errors import CorruptInputError, WrongFileKindError
 from analysis.figures.memory import snapshot_timeline_figure, top_allocations_table
 from analysis.memory import (
     UnsafePickleError,
@@ -79,12 +79,12 @@ def test_snapshot_loads_plain_gzipped_and_from_a_url(tmp_path):
 
 def test_not_a_snapshot_and_damaged_files_say_so(tmp_path):
     cases = {
-        "list.pickle": (pickle.dumps([1, 2, 3]), NotATraceError, "not a memory snapshot"),
-        "trace.json": (b'{"traceEvents": []}', NotATraceError, "JSON"),
-        "cut.pickle": (pickle.dumps({"segments": [], "device_traces": []})[:-5], CorruptTraceError, "pickle"),
-        "cut.gz": (gzip.compress(pickle.dumps({"segments": []}))[:-9], CorruptTraceError, "gzip"),
+        "list.pickle": (pickle.dumps([1, 2, 3]), WrongFileKindError, "not a memory snapshot"),
+        "trace.json": (b'{"traceEvents": []}', WrongFileKindError, "JSON"),
+        "cut.pickle": (pickle.dumps({"segments": [], "device_traces": []})[:-5], CorruptInputError, "pickle"),
+        "cut.gz": (gzip.compress(pickle.dumps({"segments": []}))[:-9], CorruptInputError, "gzip"),
         "bad.pickle": (pickle.dumps({"segments": [{"address": 1}], "device_traces": []}),
-                       CorruptTraceError, "segment 0"),
+                       CorruptInputError, r"segments\[0\] has no .total_size."),
     }
     for name, (data, error, words) in cases.items():
         path = tmp_path / name

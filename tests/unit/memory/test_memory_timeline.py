@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from analysis.errors import NotATraceError
+from analysis.errors import WrongFileKindError
 from analysis.figures.memory import memory_timeline_figure
 from analysis.memory import CATEGORIES, load_memory_timeline, memory_timeline_peak
 
@@ -38,7 +38,7 @@ def test_coalesced_file_reads_the_same_categories(tmp_path):
 def test_a_trace_is_not_a_memory_timeline(tmp_path):
     path = tmp_path / "trace.json"
     path.write_text('{"traceEvents": []}')
-    with pytest.raises(NotATraceError, match="trace.json.*not a memory timeline"):
+    with pytest.raises(WrongFileKindError, match="trace.json.*not a memory timeline"):
         load_memory_timeline(str(path))
 
 
