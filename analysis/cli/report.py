@@ -12,11 +12,13 @@ from analysis.cli.options import open_analysis, trace_loading_options
 
 def _formats(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
     """``-f svg -f png`` or ``-f svg,png`` → ("svg", "png")."""
-    out = tuple(dict.fromkeys(p.strip().lower() for v in value for p in v.split(",") if p.strip()))
-    bad = [f for f in out if f not in ("html", "svg", "png", "pdf")]
-    if bad:
-        raise click.BadParameter(f"unknown format(s) {', '.join(bad)}; use html, svg, png or pdf")
-    return out or ("html", "svg")
+    from analysis.arguments import formats
+    from analysis.errors import ConfigError
+
+    try:
+        return formats(list(value)) or ("html", "svg")
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @click.command("report")

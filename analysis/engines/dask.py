@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from analysis.arguments import on_error_choice
 from analysis.engines import Window
 from analysis.errors import (
     ConfigError,
@@ -47,7 +48,6 @@ from analysis.errors import (
 )
 from analysis.kineto.cache import TraceCache, cache_key
 from analysis.kineto.loader import (
-    ON_ERROR_CHOICES,
     WorkerTraceback,
     assign_ranks,
     error_from,
@@ -214,8 +214,7 @@ class DaskEngine:
         ``$TRACE_ANALYSIS_CACHE`` or ``~/.cache/trace-analysis``). ``timeout`` (s) bounds each
         wait on the cluster; None waits as long as it takes.
         """
-        if on_error not in ON_ERROR_CHOICES:
-            raise ConfigError(f"on_error must be one of {ON_ERROR_CHOICES}, not {on_error!r}")
+        on_error_choice(on_error)
         source = os.fspath(trace_dir) if trace_dir is not None else "trace_files"
         options = dict(storage_options or {})
         files = find_trace_files(trace_dir, trace_files, options)

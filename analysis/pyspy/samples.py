@@ -34,6 +34,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from analysis.arguments import on_error_choice
 from analysis.errors import ConfigError, CorruptInputError
 from analysis.kineto.sources import gunzip_bounded, read_input_bytes
 
@@ -104,8 +105,7 @@ def read_pyspy(
 
 def parse_pyspy(text: str, source: str = "<text>", on_error: str = "raise") -> PySpyProfile:
     """Decode the text of a py-spy raw file (see the module docstring for the format)."""
-    if on_error not in ("raise", "skip"):
-        raise ConfigError(f"on_error must be 'raise' or 'skip', not {on_error!r}")
+    on_error_choice(on_error)
     # Split in Arrow, not in Python: a 100k-line file is ~100 MB of text. Arrow's string kernels
     # are ~15x slower on large_string (pyarrow 26), so it is used only when 32-bit offsets may not do.
     kind = pa.string() if len(text) < 2**29 else pa.large_string()

@@ -17,12 +17,13 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analysis import arguments
+from analysis.arguments import REPORT_FORMATS
 from analysis.errors import BrowserNotFoundError, ExportError
 from analysis.reports.content import ReportContent, build_report, build_steps, select_report_ranks
 
 __all__ = ["ReportResult", "ReportContent", "build_report", "select_report_ranks", "write_report"]
 
-REPORT_FORMATS = ("html", "svg", "png", "pdf")
 
 
 @dataclass
@@ -44,16 +45,6 @@ class ReportResult:
         if self.index is None:
             return f"<p>Report written to {escape(str(self.out_dir))}</p>"
         return f'<p>Report: <a href="{escape(self.index.as_uri())}">{escape(str(self.index))}</a></p>'
-
-
-def _check_formats(formats) -> tuple[str, ...]:
-    out = tuple(dict.fromkeys(f.lower().strip().lstrip(".") for f in
-                              ([formats] if isinstance(formats, str) else formats)))
-    bad = [f for f in out if f not in REPORT_FORMATS]
-    if bad or not out:
-        raise ExportError("formats", f"unsupported report format(s) {bad or '()'}; choose from "
-                          f"{REPORT_FORMATS}")
-    return out
 
 
 def write_tables(tables, tables_dir: Path) -> dict[str, Path]:
@@ -98,7 +89,7 @@ def write_report(
     """
     from analysis.kineto.progress import bar_class
 
-    formats = _check_formats(formats)
+    formats = arguments.formats(formats, REPORT_FORMATS) or REPORT_FORMATS[:2]
     static = [f for f in formats if f != "html"]
     out = Path(out_dir).absolute()
     try:
