@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from analysis import arguments
+from analysis.arguments import REPORT_FORMATS
 from analysis.errors import ExportError
-from analysis.reports import ReportResult, _check_formats, _write_text, write_tables
+from analysis.reports import ReportResult, _write_text, write_tables
 from analysis.reports.content import ReportContent, Section
 from analysis.reports.html import render_html
 
@@ -79,7 +81,7 @@ def comparison_content(comparison, top: int = 10) -> ReportContent:
 def write_comparison_report(comparison, out_dir: str | os.PathLike, formats=("svg", "html"),
                             top: int = 10) -> ReportResult:
     """Write the comparison page, its figures (``formats`` besides html) and every table as CSV."""
-    formats = _check_formats(formats)
+    formats = arguments.formats(formats, REPORT_FORMATS) or REPORT_FORMATS[:2]
     out = Path(out_dir).absolute()
     try:
         (out / "tables").mkdir(parents=True, exist_ok=True)
