@@ -7,6 +7,7 @@ import gzip
 import json
 from decimal import ROUND_HALF_EVEN, Decimal
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -183,3 +184,19 @@ def test_corrupted_real_trace(small_trace, flips, compressed):
     for where, value in flips:
         data[min(int(len(data) * where), len(data) - 1)] = value
     check(bytes(data))
+
+
+@SETTINGS
+@given(
+    st.lists(good_events, max_size=40),
+    st.sampled_from([None, 0, 1, 2, 4, "\t"]),
+    st.integers(min_value=1, max_value=400),
+)
+def test_chunked_decode_equals_the_whole_decode(events, indent, chunk_bytes):
+    data = json.dumps({"traceEvents": events}, indent=indent).encode()
+    chunked = parse_trace_bytes(data, SOURCE, chunk_bytes=chunk_bytes)
+    whole = parse_trace_bytes(data, SOURCE, chunk_bytes=2**62)
+    for a, b in ((chunked.events, whole.events), (chunked.flows, whole.flows),
+                 (chunked.collectives, whole.collectives)):
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+    assert chunked.meta == whole.meta

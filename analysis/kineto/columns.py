@@ -1,0 +1,445 @@
+"""Decoded ``traceEvents`` → the columns of a ``RankTrace``, one chunk of events at a time.
+
+``analysis.kineto.parse`` cuts the ``traceEvents`` array into chunks (``analysis.kineto.chunks``);
+``decode_chunk`` turns one chunk's JSON into an :class:`EventChunk` (plain numpy columns, and
+categories with codes for the text columns) and lets go of the decoded structs, so a parse never
+holds more than one chunk's structs at a time, and chunks can be decoded in other processes.
+``assemble`` joins the chunks, in file order, into the tables: the same tables, to the ns, as
+decoding the whole array at once (the whole array is simply a single chunk).
+
+Which rows are kept follows HolisticTraceAnalysis 0.5.0: events with both ``dur`` and ``cat``, minus
+the profiler's own ``cat == "Trace"`` span, in file order. A kept event without ``ts`` cannot be
+placed on a timeline and is dropped too (HTA would keep it with a NaN start).
+
+Timestamps are kept exactly as written: ``ts``/``dur`` are read as raw JSON literals and converted
+in bulk to integer nanoseconds (µs × 1000, fractions kept), so ``1700000000000000.123`` stays exact
+where a float64 would be off by up to 0.125 µs.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from operator import attrgetter
+
+import msgspec
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from analysis.errors import CorruptTraceError
+from analysis.kineto.model import (
+    COLLECTIVE_COLUMNS,
+    EVENT_COLUMNS,
+    FLOW_COLUMNS,
+    LEGACY_CATEGORIES,
+    empty_frame,
+)
+
+_NULL = msgspec.Raw(b"null")
+_I64_MAX = 2**63 - 1
+_I64_MIN = -(2**63)
+# The largest |µs| whose ×1000 still fits in int64 (about year 2262 as an epoch time).
+_US_LIMIT = _I64_MAX // 1000
+_COLLECTIVE_EVENT = "record_param_comms"
+_FLOW_PHASES = frozenset(("s", "f", "t"))
+
+# Numbers in args: Kineto writes ints, some writers strings ("stream": "7") or floats.
+_Num = int | float | str | None
+
+
+class _Args(msgspec.Struct, gc=False):
+    """The ``args`` keys the model uses; every other key is skipped by the decoder."""
+
+    stream: _Num = -1
+    correlation: _Num = -1
+    external_id: _Num = msgspec.field(default=-1, name="External id")
+    device: _Num = -1
+    # record_param_comms (NCCL collectives); kept raw, only those few rows are decoded further
+    collective: msgspec.Raw = msgspec.field(default=_NULL, name="Collective name")
+    in_nelems: _Num = msgspec.field(default=-1, name="In msg nelems")
+    out_nelems: _Num = msgspec.field(default=-1, name="Out msg nelems")
+    dtype: msgspec.Raw = _NULL
+    group_size: _Num = msgspec.field(default=-1, name="Group size")
+    pg_name: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Name")
+    pg_desc: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Description")
+    pg_ranks: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Ranks")
+
+
+class _Event(msgspec.Struct, gc=False):
+    """One element of ``traceEvents``, only the fields the model needs."""
+
+    ph: str | None = None
+    cat: str | None = None
+    name: str | None = None
+    # pid/tid are ints, but Kineto's own metadata rows use strings ("Spans", "Traces", "")
+    pid: _Num = -1
+    tid: _Num = -1
+    # raw literals, converted exactly and in bulk by _ns_values
+    ts: msgspec.Raw = _NULL
+    dur: msgspec.Raw = _NULL
+    id: _Num = -1
+    args: _Args | None = None
+
+
+_NO_ARGS = _Args()
+EVENTS_DECODER = msgspec.json.Decoder(list[_Event])
+_INT_LIST_DECODER = msgspec.json.Decoder(list[int])
+_ENCODER = msgspec.json.Encoder()
+# characters of a JSON array of integer literals, and of any JSON numbers
+_INTEGER_CHARS = b"-0123456789,[]"
+_NUMBER_CHARS = b"-+.0123456789eE,[]"
+_COMMA_TO_NEWLINE = bytes.maketrans(b",", b"\n")
+
+# A text column of one chunk: its distinct values in order of first appearance, and int32 codes.
+Codes = tuple[list[str], np.ndarray]
+
+
+@dataclass
+class EventChunk:
+    """The columns of one chunk of ``traceEvents`` (a run of consecutive events, file order).
+
+    ``events``/``flows`` map column names to int64 arrays or :data:`Codes`; ``collectives`` has
+    ``event`` as row numbers among this chunk's kept events. Small enough to pickle back from a
+    worker process; no decoded structs inside.
+    """
+
+    float_ts: bool  # some event's ts is not a JSON integer (or is missing)
+    span: tuple[int, int] | None  # the first profiler span (cat "Trace") of the chunk, ns
+    kept: int
+    events: dict
+    flows: dict
+    collectives: dict
+
+
+class BadChunk(Exception):
+    """A chunk that does not decode on its own (the file is split elsewhere or is invalid)."""
+
+
+def decode_chunk(piece: bytes) -> EventChunk:
+    """One chunk, as the bytes of a JSON array of events → its columns. Runs in worker processes.
+
+    Raises :class:`BadChunk` for anything wrong with the chunk: the caller then decodes the whole
+    array at once, which either succeeds (the cut was in the wrong place) or raises the file's
+    error with positions counted from the start of ``traceEvents``.
+    """
+    try:
+        events = EVENTS_DECODER.decode(piece)
+        return chunk_columns(events, "")
+    except (msgspec.DecodeError, UnicodeDecodeError, CorruptTraceError) as exc:
+        raise BadChunk(str(exc)) from None
+
+
+# --- timestamps ------------------------------------------------------------------------------
+
+
+class _BadNumber(Exception):
+    """Raised by _ns_values: the literal at ``position`` is not a usable µs number."""
+
+    def __init__(self, position: int, reason: str):
+        self.position = position
+        self.reason = reason
+
+
+def _ns_values(raws: list[msgspec.Raw]) -> np.ndarray:
+    """JSON number literals in µs → exact int64 ns (fractions below 1 ns rounded half to even)."""
+    if not raws:
+        return np.empty(0, dtype=np.int64)
+    # one JSON array holding the literals exactly as written, e.g. b"[1.5,17,2e3]"
+    literals = _ENCODER.encode(raws)
+    if not literals.translate(None, _INTEGER_CHARS):
+        ns = _integer_ns(literals)
+        if ns is not None:
+            return ns
+    elif not literals.translate(None, _NUMBER_CHARS):
+        ns = _decimal_ns(literals)
+        if ns is not None and len(ns) == len(raws):
+            return ns
+    return _ns_values_slow(raws)
+
+
+def _integer_ns(literals: bytes) -> np.ndarray | None:
+    """A JSON array of integer µs → ns; None when a value is out of range (or not an integer)."""
+    try:
+        us = np.array(_INT_LIST_DECODER.decode(literals), dtype=np.int64)
+    except (msgspec.ValidationError, OverflowError):
+        return None
+    if ((us > _US_LIMIT) | (us < -_US_LIMIT)).any():
+        return None
+    return us * 1000
+
+
+def _decimal_ns(literals: bytes) -> np.ndarray | None:
+    """A JSON array of µs numbers with fractions or exponents → exact ns, via a decimal column.
+
+    None when pyarrow cannot represent one exactly (over 9 decimals, out of range).
+    """
+    import pyarrow.compute as pc  # only traces with fractional times need it
+
+    try:
+        table = pacsv.read_csv(
+            io.BytesIO(literals[1:-1].translate(_COMMA_TO_NEWLINE)),
+            read_options=pacsv.ReadOptions(column_names=["us"], use_threads=False),
+            parse_options=pacsv.ParseOptions(quote_char=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types={"us": pa.decimal128(30, 9)}, null_values=[]
+            ),
+        )
+        ns = pc.round(
+            pc.multiply(table.column(0), pa.scalar(Decimal(1000), pa.decimal128(4, 0))),
+            ndigits=0,
+            round_mode="half_to_even",
+        )
+        return pc.cast(ns, pa.int64()).to_numpy()
+    except (pa.ArrowException, ValueError):
+        return None
+
+
+def _ns_values_slow(raws: list[msgspec.Raw]) -> np.ndarray:
+    out = np.empty(len(raws), dtype=np.int64)
+    for i, raw in enumerate(raws):
+        literal = bytes(raw)
+        if literal[:1] in (b'"', b"{", b"[", b"t", b"f", b"n"):
+            raise _BadNumber(i, f"expected a number, got {_shorten(literal)}")
+        try:
+            ns = int((Decimal(literal.decode()) * 1000).to_integral_value(ROUND_HALF_EVEN))
+        except (InvalidOperation, ValueError):
+            raise _BadNumber(i, f"expected a number, got {_shorten(literal)}") from None
+        if not _I64_MIN <= ns <= _I64_MAX:
+            raise _BadNumber(i, f"{_shorten(literal)} µs is out of range")
+        out[i] = ns
+    return out
+
+
+def _shorten(literal: bytes) -> str:
+    text = literal.decode("utf-8", "replace")
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _column_ns(rows: list[_Event], field: str, events: list[_Event], source: str) -> np.ndarray:
+    try:
+        return _ns_values(list(map(attrgetter(field), rows)))
+    except _BadNumber as bad:
+        index = next(i for i, e in enumerate(events) if e is rows[bad.position])
+        raise CorruptTraceError(source, f"traceEvents[{index}].{field}: {bad.reason}") from None
+
+
+# --- one chunk -------------------------------------------------------------------------------
+
+_get_ts = attrgetter("ts")
+
+
+def chunk_columns(events: list[_Event], source: str) -> EventChunk:
+    """The columns of a run of decoded events; errors name ``traceEvents[i]`` within ``events``."""
+    ts_raw = list(map(_get_ts, events))
+    all_ts = _ENCODER.encode(ts_raw)
+    del ts_raw
+    # HTA's ts column turns float64 (and gets rounded) as soon as one ts is not a JSON integer
+    float_ts = bool(all_ts.translate(None, _INTEGER_CHARS))
+    # With integer timestamps only, every ts is converted at once and the tables take slices.
+    ts_ns = None if float_ts else _integer_ns(all_ts)
+
+    keep = [
+        i
+        for i, e in enumerate(events)
+        if e.cat is not None and e.dur != _NULL and e.ts != _NULL and e.cat != "Trace"
+    ]
+    flow = [i for i, e in enumerate(events) if e.ph in _FLOW_PHASES and e.ts != _NULL]
+    found = next((e for e in events if e.cat == "Trace" and e.dur != _NULL and e.ts != _NULL), None)
+    span = None
+    if found is not None:
+        ts, dur = (_column_ns([found], f, events, source)[0] for f in ("ts", "dur"))
+        span = (int(ts), int(dur))
+
+    kept = list(map(events.__getitem__, keep))
+    flows = list(map(events.__getitem__, flow))
+    kept_ts = ts_ns[keep] if ts_ns is not None else _column_ns(kept, "ts", events, source)
+    flow_ts = ts_ns[flow] if ts_ns is not None else _column_ns(flows, "ts", events, source)
+    columns = _event_columns(kept, kept_ts, events, source)
+    return EventChunk(
+        float_ts=float_ts,
+        span=span,
+        kept=len(kept),
+        events=columns,
+        flows=_flow_columns(flows, flow_ts),
+        collectives=_collective_columns(kept, columns.get("name")),
+    )
+
+
+def _event_columns(kept: list[_Event], ts_ns: np.ndarray, events: list[_Event], source: str) -> dict:
+    if not kept:
+        return {}
+    args = [e.args if e.args is not None else _NO_ARGS for e in kept]
+    return {
+        "ts": ts_ns,
+        "dur": _column_ns(kept, "dur", events, source),
+        "cat": _codes([LEGACY_CATEGORIES.get(e.cat, e.cat) for e in kept]),
+        "name": _codes([e.name if e.name is not None else "" for e in kept]),
+        "pid": _int_column(kept, "pid"),
+        "tid": _int_column(kept, "tid"),
+        "stream": _int_column(args, "stream"),
+        "correlation": _int_column(args, "correlation"),
+        "external_id": _int_column(args, "external_id"),
+        "device": _int_column(args, "device"),
+    }
+
+
+def _flow_columns(flows: list[_Event], ts_ns: np.ndarray) -> dict:
+    if not flows:
+        return {}
+    return {
+        "id": _int_column(flows, "id"),
+        "ph": _codes(list(map(attrgetter("ph"), flows))),
+        "cat": _codes(
+            [LEGACY_CATEGORIES.get(e.cat, e.cat) if e.cat is not None else "" for e in flows]
+        ),
+        "ts": ts_ns,
+        "pid": _int_column(flows, "pid"),
+        "tid": _int_column(flows, "tid"),
+    }
+
+
+def _collective_columns(kept: list[_Event], names: Codes | None) -> dict:
+    if names is None or _COLLECTIVE_EVENT not in names[0]:
+        return {}
+    code = names[0].index(_COLLECTIVE_EVENT)
+    rows = np.flatnonzero(names[1] == code)
+    args = [kept[i].args if kept[i].args is not None else _NO_ARGS for i in rows.tolist()]
+    return {
+        "event": rows.astype(np.int64),
+        "collective": _text_values([a.collective for a in args]),
+        "in_nelems": _int_column(args, "in_nelems"),
+        "out_nelems": _int_column(args, "out_nelems"),
+        "dtype": _text_values([a.dtype for a in args]),
+        "group_size": _int_column(args, "group_size"),
+        "pg_name": _text_values([a.pg_name for a in args]),
+        "pg_desc": _text_values([a.pg_desc for a in args]),
+        "pg_ranks": _text_values([a.pg_ranks for a in args]),
+    }
+
+
+def int_or_none(value) -> int | None:
+    """An int, an integral float or a numeric string as an int64 value; anything else None.
+
+    This is HTA's ``int(stream)`` (with -1 for failures applied by ``_as_int``), also used for ids.
+    """
+    if type(value) is int:
+        return value if _I64_MIN <= value <= _I64_MAX else None
+    if type(value) is float:
+        return int(value) if value.is_integer() and _I64_MIN <= value <= _I64_MAX else None
+    if type(value) is str:
+        try:
+            number = int(value)
+        except ValueError:
+            return None
+        return number if _I64_MIN <= number <= _I64_MAX else None
+    return None  # bool, null, lists, objects
+
+
+def _as_int(value) -> int:
+    number = int_or_none(value)
+    return -1 if number is None else number
+
+
+def _int_column(rows: list, field: str) -> np.ndarray:
+    values = list(map(attrgetter(field), rows))
+    if set(map(type, values)) <= {int}:
+        try:
+            return np.fromiter(values, dtype=np.int64, count=len(values))
+        except OverflowError:
+            pass
+    return np.array([_as_int(v) for v in values], dtype=np.int64)
+
+
+def _codes(values: list[str]) -> Codes:
+    # dicts find the distinct values and codes in C loops; much faster than pandas inferring a
+    # string dtype for every value first
+    categories = list(dict.fromkeys(values))
+    code_of = {value: code for code, value in enumerate(categories)}
+    codes = np.fromiter(map(code_of.__getitem__, values), dtype=np.int32, count=len(values))
+    return categories, codes
+
+
+def _text_values(raws: list[msgspec.Raw]) -> list[str]:
+    """A JSON string's value, any other JSON value as written, "" when absent or null."""
+    values = []
+    for raw in raws:
+        literal = bytes(raw)
+        if literal == b"null":
+            values.append("")
+        elif literal.startswith(b'"'):
+            try:
+                values.append(msgspec.json.decode(literal))
+            except UnicodeDecodeError:  # a label is not worth rejecting the trace for
+                values.append(literal[1:-1].decode("utf-8", "replace"))
+        else:
+            values.append(literal.decode("utf-8", "replace"))
+    return values
+
+
+# --- the chunks of one file → its tables -----------------------------------------------------
+
+
+@dataclass
+class Tables:
+    events: pd.DataFrame
+    flows: pd.DataFrame
+    collectives: pd.DataFrame
+    float_ts: bool
+    span: tuple[int, int] | None
+
+
+def assemble(chunks: list[EventChunk]) -> Tables:
+    """Join the chunks of one file, in file order, into its tables."""
+    events = _frame([c.events for c in chunks], EVENT_COLUMNS)
+    flows = _frame([c.flows for c in chunks], FLOW_COLUMNS)
+    offsets = np.cumsum([0] + [c.kept for c in chunks[:-1]])
+    collectives = [
+        {**c.collectives, "event": c.collectives["event"] + offset}
+        for c, offset in zip(chunks, offsets, strict=True)
+        if c.collectives
+    ]
+    comms = _frame(collectives, COLLECTIVE_COLUMNS)
+    return Tables(
+        events=events,
+        flows=flows,
+        collectives=comms.astype(COLLECTIVE_COLUMNS) if len(comms) else comms,
+        float_ts=any(c.float_ts for c in chunks),
+        span=next((c.span for c in chunks if c.span is not None), None),
+    )
+
+
+def _frame(parts: list[dict], dtypes: dict[str, str]) -> pd.DataFrame:
+    parts = [p for p in parts if p]
+    if not parts:
+        return empty_frame(dtypes)
+    columns = {}
+    for name in dtypes:
+        values = [p[name] for p in parts]
+        first = values[0]
+        if isinstance(first, tuple):
+            columns[name] = _merge_codes(values)
+        elif isinstance(first, list):
+            columns[name] = pd.Series([v for part in values for v in part], dtype=object)
+        else:
+            columns[name] = values[0] if len(values) == 1 else np.concatenate(values)
+    return pd.DataFrame(columns)
+
+
+def _merge_codes(parts: list[Codes]) -> pd.Categorical:
+    """One categorical from the chunks' codes; categories in order of first appearance, exactly
+    as if the whole column had been coded at once."""
+    if len(parts) == 1:
+        categories, codes = parts[0]
+    else:
+        categories = list(dict.fromkeys(c for part_categories, _ in parts for c in part_categories))
+        index = {c: i for i, c in enumerate(categories)}
+        codes = np.concatenate(
+            [
+                np.array([index[c] for c in part_categories], dtype=np.int32)[part_codes]
+                for part_categories, part_codes in parts
+            ]
+        )
+    return pd.Categorical.from_codes(codes, categories=pd.Index(categories))
