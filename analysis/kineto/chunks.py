@@ -24,7 +24,7 @@ _FIRST_ELEMENT = re.compile(rb"\[[ \t\r]*\n([ \t]*)\{")
 _TAIL_BYTES = 256
 # Chunk size: big enough that per-chunk overheads vanish, small enough that one chunk's decoded
 # structs (~3.5 bytes per byte of JSON) stay far below a whole file's.
-CHUNK_BYTES = 16 * 2**20
+CHUNK_BYTES = 4 * 2**20  # measured on a 54 MB trace: peak RSS 309 MiB whole, 252 at 16 MiB, 208 at 4 MiB
 
 
 def cut_points(array: memoryview, chunk_bytes: int = CHUNK_BYTES) -> list[tuple[int, int]] | None:

@@ -4,7 +4,8 @@
 (:mod:`analysis.kineto.cache`), parses the rest in a process pool -- one file per task; each worker reads
 the bytes through fsspec, parses them, writes the cache entry and returns only the entry's key, so
 big tables cross the process boundary as a memory-mapped Arrow file instead of a pickle -- and then
-gives every file its rank.
+gives every file its rank. With fewer files than cores, the files are parsed here one after
+another instead, each file's chunks of events decoded on every core (``ChunkPool``).
 
 The pool uses the "forkserver" start method where there is one, else "spawn"; never "fork", which
 can deadlock on the threads that gcsfs and fsspec run. As with any such pool, a *script* that
@@ -13,6 +14,7 @@ calls ``load_trace`` at import time must guard it with ``if __name__ == "__main_
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import multiprocessing
 import os
@@ -49,7 +51,15 @@ SMALL_JOB_BYTES = 8 * 2**20
 # Progress appears only for loads slower than this (seconds), so quick loads print nothing.
 PROGRESS_DELAY_S = 1.0
 # Imported once by the forkserver, so every worker starts with them already loaded.
-_WORKER_PRELOAD = ["analysis.kineto.parse", "analysis.kineto.cache", "analysis.kineto.sources"]
+_WORKER_PRELOAD = [
+    "analysis.kineto.parse",
+    "analysis.kineto.columns",
+    "analysis.kineto.cache",
+    "analysis.kineto.sources",
+]
+# Chunks in flight per worker when one file's chunks are decoded in parallel: enough to keep
+# every worker busy, few enough that the chunks waiting in pipes stay a few MiB each.
+_CHUNKS_IN_FLIGHT_PER_WORKER = 2
 
 
 class WorkerTraceback(Exception):
@@ -65,9 +75,11 @@ def load_file(
     cache_dir: str | None,
     key: str | None,
     return_trace: bool,
+    map_chunks=None,
 ) -> tuple:
     """Read, parse and cache one file. Returns ``("trace", RankTrace, notes)``,
     ``("cached", key, notes)`` or ``("error", error class, path, reason, traceback text)``.
+    ``map_chunks``: how the parser decodes the file's chunks (default: here, one after another).
 
     Errors are returned, not raised: the project's exceptions take (path, reason) and would not
     survive pickling back to the parent as they are.
@@ -78,7 +90,7 @@ def load_file(
             parse_trace_bytes,  # here, so sources-only callers never import it
         )
 
-        trace = parse_trace_bytes(data, url)
+        trace = parse_trace_bytes(data, url, map_chunks=map_chunks)
     except TraceLoadError as exc:
         return ("error", type(exc), exc.path, exc.reason, None)
     except Exception as exc:  # a parser bug: keep the file name and the traceback
@@ -179,6 +191,58 @@ def _run_pool(tasks: list[tuple], workers: int, on_outcome, ctx) -> None:
             except BrokenProcessPool:
                 outcome = _worker_died(task[0])
         on_outcome(task, outcome)
+
+
+class ChunkPool:
+    """Decodes the chunks of one file at a time in worker processes (``parse``'s ``map_chunks``).
+
+    Used when there are fewer files than cores: the files are then read and parsed one after
+    another in this process, and each file's chunks spread over every core. A worker that dies
+    does not lose the file: its chunks are decoded here instead.
+    """
+
+    def __init__(self, workers: int, ctx):
+        self.workers = workers
+        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+        self._broken = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __call__(self, fn, pieces):
+        window = self.workers * _CHUNKS_IN_FLIGHT_PER_WORKER
+        pending: collections.deque = collections.deque()
+        try:
+            for piece in pieces:
+                pending.append((piece, self._submit(fn, piece)))
+                if len(pending) >= window:
+                    yield self._result(fn, *pending.popleft())
+            while pending:
+                yield self._result(fn, *pending.popleft())
+        finally:
+            for _, future in pending:
+                if future is not None:
+                    future.cancel()
+
+    def _submit(self, fn, piece):
+        if self._broken:
+            return None
+        try:
+            return self._pool.submit(fn, piece)
+        except BrokenProcessPool:
+            self._broken = True
+            return None
+
+    def _result(self, fn, piece, future):
+        if future is not None:
+            try:
+                return future.result()
+            except BrokenProcessPool:
+                self._broken = True
+        return fn(piece)
 
 
 def progress_bar(total: int, progress: bool | None):
@@ -283,7 +347,9 @@ def load_trace(
     ``on_error="skip"`` keeps every good rank, warns once and lists the rest in ``Trace.skipped``
     as ``(path, reason)``. Parsed files are cached in ``cache_dir`` (see :class:`TraceCache`)
     unless ``use_cache=False``. Files are parsed by ``max_workers`` processes (default: one per
-    CPU, at most one per file; 1 parses in this process). ``progress``: None shows a bar only for
+    CPU, at most one per file; 1 parses in this process); when there are at least twice as many
+    workers as files, the files are parsed one by one, each file's chunks decoded by all the
+    workers (one big rank on a laptop). ``progress``: None shows a bar only for
     loads over a second, True always, False never.
     """
     if on_error not in ON_ERROR_CHOICES:
@@ -331,13 +397,22 @@ def load_trace(
             else:
                 tasks.append((file.url, storage_options, cache_dir_str, key))
 
-        workers = min(max_workers or _available_cpus(), len(tasks))
+        cpus = max_workers or _available_cpus()
+        workers = min(cpus, len(tasks))
         sizes = [f.size for f in files if f.url in {t[0] for t in tasks}]
         small_job = max_workers is None and None not in sizes and sum(sizes) < SMALL_JOB_BYTES
         # memory:// lives in this process only; workers would find it empty.
-        if workers <= 1 or small_job or any(task[0].startswith("memory://") for task in tasks):
+        in_process = cpus <= 1 or small_job or any(t[0].startswith("memory://") for t in tasks)
+        if not tasks:
+            pass
+        elif in_process:
             for task in tasks:
                 on_outcome(task, load_file(*task, return_trace=True))
+        elif cpus >= 2 * len(tasks):
+            # fewer files than cores: one file at a time, its chunks decoded on every core
+            with ChunkPool(cpus, ctx) as chunk_pool:
+                for task in tasks:
+                    on_outcome(task, load_file(*task, return_trace=True, map_chunks=chunk_pool))
         else:
             _run_pool([(*task, False) for task in tasks], workers, on_outcome, ctx)
 

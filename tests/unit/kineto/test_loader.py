@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import multiprocessing
 import os
 import shutil
 from pathlib import Path
@@ -21,6 +22,7 @@ from analysis.errors import (
     TraceNotFoundError,
     TracePermissionError,
 )
+from analysis.kineto import loader
 from analysis.kineto.loader import TraceLoadWarning, load_trace
 
 TABLES = ("events", "flows", "collectives")
@@ -279,3 +281,34 @@ def test_denied_access_maps_to_permission_error(exc):
     error = as_load_error("gs://bucket/run", exc, "list this directory")
     assert isinstance(error, TracePermissionError)
     assert error.path == "gs://bucket/run"
+
+
+class _CountingChunkPool(loader.ChunkPool):
+    chunks = 0
+
+    def _submit(self, fn, piece):
+        _CountingChunkPool.chunks += 1
+        return super()._submit(fn, piece)
+
+
+def test_one_big_file_is_decoded_in_chunks_on_every_worker(hta_traces_dir, monkeypatch):
+    path = hta_traces_dir / "df_index_resolver" / "df_index_resolver.json.gz"
+    sequential = load_trace(path, use_cache=False, max_workers=1)
+    monkeypatch.setattr(loader, "ChunkPool", _CountingChunkPool)
+    chunked = load_trace(path, use_cache=False, max_workers=2)
+    assert _CountingChunkPool.chunks > 4  # 54 MB of JSON in 4 MiB chunks
+    _assert_same_trace(chunked, sequential)
+
+
+_PARENT = os.getpid()
+
+
+def _double_unless_in_a_worker(x: int) -> int:
+    if os.getpid() != _PARENT:
+        os._exit(3)  # a worker dies, as one killed for lack of memory would
+    return 2 * x
+
+
+def test_chunks_of_a_dead_chunk_worker_are_decoded_here():
+    with loader.ChunkPool(2, multiprocessing.get_context("fork")) as pool:
+        assert list(pool(_double_unless_in_a_worker, range(10))) == [2 * x for x in range(10)]
