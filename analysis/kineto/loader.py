@@ -205,6 +205,9 @@ class ChunkPool:
         self.workers = workers
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
         self._broken = False
+        # Start the workers now, while this process is small: a worker forked later would count
+        # the file being parsed here in its resident memory too.
+        self._submit(int, b"0")
 
     def __enter__(self):
         return self
