@@ -1,31 +1,29 @@
 """``TraceAnalysis``: HolisticTraceAnalysis's API over this package's loader, analyses and figures.
 
-The facade holds no algorithm: it loads the traces once, restricts them to the analysed profiler
-steps, and for each ``get_*`` method calls the pure analysis function and, with ``visualize=True``,
-shows the matching figure from ``analysis.figures``. Method names, arguments and returned columns are
-HTA 0.5.0's; see the README for the places where the default preset deliberately differs.
+The facade holds no algorithm and no per-analysis code: it loads the traces once (through an engine:
+this process or a Dask cluster), restricts them to the analysed window, and gets one ``get_*``
+method per entry of the analysis registry (``analysis.registry``, catalogue in
+``analysis.analyses``), with HTA 0.5.0's names, arguments and returned columns. Each method runs
+the analysis's per-rank step on the chosen ranks, combines the results and, with
+``visualize=True``, shows its figures. Where the default preset deliberately differs from HTA:
+docs/deviations.md.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
+from analysis import registry
 from analysis.engines import Engine, load_engine
 from analysis.errors import ConfigError, TraceAnalysisError
 from analysis.kineto.model import Trace
-from analysis.metrics import comm_comp_overlap as _overlap
-from analysis.metrics import idle_time_breakdown as _idle
-from analysis.metrics import kernel_breakdown as _kernels
-from analysis.metrics import kernel_launch_stats as _launch
-from analysis.metrics import operator_summary as _operators
-from analysis.metrics import profiler_steps as _steps
-from analysis.metrics import temporal_breakdown as _temporal
+from analysis.kineto.window import check_gpu_events
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.timebase import Rounding
 
@@ -46,6 +44,11 @@ class TraceAnalysis:
             numbers), or a ``KernelPatterns`` of your own.
         time_rounding: ``"exact"`` keeps nanosecond timestamps; ``"hta"`` rounds ns-resolution traces
             to whole µs like HTA. Defaults to ``"hta"`` with the HTA patterns, else ``"exact"``.
+        gpu_events: which GPU events the analyses cover (``analysis.kineto.window``):
+            ``"launched"`` (only those whose launching call is in the analysed window: the default,
+            and TraceLens's view), ``"all"`` (also those nothing in the trace launched: the tail of
+            an iteration the profiler did not capture), or ``"hta"`` (HTA 0.5.0's rule, the
+            default with ``kernel_patterns="hta"``). A warning counts what is left out or kept.
         storage_options: passed to fsspec/gcsfs (credentials, project, endpoint...).
         cache_dir, use_cache: the local cache of parsed traces (second opens read only the cache).
         on_error: ``"raise"`` (default) or ``"skip"`` files that fail to load (a warning lists them).
@@ -64,6 +67,7 @@ class TraceAnalysis:
         *,
         kernel_patterns: str | KernelPatterns = "default",
         time_rounding: Rounding | None = None,
+        gpu_events: str | None = None,
         storage_options: dict[str, Any] | None = None,
         cache_dir: str | os.PathLike | None = None,
         use_cache: bool = True,
@@ -81,6 +85,9 @@ class TraceAnalysis:
         if time_rounding not in ("exact", "hta"):
             raise ConfigError(f"time_rounding must be 'exact' or 'hta', not {time_rounding!r}")
         self.time_rounding: Rounding = time_rounding
+        if gpu_events is None:
+            gpu_events = "hta" if self.patterns.name == "hta" else "launched"
+        self.gpu_events = check_gpu_events(gpu_events)
         self.include_last_profiler_step = include_last_profiler_step
         self.storage_options = dict(storage_options or {})
         self.cache_dir = cache_dir
@@ -91,6 +98,7 @@ class TraceAnalysis:
             trace_files,
             client=client,
             include_last_profiler_step=include_last_profiler_step,
+            gpu_events=self.gpu_events,
             storage_options=self.storage_options,
             cache_dir=cache_dir,
             use_cache=use_cache,
@@ -100,6 +108,39 @@ class TraceAnalysis:
             timeout=timeout,
         )
         self._hta = None
+        self._warn_unlaunched()
+
+    @classmethod
+    def from_trace(
+        cls,
+        trace: Trace,
+        include_last_profiler_step: bool = False,
+        *,
+        kernel_patterns: str | KernelPatterns = "default",
+        time_rounding: Rounding | None = None,
+        gpu_events: str | None = None,
+    ) -> TraceAnalysis:
+        """Analyse a :class:`~analysis.kineto.model.Trace` already in memory (e.g. one built by
+        hand or by ``analysis.kineto.loader.load_trace``), with the same options as the constructor."""
+        from analysis.engines.local import LocalEngine
+
+        self = cls.__new__(cls)
+        self.patterns = resolve_patterns(kernel_patterns)
+        self.time_rounding = time_rounding or ("hta" if self.patterns.name == "hta" else "exact")
+        if gpu_events is None:
+            gpu_events = "hta" if self.patterns.name == "hta" else "launched"
+        self.gpu_events = check_gpu_events(gpu_events)
+        self.include_last_profiler_step = include_last_profiler_step
+        self.storage_options, self.cache_dir, self._hta = {}, None, None
+        self.engine = LocalEngine(trace, include_last_profiler_step, self.gpu_events)
+        self._warn_unlaunched()
+        return self
+
+    def _warn_unlaunched(self) -> None:
+        for stats in self.engine.window_stats.values():
+            note = stats.note(self.gpu_events)
+            if note:
+                warnings.warn(note, stacklevel=3)
 
     # ----------------------------------------------------------------------------------- helpers
     @property
@@ -125,11 +166,82 @@ class TraceAnalysis:
             )
         return getattr(self.engine, name)
 
-    def _select(self, ranks: RankSpec, default: str = "first") -> list[int]:
-        return self.engine.select(ranks, default=default)
-
-    def _analysis_kwargs(self) -> dict[str, Any]:
+    def _context(self) -> dict[str, Any]:
+        """What every per-rank step may take (each gets the keys its signature names)."""
         return {"patterns": self.patterns, "rounding": self.time_rounding}
+
+    # -------------------------------------------------------------------------------- analyses
+    def run(self, name: str, ranks: RankSpec = None, **options: Any) -> Any:
+        """The result of the registered analysis ``name`` for ``ranks`` (``None``: the analysis's
+        default) with ``options`` (its metric's keyword arguments), without figures."""
+        return self.run_many({name: options}, ranks)[name]
+
+    def run_many(
+        self, requests: Mapping[str, Mapping[str, Any]], ranks: RankSpec = None, *,
+        errors: str = "raise",
+    ) -> dict[str, Any]:
+        """Several registered analyses at once, ``{name: options}`` → ``{name: result}``.
+
+        All of them run in one per-rank task per window (one round trip on a Dask cluster) and
+        share the per-rank work they have in common. ``ranks=None`` gives each analysis its
+        default ranks. ``errors="return"`` puts an analysis's ``TraceAnalysisError`` in its
+        result slot instead of raising it (the report uses this: one analysis that cannot run
+        leaves the others).
+        """
+        specs = {name: registry.get(name) for name in requests}
+        by_ranks: dict[tuple[int, ...], list[str]] = {}
+        for name, spec in specs.items():
+            chosen = self.engine.select(ranks, default=spec.default_ranks)
+            by_ranks.setdefault(tuple(chosen), []).append(name)
+        context = self._context()
+        results: dict[str, Any] = {}
+        for chosen, names in by_ranks.items():
+            batch = [(n, dict(requests[n])) for n in names]
+            for window, reqs in registry.requests_by_window(batch).items():
+                parts = self.engine.map_ranks(
+                    registry.run_on_rank, chosen, window=window, requests=reqs, context=context
+                )
+                for name, options in reqs:
+                    try:
+                        results[name] = registry.combine_parts(
+                            specs[name], {r: parts[r][name] for r in parts}, options, context,
+                            explain_no_gpu=self._explain_no_gpu if window == "steps" else None,
+                        )
+                    except TraceAnalysisError as exc:
+                        if errors != "return":
+                            raise
+                        results[name] = exc
+        return {name: results[name] for name in requests}
+
+    def _explain_no_gpu(self, ranks: list[int]) -> str | None:
+        """Why ranks have no GPU events in the analysed window although their traces have some."""
+        stats = [self.engine.window_stats[r] for r in ranks if r in self.engine.window_stats]
+        hidden = [s for s in stats if s.gpu_events and not s.analysed_gpu_events]
+        if not hidden:
+            return None
+        counts = ", ".join(f"rank {s.rank}: {s.gpu_events:,}" for s in hidden)
+        return (
+            f"the traces have GPU events ({counts}) but none inside the analysed window: no "
+            "runtime call kept in the complete profiler steps carries their correlation ids "
+            f"(gpu_events={self.gpu_events!r}, include_last_profiler_step="
+            f"{self.include_last_profiler_step}); try include_last_profiler_step=True or "
+            "gpu_events='all'"
+        )
+
+    def _call(self, spec: registry.Analysis, arguments: dict[str, Any]) -> Any:
+        """A generated ``get_*`` method's body: split its arguments by role, run, show."""
+        roles = {p.name: p.role for p in spec.params}
+        options = {k: v for k, v in arguments.items() if roles[k] == "option"}
+        figure_options = {k: v for k, v in arguments.items() if roles[k] == "figure"}
+        ranks_param = spec.param("ranks")
+        ranks = arguments[ranks_param.name] if ranks_param else None
+        result = self.run(spec.name, ranks, **options)
+        visualize = spec.param("visualize")
+        if visualize is not None and arguments[visualize.name]:
+            renderer = spec.param("renderer")
+            for fig in spec.draw(result, **figure_options, **options).values():
+                self._show(fig, arguments[renderer.name] if renderer else None)
+        return result
 
     @staticmethod
     def _show(fig, renderer: str | None = None) -> None:
@@ -137,137 +249,17 @@ class TraceAnalysis:
 
         show(fig, renderer)
 
-    # --------------------------------------------------------------------------------- analyses
-    def get_temporal_breakdown(self, visualize: bool = True, *, ranks: RankSpec = "all") -> pd.DataFrame:
-        """Per rank: idle, compute and non-compute GPU time (µs) and their shares of kernel time."""
-        frames = self.engine.map_ranks(
-            _temporal.temporal_breakdown_rank, self._select(ranks, "all"), **self._analysis_kwargs()
-        )
-        df = _temporal.combine(frames)
-        if visualize:
-            from analysis.figures import temporal_breakdown as fig
-
-            self._show(fig(df))
-        return df
-
-    def get_idle_time_breakdown(
-        self,
-        ranks: RankSpec = None,
-        streams: list[int] | None = None,
-        visualize: bool = True,
-        visualize_pctg: bool = True,
-        show_idle_interval_stats: bool = False,
-        consecutive_kernel_delay: int = 30,
-    ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-        """Per rank and stream: GPU idle time split into host wait, kernel wait and other (µs)."""
-        frames = self.engine.map_ranks(
-            _idle.idle_time_breakdown_rank,
-            self._select(ranks),
-            streams=None if streams is None else list(streams),
-            show_idle_interval_stats=show_idle_interval_stats,
-            consecutive_kernel_delay=consecutive_kernel_delay,
-            **self._analysis_kwargs(),
-        )
-        result = _idle.combine(
-            frames, show_idle_interval_stats=show_idle_interval_stats, patterns=self.patterns
-        )
-        if visualize:
-            from analysis import figures
-
-            self._show(figures.idle_time_breakdown(result[0], pctg=visualize_pctg))
-            if show_idle_interval_stats and result[1] is not None:
-                self._show(figures.idle_interval_stats(result[1]))
-        return result
-
-    def get_comm_comp_overlap(self, visualize: bool = True, *, ranks: RankSpec = "all") -> pd.DataFrame:
-        """Per rank: % of communication kernel time that overlaps computation kernels."""
-        frames = self.engine.map_ranks(
-            _overlap.comm_comp_overlap_rank, self._select(ranks, "all"), **self._analysis_kwargs()
-        )
-        df = _overlap.combine(frames)
-        if visualize:
-            from analysis.figures import comm_comp_overlap as fig
-
-            self._show(fig(df))
-        return df
-
-    def get_cuda_kernel_launch_stats(
-        self,
-        ranks: RankSpec = None,
-        runtime_cutoff: int = 50,
-        launch_delay_cutoff: int = 100,
-        include_memory_events: bool = True,
-        visualize: bool = True,
-    ) -> dict[int, pd.DataFrame]:
-        """Per rank: each launch's CPU duration, GPU duration and launch delay (µs)."""
-        frames = self.engine.map_ranks(
-            _launch.kernel_launch_stats_rank,
-            self._select(ranks),
-            include_memory_events=include_memory_events,
-            **self._analysis_kwargs(),
-        )
-        stats = _launch.combine(frames)
-        if visualize:
-            from analysis.figures import kernel_launch_stats as fig
-
-            self._show(
-                fig(stats, runtime_cutoff=runtime_cutoff, launch_delay_cutoff=launch_delay_cutoff)
-            )
-        return stats
-
-    def get_gpu_kernel_breakdown(
-        self,
-        visualize: bool = True,
-        duration_ratio: float = 0.8,
-        num_kernels: int = 10,
-        include_memory_kernels: bool = True,
-        image_renderer: str | None = None,
-        *,
-        ranks: RankSpec = "all",
-    ) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """Time per kernel type (with overlaps) and the top kernels per type and rank.
-
-        ``image_renderer`` is a plotly renderer name for the figures (HTA's argument).
-        """
-        frames = self.engine.map_ranks(
-            _kernels.kernel_breakdown_rank,
-            self._select(ranks, "all"),
-            duration_ratio=duration_ratio,
-            num_kernels=num_kernels,
-            include_memory_kernels=include_memory_kernels,
-            **self._analysis_kwargs(),
-        )
-        result = _kernels.combine(frames)
-        if visualize:
-            from analysis import figures
-
-            self._show(figures.kernel_type_breakdown(result[0]), image_renderer)
-            self._show(figures.kernel_breakdown(result[1]), image_renderer)
-        return result
-
-    def get_profiler_steps(self) -> list[int]:
-        """The profiler step numbers in the analysed window, all ranks (HTA's return value)."""
-        frames = self.engine.map_ranks(_steps.profiler_steps_rank, self.ranks)
-        return _steps.step_ids(_steps.combine(frames))
-
-    def get_profiler_step_table(self, ranks: RankSpec = "all") -> pd.DataFrame:
-        """Per rank and step: start, end and duration (µs) of each ``ProfilerStep#N``."""
-        frames = self.engine.map_ranks(
-            _steps.profiler_steps_rank, self._select(ranks, default="all"), window="full"
-        )
-        return _steps.combine(frames)
-
-    def get_trace_metadata(self, ranks: RankSpec = "all") -> pd.DataFrame:
-        """Per rank: source file, GPU, world size, events, profiler steps and time range."""
-        from analysis.metrics.trace_metadata import combine_metadata, rank_metadata
-
-        frames = self.engine.map_ranks(rank_metadata, self._select(ranks, "all"), window="full")
-        return combine_metadata(frames)
-
-    def get_operator_summary(self, ranks: RankSpec = None, top: int = 20) -> pd.DataFrame:
-        """Per CPU operator: calls, total/self CPU time and the GPU time it launched (µs)."""
-        frames = self.engine.map_ranks(_operators.operator_summary, self._select(ranks), top=top)
-        return _operators.combine(frames)
+    def summary(self, ranks: RankSpec = "all") -> Any:
+        """The headline numbers per rank: every analysis's headline columns, merged on ``rank``."""
+        names = [n for n, s in registry.analyses().items() if s.headline is not None]
+        results = self.run_many({n: {} for n in names}, ranks, errors="return")
+        table = None
+        for name in names:
+            if isinstance(results[name], Exception):
+                continue
+            part = registry.get(name).headline(results[name])
+            table = part if table is None else table.merge(part, on="rank", how="left")
+        return table.round(2)
 
     # ------------------------------------------------------------------------------ HTA bridge
     @property
@@ -313,3 +305,35 @@ class TraceAnalysis:
 
     def __repr__(self) -> str:
         return f"TraceAnalysis(source={self.engine.source!r}, ranks={self.ranks})"
+
+
+def _facade_method(spec: registry.Analysis):
+    """``TraceAnalysis.<spec.method>``: HTA's signature from the entry's params, ``_call`` body."""
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for p in spec.params:
+        kind = inspect.Parameter.KEYWORD_ONLY if p.keyword_only else inspect.Parameter.POSITIONAL_OR_KEYWORD
+        params.append(inspect.Parameter(p.name, kind, default=p.default))
+    signature = inspect.Signature(params)
+
+    def method(self, *args, **kwargs):
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError as exc:
+            raise ConfigError(f"{spec.method}{signature}: {exc}") from None
+        bound.apply_defaults()
+        arguments = dict(bound.arguments)
+        del arguments["self"]
+        return self._call(spec, arguments)
+
+    method.__name__ = spec.method
+    method.__qualname__ = f"TraceAnalysis.{spec.method}"
+    method.__signature__ = signature
+    method.__doc__ = (
+        f"{spec.doc}\n\nThe registered analysis ``{spec.name}``: its definition is the docstring "
+        f"of ``analysis.metrics``' module for it (see ``analysis.analyses``)."
+    )
+    return method
+
+
+for _spec in registry.analyses().values():
+    setattr(TraceAnalysis, _spec.method, _facade_method(_spec))

@@ -84,12 +84,17 @@ class MultipleLoadErrors(TraceLoadError):
 class NoGPUEventsError(TraceAnalysisError):
     """An analysis that needs GPU events was asked about ranks that have none."""
 
-    def __init__(self, ranks, what: str = "this analysis"):
+    def __init__(self, ranks, what: str = "this analysis", detail: str | None = None):
         self.ranks = list(ranks)
+        self.what = what
+        self.detail = detail
+        reason = detail or "CPU-only trace, or the profiler ran without CUDA activities"
         super().__init__(
-            f"{what} needs GPU kernels, but rank(s) {self.ranks} have no GPU events "
-            "(CPU-only trace, or the profiler ran without CUDA activities)"
+            f"{what} needs GPU kernels, but rank(s) {self.ranks} have no GPU events ({reason})"
         )
+
+    def __reduce__(self):  # pickling (process pools, Dask) calls __init__ with these
+        return (type(self), (self.ranks, self.what, self.detail))
 
 
 class NoMemoryEventsError(TraceAnalysisError):
@@ -104,6 +109,9 @@ class UnknownRankError(TraceAnalysisError, KeyError):
         self.available = sorted(available)
         super().__init__(f"rank {rank} is not in this trace; ranks present: {self.available}")
 
+    def __reduce__(self):
+        return (type(self), (self.rank, self.available))
+
     def __str__(self) -> str:  # KeyError quotes its message otherwise
         return self.args[0]
 
@@ -115,6 +123,9 @@ class ExportError(TraceAnalysisError):
         self.path = str(path)
         self.reason = reason
         super().__init__(f"{self.path}: {reason}")
+
+    def __reduce__(self):
+        return (type(self), (self.path, self.reason))
 
 
 class BrowserNotFoundError(ExportError):

@@ -122,6 +122,9 @@ def kaleido_session():
 
 
 @pytest.fixture
-def trace_dir(request, hta_traces_dir, sample_traces_dir):
-    """Indirect parametrisation target: a folder name of ../shared/traces/hta, or "sample"."""
-    return sample_traces_dir if request.param == "sample" else hta_traces_dir / request.param
+def trace_dir(request):
+    """Indirect parametrisation target: a folder name of ../shared/traces/hta, or "sample" (the
+    bundled sample traces, which need no ../shared)."""
+    if request.param == "sample":
+        return request.getfixturevalue("sample_traces_dir")
+    return request.getfixturevalue("hta_traces_dir") / request.param

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis import TraceAnalysis
 from analysis.kineto.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace
 from analysis.kineto.parse import parse_trace_bytes
 from analysis.kineto.sources import rank_from_file_name
@@ -42,3 +43,26 @@ def parity_dirs() -> list:
     from conftest import HTA_GPU_TRACE_DIRS
 
     return [pytest.param(d, id=d) for d in HTA_GPU_TRACE_DIRS] + [pytest.param("sample", id="sample")]
+
+
+@cache  # analyses never mutate the traces: one load per directory and options for the session
+def facade(path, patterns: str = "default", rounding: str | None = None,
+           gpu_events: str | None = None, include_last: bool = False) -> TraceAnalysis:
+    """``TraceAnalysis`` over a directory through the real loader (no cache, no progress bar):
+    the path users take. ``patterns="hta"`` implies HTA's rounding and window, as for users."""
+    return TraceAnalysis(str(path), include_last_profiler_step=include_last,
+                         kernel_patterns=patterns, time_rounding=rounding, gpu_events=gpu_events,
+                         use_cache=False, progress=False)
+
+
+def analyse(trace, patterns: str = "default", rounding: str | None = None,
+            gpu_events: str | None = "all", include_last: bool = False) -> TraceAnalysis:
+    """``TraceAnalysis.from_trace`` over a hand-made ``Trace`` (or one ``RankTrace``).
+
+    ``gpu_events="all"`` by default: hand-made traces are mostly kernels without the runtime call
+    that launched them, which ``"launched"`` (the default preset's window) would leave out.
+    """
+    if isinstance(trace, RankTrace):
+        trace = Trace({trace.rank: trace})
+    return TraceAnalysis.from_trace(trace, include_last, kernel_patterns=patterns,
+                                    time_rounding=rounding, gpu_events=gpu_events)

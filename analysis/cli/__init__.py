@@ -17,6 +17,7 @@ import click
 COMMANDS: dict[str, str] = {
     "summary": "command",
     "report": "command",
+    "analyses": "command",
     "cache": "command",
     "schedule": "command",
     "pyspy": "commands",

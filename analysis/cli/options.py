@@ -26,6 +26,13 @@ def trace_loading_options(func):
             help="Stop at the first unreadable trace, or skip it and go on.",
         ),
         click.option("--include-last-step", is_flag=True, help="Also analyse the last ProfilerStep."),
+        click.option(
+            "--gpu-events",
+            type=click.Choice(["launched", "all", "hta"]),
+            default=None,
+            help="GPU events analysed: 'launched' in the window (default), 'all' (also those no "
+                 "call in the trace launched), 'hta' (HTA's rule; default with --patterns hta).",
+        ),
         click.option("-q", "--quiet", is_flag=True, help="No progress bars or notes."),
     ]
     for option in reversed(options):
@@ -34,7 +41,7 @@ def trace_loading_options(func):
 
 
 def open_analysis(traces: str, kernel_patterns: str, no_cache: bool, cache_dir, on_error: str,
-                  include_last_step: bool, quiet: bool):
+                  include_last_step: bool, quiet: bool, gpu_events: str | None = None):
     """Build the TraceAnalysis the options describe."""
     from analysis.api import TraceAnalysis
 
@@ -42,6 +49,7 @@ def open_analysis(traces: str, kernel_patterns: str, no_cache: bool, cache_dir, 
         trace_dir=traces,
         include_last_profiler_step=include_last_step,
         kernel_patterns=kernel_patterns,
+        gpu_events=gpu_events,
         use_cache=not no_cache,
         cache_dir=cache_dir,
         on_error=on_error,

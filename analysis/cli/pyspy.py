@@ -61,13 +61,13 @@ def flamegraph(files, output, min_width, title, on_error) -> None:
     """Flame graph of py-spy raw FILES (one root per file) written to OUTPUT."""
     from analysis.figures.export import IMAGE_FORMATS, ExportError, kaleido_server
     from analysis.figures.flamegraph import flamegraph as draw
-    from analysis.pyspy.samples import load_profiles
+    from analysis.pyspy.samples import call_tree, load_profiles
 
     out = Path(output)
     fmt = out.suffix.lower().lstrip(".")
     if fmt not in (*IMAGE_FORMATS, "html"):
         raise click.BadParameter(f"{out.name}: use a .html, .svg, .png or .pdf file", param_hint="-o")
-    fig = draw(load_profiles(list(files), on_error=on_error), min_width=min_width, title=title)
+    fig = draw(call_tree(load_profiles(list(files), on_error=on_error)), min_width=min_width, title=title)
     try:
         if fmt == "html":
             # one self-contained file that opens offline (plotly.js embedded, ~4.8 MB)

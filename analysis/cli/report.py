@@ -28,16 +28,23 @@ def _formats(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
 @click.option("-f", "--format", "formats", multiple=True, callback=_formats,
               help="Outputs: html (the page), svg, png, pdf (one file per figure). Repeat or use "
                    "commas; default: html,svg.")
+@click.option("--analyses", default=None, metavar="NAMES",
+              help="Sections to include, comma-separated (default: all; see "
+                   "`trace-analysis analyses`).")
 @trace_loading_options
-def command(traces: str, out_dir: str, ranks: str, formats: tuple[str, ...], **options) -> None:
+def command(traces: str, out_dir: str, ranks: str, formats: tuple[str, ...], analyses: str | None,
+            **options) -> None:
     """Write a report of TRACES (a directory, a file or a gs:// URL) into OUT_DIR."""
     from analysis.reports import write_report
 
+    chosen = None if analyses is None else [a.strip() for a in analyses.split(",") if a.strip()]
     ta = open_analysis(traces, **options)
-    result = write_report(ta, out_dir, formats=formats, ranks=ranks,
+    result = write_report(ta, out_dir, formats=formats, ranks=ranks, analyses=chosen,
                           progress=False if options["quiet"] else None)
     for title, reason in result.unavailable.items():
         click.echo(f"note: {title} left out: {reason}", err=True)
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
     if not options["quiet"]:
         n_files = sum(len(p) for p in result.figures.values())
         where = result.index or result.out_dir

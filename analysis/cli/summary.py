@@ -12,8 +12,6 @@ from analysis.cli.options import open_analysis, trace_loading_options
 @trace_loading_options
 def command(traces: str, **options) -> None:
     """Headline numbers per rank for TRACES (a directory, a file or a gs:// URL)."""
-    from analysis.metrics.trace_metadata import rank_summary
-
     ta = open_analysis(traces, **options)
-    table = rank_summary(ta)
+    table = ta.summary()
     click.echo(table.to_string(index=False))

@@ -14,7 +14,7 @@ holds the loaded ranks and runs per-rank steps over them; the facade combines wh
   tables there, runs the per-rank steps there and brings back only their results.
 
 Both give identical results, rank numbers, errors and warnings. ``map_ranks(..., window="steps")``
-(the default) runs over HTA's analysed window (complete profiler steps, :mod:`analysis.kineto.window`),
+(the default) runs over HTA's analysed window (complete profiler steps and the chosen GPU events, :mod:`analysis.kineto.window`),
 ``window="full"`` over the whole trace.
 """
 
@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Protocol
 
 from analysis.kineto.model import RankMeta
+from analysis.kineto.window import WindowStats
 
 Window = Literal["steps", "full"]
 
@@ -35,6 +36,7 @@ class Engine(Protocol):
     source: str  # what the user asked for (directory, URL, ...)
     skipped: list[tuple[str, str]]  # (file, reason) of the files not loaded
     metas: dict[int, RankMeta]  # each loaded rank's metadata, on the caller
+    window_stats: dict[int, WindowStats]  # what the analysed window did to each rank's GPU events
 
     @property
     def ranks(self) -> list[int]: ...
@@ -56,6 +58,7 @@ def load_engine(
     *,
     client: Any = None,
     include_last_profiler_step: bool = False,
+    gpu_events: str = "hta",
     storage_options: Mapping[str, Any] | None = None,
     cache_dir: str | os.PathLike | None = None,
     use_cache: bool = True,
@@ -73,6 +76,7 @@ def load_engine(
     """
     options = dict(
         include_last_profiler_step=include_last_profiler_step,
+        gpu_events=gpu_events,
         storage_options=storage_options,
         cache_dir=cache_dir,
         use_cache=use_cache,

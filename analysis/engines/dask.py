@@ -55,7 +55,8 @@ from analysis.kineto.loader import (
 )
 from analysis.kineto.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace, empty_frame
 from analysis.kineto.sources import TraceFile, find_trace_files, rank_from_file_name
-from analysis.kineto.window import rank_window, step_names
+from analysis.kineto.steps import step_numbers
+from analysis.kineto.window import rank_window, window_stats
 
 try:
     from distributed import KilledWorker, as_completed, wait
@@ -92,10 +93,10 @@ def load_rank(
     return outcome[1], outcome[2]
 
 
-def rank_info(loaded: tuple[RankTrace, list[str]]) -> tuple[RankMeta, set[str], list[str]]:
-    """The small part of a loaded file: its metadata, its ProfilerStep names and its notes."""
+def rank_info(loaded: tuple[RankTrace, list[str]]) -> tuple[RankMeta, set[int], list[str]]:
+    """The small part of a loaded file: its metadata, its profiler step numbers and its notes."""
     trace, notes = loaded
-    return trace.meta, step_names(trace), notes
+    return trace.meta, step_numbers(trace), notes
 
 
 def place_rank(loaded: tuple[RankTrace, list[str]], meta: RankMeta) -> RankTrace:
@@ -190,6 +191,7 @@ class DaskEngine:
         self.skipped = list(skipped or [])
         self.on_error = on_error
         self.timeout = timeout
+        self.window_stats: dict[int, Any] = {}
 
     # ------------------------------------------------------------------------------- loading
     @classmethod
@@ -200,6 +202,7 @@ class DaskEngine:
         trace_files: Iterable[str] | Mapping[int, str] | None = None,
         *,
         include_last_profiler_step: bool = False,
+        gpu_events: str = "hta",
         storage_options: Mapping[str, Any] | None = None,
         cache_dir: str | os.PathLike | None = None,
         use_cache: bool = True,
@@ -290,22 +293,26 @@ class DaskEngine:
                                 key=_task_key("place_rank", rank), pure=False)
             for rank, rt in by_rank.items()
         }
-        step_names: set[str] = set()
-        for _, names, _ in infos.values():
-            step_names |= names
-        if len(step_names) <= 1:
-            window = dict(full)
-        else:
-            window = {
-                rank: client.submit(rank_window, fut, step_names, include_last_profiler_step,
-                                    key=_task_key("rank_window", rank), pure=False)
-                for rank, fut in full.items()
-            }
+        numbers: set[int] = set()
+        for _, steps, _ in infos.values():
+            numbers |= steps
+        window = {
+            rank: client.submit(rank_window, fut, len(numbers), include_last_profiler_step,
+                                gpu_events, key=_task_key("rank_window", rank), pure=False)
+            for rank, fut in full.items()
+        }
+        stats = {
+            rank: client.submit(window_stats, full[rank], fut,
+                                key=_task_key("window_stats", rank), pure=False)
+            for rank, fut in window.items()
+        }
         loads.clear()  # the placed tables keep what they need; Dask frees the rest
         metas = {rank: rt.meta for rank, rt in by_rank.items()}
         engine = cls(client, full, window, metas, source=source, skipped=skipped,
                      on_error=on_error, timeout=timeout)
-        _wait(list(window.values()), timeout, f"{source}: preparing the ranks on the Dask cluster")
+        what = f"{source}: preparing the ranks on the Dask cluster"
+        _wait(list(window.values()) + list(stats.values()), timeout, what)
+        engine.window_stats = {rank: _outcome(f, timeout, what) for rank, f in stats.items()}
         return engine
 
     # ------------------------------------------------------------------------------ analysis

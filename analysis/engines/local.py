@@ -14,19 +14,27 @@ from analysis.engines import Window
 from analysis.errors import ConfigError
 from analysis.kineto.loader import load_trace
 from analysis.kineto.model import RankMeta, Trace
-from analysis.kineto.window import profiler_step_window
+from analysis.kineto.window import GpuEvents, WindowStats, profiler_step_window, window_stats
 
 
 class LocalEngine:
     """Runs per-rank steps in this process over ``full_trace`` and its analysed window ``trace``."""
 
-    def __init__(self, full_trace: Trace, include_last_profiler_step: bool = False) -> None:
+    def __init__(
+        self,
+        full_trace: Trace,
+        include_last_profiler_step: bool = False,
+        gpu_events: GpuEvents = "hta",
+    ) -> None:
         self.full_trace = full_trace
-        # The analysed window: complete profiler steps only, as HTA does in its constructor.
-        self.trace = profiler_step_window(full_trace, include_last_profiler_step)
+        # The analysed window: complete profiler steps and the chosen GPU events.
+        self.trace = profiler_step_window(full_trace, include_last_profiler_step, gpu_events)
         self.source = full_trace.source
         self.skipped = full_trace.skipped
         self.metas: dict[int, RankMeta] = {r: rt.meta for r, rt in full_trace.items()}
+        self.window_stats: dict[int, WindowStats] = {
+            r: window_stats(rt, self.trace[r]) for r, rt in full_trace.items()
+        }
 
     @classmethod
     def load(
@@ -35,13 +43,14 @@ class LocalEngine:
         trace_files: Iterable[str] | Mapping[int, str] | None = None,
         *,
         include_last_profiler_step: bool = False,
+        gpu_events: GpuEvents = "hta",
         **load_options: Any,
     ) -> LocalEngine:
         """Load with :func:`analysis.kineto.loader.load_trace` (``load_options`` are its keywords)."""
         trace = load_trace(
             None if trace_dir is None else os.fspath(trace_dir), trace_files, **load_options
         )
-        return cls(trace, include_last_profiler_step)
+        return cls(trace, include_last_profiler_step, gpu_events)
 
     @property
     def ranks(self) -> list[int]:

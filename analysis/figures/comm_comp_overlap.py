@@ -82,3 +82,8 @@ def comm_comp_overlap(df: pd.DataFrame) -> go.Figure:
         subtitle="; ".join(s for s in (note, subtitle) if s),
         y_title=_Y_TITLE,
     )
+
+
+def draw(result: pd.DataFrame) -> dict[str, go.Figure]:
+    """The overlap's figures by file stem (the registry's entry point)."""
+    return {"comm_comp_overlap": comm_comp_overlap(result)}

@@ -22,14 +22,14 @@ _LEVEL_PX = 22  # height of one stack level; plotly's default font needs about 1
 
 
 def flamegraph(
-    source,
+    tree,
     *,
     min_width: float = 0.005,
     label_chars: int = 40,
     title: str | None = None,
     width: int = 1200,
 ) -> go.Figure:
-    """Flame graph of one or more py-spy files (paths, ``PySpyProfile``s, or a ``call_tree`` frame).
+    """Flame graph of a py-spy call tree (``analysis.pyspy.call_tree`` of one or more files).
 
     ``min_width``: frames with fewer than this fraction of all samples are not drawn (0 draws all).
     ``label_chars``: longer function names are cut with "…" in the label (the hover has them whole).
@@ -39,9 +39,6 @@ def flamegraph(
     import plotly.graph_objects as go
 
     from analysis.figures.style import no_data_figure
-    from analysis.pyspy.samples import call_tree
-
-    tree = source if isinstance(source, pd.DataFrame) else call_tree(source)
     if tree.empty or tree["samples"].sum() == 0:
         return no_data_figure(title or "py-spy flame graph", "No py-spy samples to plot")
     tree = tree.copy()

@@ -211,3 +211,13 @@ def _category_boxes(df: pd.DataFrame, categories, y: str, extra: str, hover: str
             )
         )
     return fig
+
+
+def draw(result: tuple[pd.DataFrame, pd.DataFrame | None], visualize_pctg: bool = True) -> dict[str, go.Figure]:
+    """The idle time figures by file stem: the breakdown (shares with ``visualize_pctg``, else µs)
+    and, when the interval statistics were asked for, their distribution."""
+    breakdown, stats = result
+    figures = {"idle_time_breakdown": idle_time_breakdown(breakdown, pctg=visualize_pctg)}
+    if stats is not None:
+        figures["idle_interval_stats"] = idle_interval_stats(stats)
+    return figures

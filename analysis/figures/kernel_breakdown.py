@@ -217,3 +217,12 @@ def _add_heatmap(fig, folded, names, labels, ranks, row) -> None:
     )
     fig.update_xaxes(rank_axis(ranks), row=row, col=1)
     fig.update_yaxes(type="category", automargin=True, title_text="Kernel", row=row, col=1)
+
+
+def draw(result: tuple[pd.DataFrame, pd.DataFrame]) -> dict[str, go.Figure]:
+    """The kernel breakdown's figures by file stem: time per kernel type, and the top kernels."""
+    kernel_type_df, kernel_metrics_df = result
+    return {
+        "kernel_type_breakdown": kernel_type_breakdown(kernel_type_df),
+        "kernel_breakdown": kernel_breakdown(kernel_metrics_df),
+    }

@@ -220,3 +220,14 @@ def kernel_launch_stats(
         margin=dict(t=120, b=110),
     )
     return fig
+
+
+def draw(
+    result: Mapping[int, pd.DataFrame], runtime_cutoff: float = 50, launch_delay_cutoff: float = 100
+) -> dict[str, go.Figure]:
+    """The launch statistics figure by file stem (cut-offs in µs, HTA's defaults)."""
+    return {
+        "kernel_launch_stats": kernel_launch_stats(
+            result, runtime_cutoff=runtime_cutoff, launch_delay_cutoff=launch_delay_cutoff
+        )
+    }

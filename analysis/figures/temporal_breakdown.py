@@ -83,3 +83,8 @@ def temporal_breakdown(df: pd.DataFrame) -> go.Figure:
         y_title=y_title,
         legend_title="Time category",
     )
+
+
+def draw(result: pd.DataFrame) -> dict[str, go.Figure]:
+    """The temporal breakdown's figures by file stem (the registry's entry point)."""
+    return {"temporal_breakdown": temporal_breakdown(result)}

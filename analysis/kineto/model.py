@@ -39,7 +39,6 @@ All times in the model are integers in nanoseconds; analyses report microseconds
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,8 +92,6 @@ LEGACY_CATEGORIES: dict[str, str] = {
     "User": "user_annotation",
 }
 
-_STEP_RE = re.compile(r"ProfilerStep\s*#\s*(\d+)")
-
 
 def empty_frame(columns: Mapping[str, str]) -> pd.DataFrame:
     """An empty DataFrame with the given column dtypes."""
@@ -138,29 +135,34 @@ class RankTrace:
     events: pd.DataFrame
     flows: pd.DataFrame = field(default_factory=lambda: empty_frame(FLOW_COLUMNS))
     collectives: pd.DataFrame = field(default_factory=lambda: empty_frame(COLLECTIVE_COLUMNS))
+    # Values derived from the tables above, computed once and shared by the analyses (classified
+    # GPU events, masks...). Tables are never modified in place (a window is a new RankTrace,
+    # made with dataclasses.replace, which starts with an empty memo), so entries never go stale.
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def rank(self) -> int:
         return self.meta.rank
 
-    def profiler_steps(self) -> pd.DataFrame:
-        """The ``ProfilerStep#N`` annotations: ``step`` (N), ``ts`` and ``dur`` (ns), ``name``.
+    def memoised(self, key, compute):
+        """``compute()`` the first time ``key`` is asked for on this rank, the same value after."""
+        try:
+            return self._memo[key]
+        except KeyError:
+            value = self._memo[key] = compute()
+            return value
 
-        Sorted by start time; empty when the trace was recorded without a schedule.
-        """
-        names = self.events["name"]
-        cats = names.cat.categories if hasattr(names, "cat") else pd.Index(names.unique())
-        step_names = [c for c in cats if isinstance(c, str) and _STEP_RE.match(c)]
-        rows = self.events.loc[names.isin(step_names), ["ts", "dur", "name"]]
-        out = pd.DataFrame(
-            {
-                "step": rows["name"].astype(str).str.extract(_STEP_RE, expand=False).astype("int64"),
-                "ts": rows["ts"].astype("int64"),
-                "dur": rows["dur"].astype("int64"),
-                "name": rows["name"].astype(str),
-            }
-        )
-        return out.sort_values("ts", kind="stable").reset_index(drop=True)
+    def __getstate__(self):  # derived values are cheaper to recompute than to ship (Dask)
+        state = dict(self.__dict__)
+        state["_memo"] = {}
+        return state
+
+    def profiler_steps(self) -> pd.DataFrame:
+        """This rank's profiler steps: ``step``, ``ts``, ``dur`` (ns), ``name``, sorted by step
+        (the one definition of a step is ``analysis.kineto.steps``)."""
+        from analysis.kineto.steps import profiler_steps
+
+        return profiler_steps(self)
 
     def __repr__(self) -> str:
         return (

@@ -1,67 +1,150 @@
-"""The window of a trace that the analyses look at: complete profiler steps only.
+"""The window of a trace that the analyses look at: complete profiler steps, and which GPU events.
 
-The last ``ProfilerStep`` of a trace is usually cut off when the profiler stops, so HTA (0.5.0) drops
-it by default and so do we, with the same rule:
+**Steps.** The last ``ProfilerStep`` of a trace is usually cut off when the profiler stops, so HTA
+(0.5.0) drops it by default and so do we, with the same rule. Step boundaries are the CPU-side
+``ProfilerStep#N`` annotations (``analysis.kineto.steps``; the GPU-side copies never count):
 
-- when the traces contain at most one distinct ``ProfilerStep#N`` name, nothing is dropped;
+- when the traces contain at most one distinct profiler step, no CPU event is dropped;
 - otherwise, per rank, CPU events are kept if they start before the last profiler step starts
-  (``include_last_profiler_step=True``: if they start no later than the last step ends), and GPU
-  events are kept if a kept CPU event carries their correlation id (i.e. they were launched inside the
-  window). GPU events with no launching CPU event in the trace are dropped, as in HTA.
+  (``include_last_profiler_step=True``: if they start no later than the last step ends).
 
-Deliberate differences from HTA: a rank that has no ProfilerStep at all (while others do) is kept
-whole, where HTA empties it; and a GPU event is kept once even if several CPU events share its
-correlation id, where HTA's join would duplicate it. Kept rows stay in file order with their original
-index labels (``collectives.event`` still points at them).
+**GPU events** (``gpu_events``) -- a GPU event is *launched in the window* when a kept CPU event
+(the runtime/driver call) carries its correlation id. A trace that starts mid-iteration begins with
+GPU work whose launching calls happened before the profiler started: the tail of an uncaptured
+iteration, with correlation ids that match no call in the trace (*unlaunched*).
+
+- ``"launched"`` (the default preset's choice): only GPU events launched in the window, whatever
+  the number of steps. TraceLens's view; the analysed time then starts at the first captured launch.
+- ``"all"``: GPU events launched in the window plus every unlaunched one.
+- ``"hta"`` (the ``kernel_patterns="hta"`` preset's choice): HTA 0.5.0's rule exactly -- with at
+  most one distinct step everything is kept (unlaunched events included), otherwise only GPU events
+  launched in the window (so the same events count or not depending on the number of steps).
+
+GPU events are linked to their launches by correlation id, not by flow (``ac2g``) markers: some
+ROCm memsets carry a correlation id and an ``f`` flow marker but no ``s`` marker (TraceLens, which
+follows flows, loses them). Deliberate differences from HTA: a rank that has no ProfilerStep at all
+(while others do) keeps all its CPU events, where HTA empties it; and a GPU event is kept once even
+if several CPU events share its correlation id, where HTA's join would duplicate it. Kept rows stay
+in file order with their original index labels (``collectives.event`` still points at them).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 
+from analysis.errors import ConfigError
 from analysis.kineto.events import gpu_mask
 from analysis.kineto.model import RankTrace, Trace
+from analysis.kineto.steps import profiler_steps, step_numbers
 
-STEP_MARKER = "ProfilerStep"
-
-
-def step_names(rt: RankTrace) -> set[str]:
-    names = rt.events["name"]
-    cats = names.cat.categories if hasattr(names, "cat") else names.unique()
-    return {c for c in cats if isinstance(c, str) and STEP_MARKER in c}
+GpuEvents = Literal["launched", "all", "hta"]
+GPU_EVENT_CHOICES = ("launched", "all", "hta")
 
 
-def rank_window(rt: RankTrace, step_names: set[str], include_last_profiler_step: bool) -> RankTrace:
-    """One rank restricted to the analysed steps (see the module docstring)."""
+def check_gpu_events(gpu_events: str) -> GpuEvents:
+    if gpu_events not in GPU_EVENT_CHOICES:
+        raise ConfigError(f"gpu_events must be one of {GPU_EVENT_CHOICES}, not {gpu_events!r}")
+    return gpu_events  # type: ignore[return-value]
+
+
+def rank_window(
+    rt: RankTrace, n_steps: int, include_last_profiler_step: bool, gpu_events: GpuEvents = "hta"
+) -> RankTrace:
+    """One rank restricted to the analysed window (see the module docstring). ``n_steps`` is the
+    number of distinct profiler steps over *all* ranks."""
+    check_gpu_events(gpu_events)
     ev = rt.events
     gpu = gpu_mask(ev)
     cpu = ~gpu
-    is_step = cpu & ev["name"].isin(step_names).to_numpy()
-    if not is_step.any():
+    steps = profiler_steps(rt)
+    windowed = n_steps > 1 and len(steps) > 0
+    if not windowed and gpu_events in ("hta", "all"):
         return rt
     ts = ev["ts"].to_numpy()
-    if include_last_profiler_step:
-        last_end = (ts + ev["dur"].to_numpy())[is_step].max()
-        keep_cpu = cpu & (ts <= last_end)
+    if not windowed:
+        keep_cpu = cpu
+    elif include_last_profiler_step:
+        keep_cpu = cpu & (ts <= int((steps["ts"] + steps["dur"]).max()))
     else:
-        last_start = ts[is_step].max()
-        keep_cpu = cpu & (ts < last_start)
+        keep_cpu = cpu & (ts < int(steps["ts"].max()))
     corr = ev["correlation"].to_numpy()
-    keep_gpu = gpu & np.isin(corr, corr[keep_cpu])
+    if gpu_events == "hta":
+        keep_gpu = gpu & np.isin(corr, corr[keep_cpu])  # HTA's join, -1 included
+    else:
+        keep_gpu = gpu & (corr >= 0) & np.isin(corr, corr[keep_cpu & (corr >= 0)])
+        if gpu_events == "all":
+            keep_gpu |= gpu & unlaunched_mask(rt)
     return replace(rt, events=ev.loc[keep_cpu | keep_gpu])
 
 
-def profiler_step_window(trace: Trace, include_last_profiler_step: bool = False) -> Trace:
-    """The trace restricted to its complete profiler steps, HTA's default view of a trace."""
-    names: set[str] = set()
-    for rt in trace.values():
-        names |= step_names(rt)
-    if len(names) <= 1:
-        return trace
+def unlaunched_mask(rt: RankTrace) -> np.ndarray:
+    """GPU events of ``rt`` whose correlation id matches no CPU-side event anywhere in the trace."""
+    ev = rt.events
+    gpu = gpu_mask(ev)
+    corr = ev["correlation"].to_numpy()
+    cpu_corr = corr[~gpu & (corr >= 0)]
+    return gpu & ~np.isin(corr, cpu_corr)
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    """What the window did to one rank's GPU events (counts, and GPU time in ns)."""
+
+    rank: int
+    source: str
+    gpu_events: int  # in the whole trace
+    analysed_gpu_events: int  # in the window
+    unlaunched: int  # no launching call anywhere in the trace
+    unlaunched_ns: int  # their summed duration
+    unlaunched_kept: int  # of those, how many the window keeps
+
+    def note(self, gpu_events: str) -> str | None:
+        """A one-line account of the unlaunched events, or None when there are none."""
+        if not self.unlaunched:
+            return None
+        fate = "excluded" if not self.unlaunched_kept else "kept"
+        return (
+            f"{self.source}: rank {self.rank}: {self.unlaunched:,} GPU events "
+            f"({self.unlaunched_ns / 1e6:.2f} ms of GPU time) have no launching call in the trace "
+            f"(the tail of an iteration the profiler did not capture); {fate} "
+            f"(gpu_events={gpu_events!r})"
+        )
+
+
+def window_stats(full: RankTrace, window: RankTrace) -> WindowStats:
+    """Counts of ``full``'s GPU events: all, in ``window``, unlaunched, and unlaunched kept."""
+    unlaunched = unlaunched_mask(full)
+    kept = np.isin(full.events.index.to_numpy(), window.events.index.to_numpy())
+    return WindowStats(
+        rank=full.rank,
+        source=full.meta.source,
+        gpu_events=int(gpu_mask(full.events).sum()),
+        analysed_gpu_events=int(gpu_mask(window.events).sum()),
+        unlaunched=int(unlaunched.sum()),
+        unlaunched_ns=int(full.events["dur"].to_numpy()[unlaunched].sum()),
+        unlaunched_kept=int((unlaunched & kept).sum()),
+    )
+
+
+def count_steps(traces) -> int:
+    """Distinct profiler step numbers over ``traces`` (RankTraces)."""
+    numbers: set[int] = set()
+    for rt in traces:
+        numbers |= step_numbers(rt)
+    return len(numbers)
+
+
+def profiler_step_window(
+    trace: Trace, include_last_profiler_step: bool = False, gpu_events: GpuEvents = "hta"
+) -> Trace:
+    """The trace restricted to its complete profiler steps and the chosen GPU events."""
+    n_steps = count_steps(trace.values())
     return Trace(
-        {r: rank_window(rt, names, include_last_profiler_step) for r, rt in trace.items()},
+        {r: rank_window(rt, n_steps, include_last_profiler_step, gpu_events)
+         for r, rt in trace.items()},
         source=trace.source,
         skipped=trace.skipped,
     )

@@ -13,14 +13,14 @@ traces no longer read as NaN/0 %; ``rounding="exact"`` keeps ns instead of whole
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
-from analysis.kineto.model import RankTrace, Trace
-from analysis.metrics.intervals import merge_intervals, time_by_state
-from analysis.metrics.kernel_types import KernelPatterns, classified_gpu_events
+from analysis.kineto.model import RankTrace
+from analysis.metrics.intervals import time_by_state
+from analysis.metrics.kernel_types import KernelPatterns, busy_intervals
 from analysis.metrics.timebase import Rounding
 
 COLUMNS = ["rank", "comp_comm_overlap_pctg"]
@@ -33,13 +33,8 @@ def comm_comp_overlap_rank(
     rounding: Rounding = "exact",
 ) -> pd.DataFrame:
     """One rank's row: ``rank`` and ``comp_comm_overlap_ratio`` (0–1, NaN without communication)."""
-    gpu = classified_gpu_events(rt, patterns, rounding)
-
-    def merged(kind: str):
-        sel = gpu[gpu["kernel_type"] == kind]
-        return merge_intervals(sel["start"].to_numpy(), sel["end"].to_numpy(), rounding)
-
-    comm, comp = merged("COMMUNICATION"), merged("COMPUTATION")
+    comm = busy_intervals(rt, patterns, rounding, "COMMUNICATION")
+    comp = busy_intervals(rt, patterns, rounding, "COMPUTATION")
     comm_time = int((comm[1] - comm[0]).sum())
     # state 0b11: a COMM interval and a COMP interval both running
     ratio = time_by_state([comm, comp]).get(0b11, 0) / comm_time if comm_time != 0 else np.nan
@@ -54,16 +49,12 @@ def combine(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     return df[COLUMNS]
 
 
-def comm_comp_overlap(
-    trace: Trace,
-    *,
-    ranks: Iterable[int] | str | None = None,
-    patterns: str | KernelPatterns = "default",
-    rounding: Rounding = "exact",
-) -> pd.DataFrame:
-    """Communication/computation overlap of ``ranks`` (default: all), one row per rank."""
-    selected = trace.select(ranks, default="all")
-    return combine(
-        {r: comm_comp_overlap_rank(trace[r], patterns=patterns, rounding=rounding)
-         for r in selected}
-    )
+def headline(result: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: the share of communication time hidden behind computation (%), for summaries."""
+    return result.rename(columns={"comp_comm_overlap_pctg": "comm_overlap_%"})
+
+
+def key_numbers(result: pd.DataFrame) -> list[tuple[str, str]]:
+    """Mean communication/computation overlap over the ranks (%), as a report card."""
+    overlap = result["comp_comm_overlap_pctg"]
+    return [("mean comm/comp overlap", f"{overlap.mean():.1f} %")] if overlap.notna().any() else []

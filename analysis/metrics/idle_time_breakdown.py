@@ -42,7 +42,7 @@ import pandas as pd
 
 from analysis.errors import NoGPUEventsError
 from analysis.kineto.events import gpu_mask
-from analysis.kineto.model import RankTrace, Trace
+from analysis.kineto.model import RankTrace
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.timebase import Rounding, event_bounds_ns
 
@@ -207,37 +207,3 @@ def combine(
     if show_idle_interval_stats:
         stats = pd.concat(stats_parts) if stats_parts else None
     return result[COLUMNS], stats
-
-
-def idle_time_breakdown(
-    trace: Trace,
-    *,
-    ranks: Iterable[int] | str | None = None,
-    streams: Iterable[int] | None = None,
-    show_idle_interval_stats: bool = False,
-    consecutive_kernel_delay: float = CONSECUTIVE_KERNEL_DELAY_US,
-    patterns: str | KernelPatterns = "default",
-    rounding: Rounding = "exact",
-) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """Idle time breakdown of ``ranks`` (default: the first rank; ``"all"``), see the module doc.
-
-    Raises ``NoGPUEventsError`` naming every selected rank without kernels, memcpys or memsets.
-    """
-    selected = trace.select(ranks)
-    streams = list(streams) if streams is not None else None
-    frames, without = {}, []
-    for r in selected:
-        try:
-            frames[r] = idle_time_breakdown_rank(
-                trace[r],
-                streams=streams,
-                consecutive_kernel_delay=consecutive_kernel_delay,
-                show_idle_interval_stats=show_idle_interval_stats,
-                patterns=patterns,
-                rounding=rounding,
-            )
-        except NoGPUEventsError:
-            without.append(r)
-    if without:
-        raise NoGPUEventsError(without, "the idle time breakdown")
-    return combine(frames, show_idle_interval_stats=show_idle_interval_stats, patterns=patterns)

@@ -25,14 +25,19 @@ A rank without GPU events contributes no rows (HTA does the same).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
-from analysis.kineto.model import RankTrace, Trace
-from analysis.metrics.intervals import merge_intervals, time_by_state
-from analysis.metrics.kernel_types import KernelPatterns, classified_gpu_events, resolve_patterns
+from analysis.kineto.model import RankTrace
+from analysis.metrics.intervals import time_by_state
+from analysis.metrics.kernel_types import (
+    KernelPatterns,
+    busy_intervals,
+    classified_gpu_events,
+    resolve_patterns,
+)
 from analysis.metrics.timebase import Rounding
 
 STAT_NAMES = ["sum", "max", "min", "mean", "std"]
@@ -46,12 +51,11 @@ def analysed_types(include_memory_kernels: bool) -> list[str]:
     return ["COMPUTATION", "COMMUNICATION"] + (["MEMORY"] if include_memory_kernels else [])
 
 
-def kernel_type_time(gpu: pd.DataFrame, types: list[str], rounding: Rounding) -> pd.DataFrame:
+def kernel_type_time(
+    rt: RankTrace, patterns: KernelPatterns, types: list[str], rounding: Rounding
+) -> pd.DataFrame:
     """[``kernel_type``, ``sum``] in ns: time per combination of concurrently running types."""
-    merged = []
-    for kind in types:
-        sel = gpu[gpu["kernel_type"] == kind]
-        merged.append(merge_intervals(sel["start"].to_numpy(), sel["end"].to_numpy(), rounding))
+    merged = [busy_intervals(rt, patterns, rounding, kind) for kind in types]
     by_state = {k: v for k, v in time_by_state(merged).items() if k > 0}
     if not by_state:
         return pd.DataFrame({"kernel_type": pd.Series(dtype="str"), "sum": pd.Series(dtype="int64")})
@@ -101,7 +105,7 @@ def kernel_breakdown_rank(
     pat = resolve_patterns(patterns)
     gpu = classified_gpu_events(rt, pat, rounding)
     types = analysed_types(include_memory_kernels)
-    type_time = kernel_type_time(gpu, types, rounding)
+    type_time = kernel_type_time(rt, pat, types, rounding)
     type_time["sum"] = type_time["sum"] / 1000.0
     rows = pd.DataFrame(
         {"name": gpu["name"].astype(str).to_numpy(), "dur": (gpu["end"] - gpu["start"]) / 1000.0,
@@ -140,27 +144,3 @@ def combine(
     )
     kernels = kernels.sort_values(by=["kernel_type", "name", "rank"], ignore_index=True)
     return type_df, kernels.rename(columns=RENAMED)
-
-
-def kernel_breakdown(
-    trace: Trace,
-    *,
-    ranks: Iterable[int] | str | None = None,
-    duration_ratio: float = 0.8,
-    num_kernels: int = 10,
-    include_memory_kernels: bool = True,
-    patterns: str | KernelPatterns = "default",
-    rounding: Rounding = "exact",
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """GPU kernel breakdown of ``ranks`` (default: all): ``(kernel_type_df, all_kernel_df)``."""
-    selected = trace.select(ranks, default="all")
-    return combine(
-        {
-            r: kernel_breakdown_rank(
-                trace[r], duration_ratio=duration_ratio, num_kernels=num_kernels,
-                include_memory_kernels=include_memory_kernels, patterns=patterns,
-                rounding=rounding,
-            )
-            for r in selected
-        }
-    )

@@ -34,7 +34,7 @@ Deviations of the default from HTA (docs/deviations.md):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -42,7 +42,7 @@ import pandas as pd
 
 from analysis.errors import ConfigError, NoGPUEventsError
 from analysis.kineto.events import has_gpu_events
-from analysis.kineto.model import RankTrace, Trace
+from analysis.kineto.model import RankTrace
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.timebase import Rounding, event_bounds_ns, ns_to_us
 
@@ -199,32 +199,29 @@ def combine(frames: Mapping[int, pd.DataFrame]) -> dict[int, pd.DataFrame]:
     return {int(r): df[COLUMNS] for r, df in frames.items()}
 
 
-def kernel_launch_stats(
-    trace: Trace,
-    *,
-    ranks: Iterable[int] | int | str | None = None,
-    include_memory_events: bool = True,
-    patterns: str | KernelPatterns = "default",
-    launch_apis: str | LaunchApis | None = None,
-    rounding: Rounding = "exact",
-) -> dict[int, pd.DataFrame]:
-    """Kernel launch statistics of ``ranks`` (default: the first rank), see the module doc.
-
-    Raises ``NoGPUEventsError`` naming every selected rank that has no GPU events.
-    """
-    selected = trace.select(ranks)
-    without = [r for r in selected if not has_gpu_events(trace[r].events)]
-    if without:
-        raise NoGPUEventsError(without, "the kernel launch statistics")
-    return combine(
+def launch_summary(
+    stats: Mapping[int, pd.DataFrame], runtime_cutoff: float = 50, launch_delay_cutoff: float = 100
+) -> pd.DataFrame:
+    """Per rank: number of launches, median CPU runtime-call duration, median GPU duration and
+    median launch delay (µs), and how many launches exceed the runtime cut-off
+    (``runtime_outliers``) and the launch-delay cut-off (``launch_delay_outliers``), both in µs
+    (HTA's defaults: 50 and 100)."""
+    rows = [
         {
-            r: kernel_launch_stats_rank(
-                trace[r],
-                include_memory_events=include_memory_events,
-                patterns=patterns,
-                launch_apis=launch_apis,
-                rounding=rounding,
-            )
-            for r in selected
+            "rank": rank,
+            "launches": len(df),
+            "median_cpu_duration_us": df["cpu_duration"].median(),
+            "median_gpu_duration_us": df["gpu_duration"].median(),
+            "median_launch_delay_us": df["launch_delay"].median(),
+            "runtime_outliers": int((df["cpu_duration"] > runtime_cutoff).sum()),
+            "launch_delay_outliers": int((df["launch_delay"] > launch_delay_cutoff).sum()),
         }
-    )
+        for rank, df in stats.items()
+    ]
+    return pd.DataFrame(rows)
+
+
+def all_launches(stats: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
+    """Every rank's launches in one table with a ``rank`` column."""
+    frames = [df.assign(rank=r) for r, df in stats.items()]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*COLUMNS, "rank"])

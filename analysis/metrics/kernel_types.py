@@ -36,6 +36,7 @@ import pandas as pd
 from analysis.errors import ConfigError
 from analysis.kineto.events import DEVICE_SYNC_NAMES, SYNC_CATS, cat_mask, gpu_mask, runtime_mask
 from analysis.kineto.model import RankTrace
+from analysis.metrics.intervals import merge_intervals
 from analysis.metrics.timebase import Rounding, event_bounds_ns
 
 
@@ -230,8 +231,17 @@ def classified_gpu_events(
     rt: RankTrace, patterns: str | KernelPatterns = "default", rounding: Rounding = "exact"
 ) -> pd.DataFrame:
     """A rank's GPU work as ``start``, ``end`` (int ns, rounded per ``rounding``), ``name`` (str)
-    and ``kernel_type`` (Categorical over ``KERNEL_TYPE_NAMES``), in file order."""
+    and ``kernel_type`` (Categorical over ``KERNEL_TYPE_NAMES``), in file order.
+
+    Computed once per rank, patterns and rounding, and shared by every analysis that asks (the
+    frame is shared: never modify it in place)."""
     pat = resolve_patterns(patterns)
+    return rt.memoised(
+        ("classified_gpu_events", pat, rounding), lambda: _classified(rt, pat, rounding)
+    )
+
+
+def _classified(rt: RankTrace, pat: KernelPatterns, rounding: Rounding) -> pd.DataFrame:
     ev = rt.events
     rows = ev.loc[pat.select(ev)]
     start, end = event_bounds_ns(
@@ -248,3 +258,20 @@ def classified_gpu_events(
         },
         index=rows.index,
     )
+
+
+def busy_intervals(
+    rt: RankTrace, patterns: str | KernelPatterns, rounding: Rounding, kernel_type: str | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Merged busy intervals ``(starts, ends)`` (int ns) of a rank's GPU work of ``kernel_type``
+    (``None``: all of it), computed once per rank, patterns, rounding and type (shared arrays:
+    never modify them in place)."""
+    pat = resolve_patterns(patterns)
+
+    def compute():
+        gpu = classified_gpu_events(rt, pat, rounding)
+        if kernel_type is not None:
+            gpu = gpu[gpu["kernel_type"] == kernel_type]
+        return merge_intervals(gpu["start"].to_numpy(), gpu["end"].to_numpy(), rounding)
+
+    return rt.memoised(("busy_intervals", pat, rounding, kernel_type), compute)

@@ -23,19 +23,19 @@ Python-function events in new ones. Nesting is computed with sorts, cumulative s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
 from analysis.kineto.events import cat_mask, kernel_like_mask, runtime_mask
-from analysis.kineto.model import RankTrace, Trace
+from analysis.kineto.model import RankTrace
 
 COLUMNS = ["name", "calls", "cpu_total_us", "cpu_self_us", "gpu_total_us", "gpu_self_us"]
 CPU_OP_CATS = ("cpu_op",)
 
 
-def operator_summary(rank_trace: RankTrace, top: int | None = 20) -> pd.DataFrame:
+def operator_summary_rank(rank_trace: RankTrace, top: int | None = 20) -> pd.DataFrame:
     """One row per CPU operator name (columns ``COLUMNS``; see the module docstring for each metric,
     µs), sorted by ``gpu_total_us`` then ``cpu_self_us``, descending; the first ``top`` rows
     (``None``: all)."""
@@ -69,11 +69,6 @@ def combine(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=["rank", *COLUMNS])
     return pd.concat(parts, ignore_index=True)
-
-
-def operator_summary_for_ranks(trace: Trace, ranks: Iterable[int], top: int | None = 20) -> pd.DataFrame:
-    """``operator_summary`` of each rank, stacked with a leading ``rank`` column."""
-    return combine({rank: operator_summary(trace[rank], top=top) for rank in ranks})
 
 
 def operator_times(events: pd.DataFrame) -> pd.DataFrame:

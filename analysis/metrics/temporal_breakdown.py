@@ -20,14 +20,13 @@ Deviations of the default from HTA (docs/deviations.md):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
-from analysis.kineto.model import RankTrace, Trace
-from analysis.metrics.intervals import merge_intervals
-from analysis.metrics.kernel_types import KernelPatterns, classified_gpu_events
+from analysis.kineto.model import RankTrace
+from analysis.metrics.kernel_types import KernelPatterns, busy_intervals, classified_gpu_events
 from analysis.metrics.timebase import Rounding
 
 TIME_COLUMNS = ["idle_time(us)", "compute_time(us)", "non_compute_time(us)", "kernel_time(us)"]
@@ -44,15 +43,14 @@ def temporal_breakdown_rank(
     gpu = classified_gpu_events(rt, patterns, rounding)
     if gpu.empty:
         return pd.DataFrame({"rank": [rt.rank], **{c: [np.nan] for c in TIME_COLUMNS}})
-    all_s, all_e = merge_intervals(gpu["start"].to_numpy(), gpu["end"].to_numpy(), rounding)
+    all_s, all_e = busy_intervals(rt, patterns, rounding)
     if rounding == "hta":
         # HTA: end of the last merged group − start of the first
         span = int(all_e[-1] - all_s[0])
     else:
         span = int(gpu["end"].max() - gpu["start"].min())
     busy = int((all_e - all_s).sum())
-    comp = gpu[gpu["kernel_type"] == "COMPUTATION"]
-    c_s, c_e = merge_intervals(comp["start"].to_numpy(), comp["end"].to_numpy(), rounding)
+    c_s, c_e = busy_intervals(rt, patterns, rounding, "COMPUTATION")
     compute = int((c_e - c_s).sum())
     values = np.array([span - busy, compute, busy - compute, span]) / 1000.0  # µs, float as HTA
     return pd.DataFrame(
@@ -71,16 +69,21 @@ def combine(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     return df[COLUMNS]
 
 
-def temporal_breakdown(
-    trace: Trace,
-    *,
-    ranks: Iterable[int] | str | None = None,
-    patterns: str | KernelPatterns = "default",
-    rounding: Rounding = "exact",
-) -> pd.DataFrame:
-    """Temporal breakdown of ``ranks`` (default: all), one row per rank (see the module doc)."""
-    selected = trace.select(ranks, default="all")
-    return combine(
-        {r: temporal_breakdown_rank(trace[r], patterns=patterns, rounding=rounding)
-         for r in selected}
-    )
+def headline(result: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: GPU span (ms) and its idle / compute / non-compute shares (%), for summaries."""
+    out = result[["rank", "kernel_time(us)", "idle_time_pctg", "compute_time_pctg",
+                  "non_compute_time_pctg"]].copy()
+    out["kernel_time(us)"] = out["kernel_time(us)"] / 1000.0
+    return out.rename(columns={"kernel_time(us)": "kernel_time_ms", "idle_time_pctg": "idle_%",
+                               "compute_time_pctg": "compute_%",
+                               "non_compute_time_pctg": "non_compute_%"})
+
+
+def key_numbers(result: pd.DataFrame) -> list[tuple[str, str]]:
+    """Mean GPU idle share over the ranks and the most idle rank (%), as report cards."""
+    idle = result["idle_time_pctg"]
+    if not idle.notna().any():
+        return []
+    worst = result.loc[idle.idxmax()]
+    return [("mean GPU idle", f"{idle.mean():.1f} %"),
+            ("most idle rank", f"{int(worst['rank'])} ({worst['idle_time_pctg']:.1f} %)")]

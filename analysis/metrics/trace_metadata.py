@@ -1,4 +1,15 @@
-"""The headline numbers per rank, assembled from the analyses' results (no metric is computed here)."""
+"""Trace metadata: per rank, what was loaded and what the analysed window keeps.
+
+Per rank (``window="full"``: the whole trace):
+
+- ``file``, ``gpu`` (device names from ``deviceProperties``), ``world_size``, ``events`` (rows);
+- ``steps``: the profiler step numbers (``analysis.kineto.steps``), ``"-"`` without a schedule;
+- ``duration_ms``: first event start to last event end (ms);
+- ``gpu_events``: GPU events (kernels, memcpy, memset, syncs) in the trace;
+- ``unlaunched_gpu_events``, ``unlaunched_gpu_ms``: GPU events whose correlation id matches no
+  launching call in the trace (the tail of an iteration the profiler did not capture) and their
+  summed GPU time (ms); whether the analyses keep them is ``TraceAnalysis(gpu_events=...)``.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +17,22 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-METADATA_COLUMNS = ["rank", "file", "gpu", "world_size", "events", "steps", "duration_ms"]
+from analysis.kineto.events import gpu_mask
+from analysis.kineto.model import RankTrace
+from analysis.kineto.steps import profiler_steps
+from analysis.kineto.window import unlaunched_mask
+
+COLUMNS = ["rank", "file", "gpu", "world_size", "events", "steps", "duration_ms", "gpu_events",
+           "unlaunched_gpu_events", "unlaunched_gpu_ms"]
 
 
-def rank_metadata(rt) -> dict:
-    """One rank's source file, GPU, world size, event count, profiler steps and duration (ms)."""
+def trace_metadata_rank(rt: RankTrace) -> dict:
+    """One rank's row (see the module doc)."""
     ev = rt.events
-    steps = rt.profiler_steps()
+    steps = profiler_steps(rt)
     start = int(ev["ts"].min()) if len(ev) else None
     end = int((ev["ts"] + ev["dur"]).max()) if len(ev) else None
+    unlaunched = unlaunched_mask(rt)
     return {
         "rank": rt.rank,
         "file": rt.meta.source,
@@ -23,36 +41,23 @@ def rank_metadata(rt) -> dict:
         "events": len(ev),
         "steps": ", ".join(str(s) for s in steps["step"]) if len(steps) else "-",
         "duration_ms": None if start is None else round((end - start) / 1e6, 3),
+        "gpu_events": int(gpu_mask(ev).sum()),
+        "unlaunched_gpu_events": int(unlaunched.sum()),
+        "unlaunched_gpu_ms": round(int(ev["dur"].to_numpy()[unlaunched].sum()) / 1e6, 3),
     }
 
 
-def combine_metadata(rows: Mapping[int, dict]) -> pd.DataFrame:
-    """Per-rank metadata rows → one table, ranks in the order given."""
-    return pd.DataFrame(list(rows.values()), columns=METADATA_COLUMNS)
+def combine(rows: Mapping[int, dict]) -> pd.DataFrame:
+    """Per-rank rows → one table, ranks in the order given."""
+    return pd.DataFrame(list(rows.values()), columns=COLUMNS)
 
 
-def headline_table(temporal: pd.DataFrame, overlap: pd.DataFrame, metadata: pd.DataFrame) -> pd.DataFrame:
-    """Per rank: GPU idle / compute / non-compute shares (%), comm/comp overlap (%), kernel time (ms)."""
-    table = temporal[
-        ["rank", "kernel_time(us)", "idle_time_pctg", "compute_time_pctg", "non_compute_time_pctg"]
-    ].merge(overlap[["rank", "comp_comm_overlap_pctg"]], on="rank", how="outer")
-    table = metadata[["rank", "gpu", "events"]].merge(table, on="rank", how="left")
-    table["kernel_time(us)"] = table["kernel_time(us)"] / 1000.0
-    return table.rename(
-        columns={
-            "kernel_time(us)": "kernel_time_ms",
-            "idle_time_pctg": "idle_%",
-            "compute_time_pctg": "compute_%",
-            "non_compute_time_pctg": "non_compute_%",
-            "comp_comm_overlap_pctg": "comm_overlap_%",
-        }
-    ).round(2)
+def headline(result: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: GPU name and event count, the first columns of a summary."""
+    return result[["rank", "gpu", "events"]]
 
 
-def rank_summary(ta) -> pd.DataFrame:
-    """The headline table of a ``TraceAnalysis`` (figures off)."""
-    return headline_table(
-        ta.get_temporal_breakdown(visualize=False),
-        ta.get_comm_comp_overlap(visualize=False),
-        ta.get_trace_metadata(),
-    )
+def key_numbers(result: pd.DataFrame) -> list[tuple[str, str]]:
+    """The GPU models in the trace, as a report card."""
+    gpus = sorted({g for g in result["gpu"] if g and g != "-"})
+    return [("GPU", ", ".join(gpus) or "–")]

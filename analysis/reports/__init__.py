@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from analysis.errors import BrowserNotFoundError, ExportError
-from analysis.reports.content import BUILD_STEPS, ReportContent, build_report, select_report_ranks
+from analysis.reports.content import ReportContent, build_report, build_steps, select_report_ranks
 
 __all__ = ["ReportResult", "ReportContent", "build_report", "select_report_ranks", "write_report"]
 
@@ -35,6 +35,8 @@ class ReportResult:
     tables: dict[str, Path] = field(default_factory=dict)
     # sections that could not be computed for these traces: {title: reason}
     unavailable: dict[str, str] = field(default_factory=dict)
+    # what sections say about ranks they left out (e.g. a CPU-only rank among GPU ranks)
+    notes: list[str] = field(default_factory=list)
 
     def _repr_html_(self) -> str:  # a notebook shows a link to the page
         from html import escape
@@ -70,12 +72,14 @@ def write_report(
     formats=("svg", "html"),
     ranks="all",
     progress: bool | None = None,
+    analyses=None,
 ) -> ReportResult:
     """Run the analyses of ``ta`` for ``ranks`` and write the report into ``out_dir``.
 
     ``formats``: ``"html"`` writes ``index.html``; ``"svg"``, ``"png"``, ``"pdf"`` write one file per
     figure under ``figures/``. Tables are always written as CSV under ``tables/``. ``ranks``:
-    ``"all"``, an int, a list, or ``"0,2,5"``. ``progress``: a progress bar (None: only on a
+    ``"all"``, an int, a list, or ``"0,2,5"``. ``analyses``: the sections to include (names from
+    ``analysis.registry.section_names()``; default all). ``progress``: a progress bar (None: only on a
     terminal). Static formats need Chrome/Chromium: without one, the page and the tables are still
     written and ``BrowserNotFoundError`` then says how to install a browser.
     """
@@ -89,13 +93,14 @@ def write_report(
     except OSError as e:
         raise ExportError(out, f"cannot create the report directory: {e.strerror or e}") from e
 
-    total = BUILD_STEPS + 2 + bool(static)
+    total = build_steps(analyses) + 2 + bool(static)
     # disable=None: tqdm shows the bar only on a terminal
     disable = None if progress is None else not progress
     with tqdm(total=total, desc="report", unit="step", disable=disable, leave=False) as bar:
-        content = build_report(ta, ranks=ranks, progress=bar)
+        content = build_report(ta, ranks=ranks, progress=bar, analyses=analyses)
         result = ReportResult(out_dir=out, index=None,
-                              unavailable={s.title: s.error for s in content.sections if s.error})
+                              unavailable={s.title: s.error for s in content.sections if s.error},
+                              notes=[n for s in content.sections for n in s.notes])
 
         for name, df in content.tables.items():
             path = out / "tables" / f"{name}.csv"

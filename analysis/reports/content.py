@@ -1,29 +1,25 @@
-"""What a report holds: the five analyses' tables and figures for the chosen ranks, in reading order.
+"""What a report holds: every registered analysis's tables and figures for the chosen ranks.
 
-``build_report`` runs the analyses of a ``TraceAnalysis`` (the same pure functions its ``get_*``
-methods call, over the same profiler-step window and kernel patterns) and draws their figures from
-``analysis.figures``. Nothing is written here; ``analysis.reports.html`` renders a ``ReportContent``
-and ``analysis.reports.write_report`` writes it to disk. An analysis that cannot run on these traces
-(e.g. launch statistics of a CPU-only rank) leaves its section with the reason instead of failing
-the whole report.
+``build_report`` asks the ``TraceAnalysis`` for every report section and context table of the
+analysis registry (``analysis.analyses``, in catalogue order) in one batch -- one per-rank task per
+window, the same analysed window and kernel patterns as its ``get_*`` methods -- and draws each
+section's figures with the analysis's figure module. Nothing is written here; ``analysis.reports.html``
+renders a ``ReportContent`` and ``analysis.reports.write_report`` writes it to disk. An analysis that
+cannot run on these traces (e.g. launch statistics of CPU-only ranks) leaves its section with the
+reason instead of failing the whole report; ranks left out of a section are named in its note.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from analysis import figures
+from analysis import registry
 from analysis.errors import ConfigError, TraceAnalysisError
-from analysis.metrics.trace_metadata import headline_table
-
-# HTA's defaults for the launch statistics cut-offs (µs) and the top operators listed.
-RUNTIME_CUTOFF_US = 50
-LAUNCH_DELAY_CUTOFF_US = 100
-TOP_OPERATORS = 20
 
 
 @dataclass
@@ -38,29 +34,37 @@ class Section:
     # tables written as CSV only (too long for the page), e.g. one row per kernel launch
     csv_only: dict[str, pd.DataFrame] = field(default_factory=dict)
     error: str | None = None
+    notes: list[str] = field(default_factory=list)  # e.g. ranks left out, and why
+    open_tables: bool = False  # show the tables unfolded (the lead sections' findings)
 
 
 @dataclass
 class ReportContent:
-    """Everything a report shows, independent of the output format."""
+    """Everything a report shows, independent of the output format.
+
+    ``lead``: sections shown first (health, findings); ``key_numbers``: ``(label, value)`` cards;
+    ``headline``: the key numbers per rank; ``context``: the trace metadata and profiler steps;
+    ``sections``: one per analysis, in catalogue order.
+    """
 
     source: str
     ranks: list[int]
     kernel_patterns: str
-    metadata: pd.DataFrame
-    headline: pd.DataFrame
-    steps: pd.DataFrame
+    headline: pd.DataFrame | None
+    key_numbers: list[tuple[str, str]]
+    context: list[Section]
+    lead: list[Section]
     sections: list[Section]
 
     @property
     def figures(self) -> dict[str, go.Figure]:
-        return {name: fig for s in self.sections for name, fig in s.figures.items()}
+        return {name: fig for s in self.lead + self.sections for name, fig in s.figures.items()}
 
     @property
     def tables(self) -> dict[str, pd.DataFrame]:
-        """Every table by file stem: metadata, headline, steps, then each section's tables."""
-        out = {"trace_metadata": self.metadata, "headline": self.headline, "profiler_steps": self.steps}
-        for s in self.sections:
+        """Every table by file stem: headline, context tables, then each section's tables."""
+        out = {} if self.headline is None else {"headline": self.headline}
+        for s in self.context + self.lead + self.sections:
             out.update(s.tables)
             out.update(s.csv_only)
         return out
@@ -80,165 +84,73 @@ def select_report_ranks(ta, ranks: str | int | Iterable[int] = "all") -> list[in
     return ta.engine.select(ranks, default="all")
 
 
-def launch_summary(
-    stats: dict[int, pd.DataFrame],
-    runtime_cutoff: float = RUNTIME_CUTOFF_US,
-    launch_delay_cutoff: float = LAUNCH_DELAY_CUTOFF_US,
-) -> pd.DataFrame:
-    """Per rank: number of launches, median CPU runtime-call duration, median GPU duration and
-    median launch delay (µs), and how many launches exceed the runtime cutoff (``runtime_outliers``)
-    and the launch delay cutoff (``launch_delay_outliers``), both cut-offs in µs as in HTA."""
-    rows = [
-        {
-            "rank": rank,
-            "launches": len(df),
-            "median_cpu_duration_us": df["cpu_duration"].median(),
-            "median_gpu_duration_us": df["gpu_duration"].median(),
-            "median_launch_delay_us": df["launch_delay"].median(),
-            "runtime_outliers": int((df["cpu_duration"] > runtime_cutoff).sum()),
-            "launch_delay_outliers": int((df["launch_delay"] > launch_delay_cutoff).sum()),
-        }
-        for rank, df in stats.items()
-    ]
-    return pd.DataFrame(rows)
-
-
-def _run(section: Section, fill: Callable[[Section], None]) -> Section:
-    try:
-        fill(section)
-    except TraceAnalysisError as exc:
-        section.error = str(exc)
-        section.figures.clear()
-        section.tables.clear()
-        section.csv_only.clear()
-    return section
-
-
-def build_report(ta, ranks: str | int | Iterable[int] = "all", progress=None) -> ReportContent:
-    """Run the five analyses (plus profiler steps and, when available, the operator summary) for
-    ``ranks`` of ``ta`` and draw their figures. ``progress`` (a tqdm bar or None) is advanced once
-    per analysis."""
+def build_report(
+    ta, ranks: str | int | Iterable[int] = "all", progress=None, analyses: Iterable[str] | None = None
+) -> ReportContent:
+    """Run the report's analyses (``analyses``: section names, default all of them, see
+    ``analysis.registry.section_names``) and its context tables for ``ranks`` of ``ta``, and draw
+    their figures. ``progress`` (a tqdm bar or None) is advanced once per section."""
     chosen = select_report_ranks(ta, ranks)
+    catalogue = registry.analyses()
+    names = registry.section_names() if analyses is None else list(analyses)
+    unknown = [n for n in names if n not in registry.section_names()]
+    if unknown:
+        raise ConfigError(f"unknown report analyses {unknown}; choose from {registry.section_names()}")
+    always = [n for n, s in catalogue.items() if s.placement in ("context", "lead")]
+    requests = {n: dict(catalogue[n].report_options) for n in always + names}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = ta.run_many(requests, chosen, errors="return")
+    notes = [str(w.message) for w in caught]
 
-    def tick(label: str) -> None:
+    def section(name: str) -> Section:
+        spec = catalogue[name]
+        out = Section(name, spec.title, spec.how_to_read, open_tables=spec.placement == "lead")
+        result = results[name]
+        if isinstance(result, TraceAnalysisError):
+            out.error = str(result)
+            return out
+        out.tables.update(spec.report_tables(result))
+        if spec.csv_only:
+            out.csv_only.update(spec.csv_only(result))
+        figure_options = {p.name: p.default for p in spec.params if p.role == "figure"}
+        out.figures.update(spec.draw(result, **figure_options, **spec.report_options))
+        out.notes = [n for n in notes if n.startswith((spec.title or name) + ":")]
+        return out
+
+    context, lead, sections = [], [], []
+    for name in always:
+        if catalogue[name].placement == "context" and isinstance(results[name], Exception):
+            raise results[name]
+        (context if catalogue[name].placement == "context" else lead).append(section(name))
+    for name in names:
+        sections.append(section(name))
         if progress is not None:
-            progress.set_postfix_str(label)
+            progress.set_postfix_str(catalogue[name].title or name)
             progress.update(1)
 
-    metadata = ta.get_trace_metadata(ranks=chosen)
-    steps = ta.get_profiler_step_table(ranks=chosen)
-    sections: list[Section] = []
-
-    def temporal(s: Section) -> None:
-        df = ta.get_temporal_breakdown(visualize=False, ranks=chosen)
-        s.tables["temporal_breakdown"] = df
-        s.figures["temporal_breakdown"] = figures.temporal_breakdown(df)
-
-    sections.append(_run(Section(
-        "temporal", "Temporal breakdown",
-        "Each bar is one rank's GPU time between its first and last kernel, split into compute "
-        "(kernels that do math), non-compute (communication and memory kernels only) and idle "
-        "(no kernel running). A rank with much more idle time than the others is waiting, either "
-        "for its CPU to launch work or for the other ranks.",
-    ), temporal))
-    tick("temporal breakdown")
-
-    def idle(s: Section) -> None:
-        df, stats = ta.get_idle_time_breakdown(
-            ranks=chosen, show_idle_interval_stats=True, visualize=False
-        )
-        s.tables["idle_time_breakdown"] = df
-        s.figures["idle_time_breakdown"] = figures.idle_time_breakdown(df, pctg=True)
-        if stats is not None:
-            s.tables["idle_interval_stats"] = stats.reset_index()
-            s.figures["idle_interval_stats"] = figures.idle_interval_stats(stats)
-
-    sections.append(_run(Section(
-        "idle", "Idle time breakdown",
-        "Per CUDA stream, the idle time between consecutive kernels split by cause: host_wait "
-        "(the CPU launched the next kernel only after the previous one had finished: the GPU "
-        "starved), kernel_wait (short gaps under 30 µs between back-to-back kernels: launch "
-        "overhead) and other (e.g. waiting on another stream or a synchronisation). The interval "
-        "statistics show how long the individual gaps are.",
-    ), idle))
-    tick("idle time")
-
-    def overlap(s: Section) -> None:
-        df = ta.get_comm_comp_overlap(visualize=False, ranks=chosen)
-        s.tables["comm_comp_overlap"] = df
-        s.figures["comm_comp_overlap"] = figures.comm_comp_overlap(df)
-
-    sections.append(_run(Section(
-        "overlap", "Communication / computation overlap",
-        "The share of each rank's communication kernel time during which computation kernels ran "
-        "too. Higher is better: communication hidden behind computation costs no step time. A rank "
-        "well below the others exposes its collectives.",
-    ), overlap))
-    tick("comm/comp overlap")
-
-    def launches(s: Section) -> None:
-        stats = ta.get_cuda_kernel_launch_stats(ranks=chosen, visualize=False)
-        s.tables["kernel_launch_summary"] = launch_summary(stats)
-        frames = [df.assign(rank=r) for r, df in stats.items()]
-        s.csv_only["kernel_launch_stats"] = (
-            pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-        )
-        s.figures["kernel_launch_stats"] = figures.kernel_launch_stats(
-            stats, runtime_cutoff=RUNTIME_CUTOFF_US, launch_delay_cutoff=LAUNCH_DELAY_CUTOFF_US
-        )
-
-    sections.append(_run(Section(
-        "launches", "CUDA kernel launch statistics",
-        f"Left: every launch as its CPU runtime-call duration against its GPU kernel duration; "
-        f"points below the diagonal are kernels shorter than their own launch call (the CPU "
-        f"cannot keep the GPU busy with them), calls over {RUNTIME_CUTOFF_US} µs are runtime outliers. Right: per rank, "
-        f"the delay between the end of the launch call and the kernel's start; delays over "
-        f"{LAUNCH_DELAY_CUTOFF_US} µs mean a queue of work ahead of the kernel.",
-    ), launches))
-    tick("kernel launch stats")
-
-    def kernels(s: Section) -> None:
-        types, per_kernel = ta.get_gpu_kernel_breakdown(visualize=False, ranks=chosen)
-        s.tables["kernel_type_breakdown"] = types
-        s.tables["kernel_breakdown"] = per_kernel
-        s.figures["kernel_type_breakdown"] = figures.kernel_type_breakdown(types)
-        s.figures["kernel_breakdown"] = figures.kernel_breakdown(per_kernel)
-
-    sections.append(_run(Section(
-        "kernels", "GPU kernel breakdown",
-        "The pie splits all GPU time by kernel type, with the time during which types overlap "
-        "shown separately. The bars list the kernels that account for most of each type's time, "
-        "per rank: the first candidates for optimisation.",
-    ), kernels))
-    tick("kernel breakdown")
-
-    def operators(s: Section) -> None:
-        s.tables["operator_summary"] = ta.get_operator_summary(ranks=chosen, top=TOP_OPERATORS)
-
-    sections.append(_run(Section(
-        "operators", "CPU operators",
-        f"The {TOP_OPERATORS} CPU operators with the most GPU time launched, per rank: calls, total "
-        "and self CPU time, and the GPU time of the kernels they launched (µs).",
-    ), operators))
-    tick("operators")
-
-    temporal_df = sections[0].tables.get("temporal_breakdown")
-    overlap_df = sections[2].tables.get("comm_comp_overlap")
-    headline = (
-        headline_table(temporal_df, overlap_df, metadata)
-        if temporal_df is not None and overlap_df is not None
-        else metadata[["rank", "gpu", "events"]]
-    )
+    headline, key_numbers = None, [("ranks", str(len(chosen)))]
+    for name, spec in catalogue.items():
+        result = results.get(name)
+        if result is None or isinstance(result, Exception):
+            continue
+        if spec.headline is not None:
+            part = spec.headline(result)
+            headline = part if headline is None else headline.merge(part, on="rank", how="left")
+        if spec.key_numbers is not None:
+            key_numbers += spec.key_numbers(result)
     return ReportContent(
         source=str(ta.engine.source),
         ranks=chosen,
-        kernel_patterns=ta.patterns.name if hasattr(ta.patterns, "name") else str(ta.patterns),
-        metadata=metadata,
-        headline=headline,
-        steps=steps,
+        kernel_patterns=getattr(ta.patterns, "name", str(ta.patterns)),
+        headline=None if headline is None else headline.round(2),
+        key_numbers=key_numbers,
+        context=context,
+        lead=lead,
         sections=sections,
     )
 
 
-# Progress bar length of build_report: one tick per analysis above.
-BUILD_STEPS = 6
+def build_steps(analyses: Iterable[str] | None = None) -> int:
+    """Progress bar length of ``build_report``: one tick per section."""
+    return len(registry.section_names() if analyses is None else list(analyses))

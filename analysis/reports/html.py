@@ -1,20 +1,23 @@
 """The report as one self-contained HTML page: plotly.js inline once, every figure, every table.
 
-The page needs no network (no CDN, no fonts, no MathJax), so it can be attached to a ticket and
-opened anywhere. Every string that comes from a trace (kernel and operator names, file names,
-GPU names) is untrusted: text and attributes go through ``html.escape``, tables through
-``DataFrame.to_html(escape=True)``, and figure data through plotly's JSON encoder, which writes
-``<``, ``>`` and ``/`` as ``\\u`` escapes inside the figure scripts.
+The layout is the Jinja2 template ``templates/report.html.j2`` (autoescaping on). The page needs no
+network (no CDN, no fonts, no MathJax), so it can be attached to a ticket and opened anywhere. Every
+string that comes from a trace (kernel and operator names, file names, GPU names) is untrusted: the
+template escapes text and attributes, tables are rendered with ``DataFrame.to_html(escape=True)``,
+and figure data goes through plotly's JSON encoder, which writes ``<``, ``>`` and ``/`` as ``\\u``
+escapes inside the figure scripts.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from html import escape
+from functools import cache
 
+import jinja2
 import pandas as pd
+from markupsafe import Markup, escape
 
-from analysis.reports.content import ReportContent, Section
+from analysis.reports.content import ReportContent
 
 # Tables longer than this are cut on the page (the CSV beside it has every row).
 MAX_TABLE_ROWS = 200
@@ -36,7 +39,19 @@ nav a { margin-right: 14px; } .note { color: #666; font-size: .85em; }
 """
 
 
-def _table(df: pd.DataFrame, name: str, csv_dir: str) -> str:
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("analysis.reports", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def table_html(df: pd.DataFrame, name: str, csv_dir: str = "tables") -> Markup:
+    """A table (first ``MAX_TABLE_ROWS`` rows, values escaped) with a link to its CSV."""
     shown = df.head(MAX_TABLE_ROWS)
     note = ""
     if len(df) > len(shown):
@@ -44,87 +59,35 @@ def _table(df: pd.DataFrame, name: str, csv_dir: str) -> str:
     link = f'<a href="{escape(csv_dir)}/{escape(name)}.csv">{escape(name)}.csv</a>'
     body = shown.to_html(escape=True, index=False, na_rep="–", float_format=lambda v: f"{v:,.2f}",
                          border=0)
-    return f'{note}{body}<p class="note">All rows: {link}</p>'
+    return Markup(f'{note}{body}<p class="note">All rows: {link}</p>')
 
 
-def _figure(name: str, fig) -> str:
+def figure_html(name: str, fig) -> Markup:
+    """A figure's div and script, without plotly.js (the page inlines it once)."""
     # A fixed div id keeps the page byte-identical for identical input (no random UUIDs).
-    return fig.to_html(
+    return Markup(fig.to_html(
         full_html=False,
         include_plotlyjs=False,
-        div_id=f"fig-{name}",
+        div_id=f"fig-{escape(name)}",
         config={"displaylogo": False, "responsive": True},
         default_height="560px",
-    )
+    ))
 
 
-def _section(s: Section, csv_dir: str) -> str:
-    parts = [f'<section id="{escape(s.key)}"><h2>{escape(s.title)}</h2>',
-             f'<p class="how">{escape(s.how_to_read)}</p>']
-    if s.error:
-        parts.append(f'<p class="error">Not available for these traces: {escape(s.error)}</p>')
-    for name, fig in s.figures.items():
-        parts.append(_figure(name, fig))
-    for name, df in s.tables.items():
-        parts.append(f"<details><summary>Table: {escape(name)}</summary>{_table(df, name, csv_dir)}"
-                     "</details>")
-    for name in s.csv_only:
-        parts.append(f'<p class="note">Every row: <a href="{escape(csv_dir)}/{escape(name)}.csv">'
-                     f"{escape(name)}.csv</a></p>")
-    parts.append("</section>")
-    return "\n".join(parts)
-
-
-def _cards(content: ReportContent) -> str:
-    """The key numbers at the top of the page (taken from the headline table, not recomputed)."""
-    h = content.headline
-    meta = content.metadata
-    cards = [
-        ("ranks", str(len(content.ranks))),
-        ("GPU", ", ".join(sorted({g for g in meta["gpu"] if g and g != "-"})) or "–"),
-        ("profiler steps", str(content.steps["step"].nunique()) if len(content.steps) else "–"),
-    ]
-    if "idle_%" in h and h["idle_%"].notna().any():
-        cards.append(("mean GPU idle", f"{h['idle_%'].mean():.1f} %"))
-        worst = h.loc[h["idle_%"].idxmax()]
-        cards.append(("most idle rank", f"{int(worst['rank'])} ({worst['idle_%']:.1f} %)"))
-    if "comm_overlap_%" in h and h["comm_overlap_%"].notna().any():
-        cards.append(("mean comm/comp overlap", f"{h['comm_overlap_%'].mean():.1f} %"))
-    return '<div class="cards">' + "".join(
-        f'<div class="card"><div class="value">{escape(v)}</div><div class="label">{escape(k)}</div></div>'
-        for k, v in cards
-    ) + "</div>"
-
-
-def render_html(content: ReportContent, plotly_js: str, csv_dir: str = "tables") -> str:
+def render_html(
+    content: ReportContent, plotly_js: str, csv_dir: str = "tables",
+    title: str = "Trace analysis report",
+) -> str:
     """The whole page as a string; ``plotly_js`` is the plotly.js bundle to inline (once)."""
-    generated = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    nav = " ".join(f'<a href="#{escape(s.key)}">{escape(s.title)}</a>' for s in content.sections)
-    ranks = ", ".join(str(r) for r in content.ranks)
     # "</script" cannot occur inside plotly.js, but guard the one raw insertion anyway.
-    plotly_js = plotly_js.replace("</script", "<\\/script")
-    return "\n".join([
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>Trace analysis report: {escape(content.source)}</title>",
-        f"<style>{_CSS}</style>",
-        f'<script type="text/javascript">{plotly_js}</script>',
-        "</head><body>",
-        "<h1>Trace analysis report</h1>",
-        f'<p class="meta">{escape(content.source)} · ranks {escape(ranks)} · kernel patterns '
-        f"{escape(content.kernel_patterns)} · generated {escape(generated)}</p>",
-        f"<nav>{nav}</nav>",
-        _cards(content),
-        "<h2>Key numbers per rank</h2>",
-        '<p class="how">GPU time shares (%) of each rank\'s kernel time, its communication overlap, '
-        "and its kernel time (first kernel start to last kernel end, ms).</p>",
-        _table(content.headline, "headline", csv_dir),
-        "<h2>Traces</h2>",
-        _table(content.metadata, "trace_metadata", csv_dir),
-        "<details><summary>Profiler steps (µs, the trace's own clock)</summary>",
-        _table(content.steps, "profiler_steps", csv_dir),
-        "</details>",
-        *(_section(s, csv_dir) for s in content.sections),
-        "</body></html>",
-    ])
+    plotly_js = Markup(plotly_js.replace("</script", "<\\/script"))
+    return _environment().get_template("report.html.j2").render(
+        title=title,
+        content=content,
+        css=Markup(_CSS),
+        plotly_js=plotly_js,
+        csv_dir=csv_dir,
+        generated=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        table=lambda df, name: table_html(df, name, csv_dir),
+        figure=figure_html,
+    )

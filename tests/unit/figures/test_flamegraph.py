@@ -23,7 +23,7 @@ def icicle(fig: go.Figure) -> go.Icicle:
 
 
 def test_one_root_per_file_under_all_files():
-    trace = icicle(flamegraph(NODES))
+    trace = icicle(flamegraph(call_tree(NODES)))
     ids, parents, labels = list(trace.ids), list(trace.parents), list(trace.labels)
     top = ids[parents.index("")]
     assert labels[ids.index(top)] == "all files"
@@ -50,7 +50,7 @@ def test_narrow_frames_are_left_out_and_long_names_cut():
         "main (train.py:1);rare (util.py:3) 10\n"
     )
     profile = parse_pyspy(text, source="node.txt")
-    trace = icicle(flamegraph(profile, min_width=0.02, label_chars=30))
+    trace = icicle(flamegraph(call_tree(profile), min_width=0.02, label_chars=30))
     labels = list(trace.labels)
     assert "rare" not in labels  # 1 % < 2 %
     cut = [label for label in labels if label.startswith("Trainer.")]
@@ -58,13 +58,13 @@ def test_narrow_frames_are_left_out_and_long_names_cut():
     hover = [row[0] for row in trace.customdata]
     assert long_name in hover  # the full name stays on hover
     assert any(row[1] == "trainer.py:10" for row in trace.customdata)
-    assert "rare" in list(icicle(flamegraph(profile, min_width=0)).labels)
+    assert "rare" in list(icicle(flamegraph(call_tree(profile), min_width=0)).labels)
 
 
 def test_height_grows_with_stack_depth():
     shallow = parse_pyspy("a (x.py:1) 1\n")
     deep = parse_pyspy(";".join(f"f{i} (x.py:{i})" for i in range(80)) + " 1\n")
-    assert flamegraph(deep).layout.height > flamegraph(shallow).layout.height + 70 * 20
+    assert flamegraph(call_tree(deep)).layout.height > flamegraph(call_tree(shallow)).layout.height + 70 * 20
 
 
 def test_empty_tree_gives_a_no_data_figure():
@@ -77,7 +77,7 @@ def test_svg_renders(tmp_path):
     """Render through kaleido and rsvg-convert, as a user's `flamegraph -o x.svg` does."""
     from analysis.figures.export import BrowserNotFoundError, export_figures
 
-    fig = flamegraph(NODES)
+    fig = flamegraph(call_tree(NODES))
     try:
         written = export_figures({"flame": fig}, tmp_path, ["svg"])
     except BrowserNotFoundError as exc:

@@ -4,30 +4,19 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
 import pytest
-from conftest import HTA_GPU_TRACE_DIRS
-from hta_oracle import hta_analysis
-from trace_helpers import load_dir, rank_trace
+from trace_helpers import analyse, facade, rank_trace
 
 from analysis.kineto.model import Trace
-from analysis.kineto.window import profiler_step_window
-from analysis.metrics.comm_comp_overlap import combine, comm_comp_overlap, comm_comp_overlap_rank
+from analysis.metrics.comm_comp_overlap import combine, comm_comp_overlap_rank
 from analysis.testing.synthetic import SynthConfig, generate, write_traces
-
-
-@pytest.mark.parametrize("trace_dir", [*HTA_GPU_TRACE_DIRS, "sample"], indirect=True)
-def test_hta_parity(trace_dir):
-    theirs = hta_analysis(str(trace_dir)).get_comm_comp_overlap(visualize=False)
-    ours = comm_comp_overlap(profiler_step_window(load_dir(trace_dir)), patterns="hta", rounding="hta")
-    pd.testing.assert_frame_equal(ours, theirs.reset_index(drop=True), rtol=1e-6)
 
 
 @pytest.mark.parametrize("patterns", ["default", "hta"])
 def test_ground_truth(tmp_path, patterns):
     config = SynthConfig(ranks=2, steps=2, kernels_per_step=30, seed=5, ns_resolution=True)
     write_traces(config, tmp_path)
-    got = comm_comp_overlap(profiler_step_window(load_dir(tmp_path)), patterns=patterns)
+    got = facade(tmp_path, patterns=patterns, rounding="exact").get_comm_comp_overlap(visualize=False)
     truth = generate(config).truth
     assert got["comp_comm_overlap_pctg"].tolist() == [
         round(truth[r].comm_comp_overlap_pctg, 2) for r in sorted(truth)
@@ -44,9 +33,9 @@ def test_hand_made_overlap():
         ("ncclDevKernel_AllReduce_Sum_f32", "kernel", 100_000, 10_000, 20, 4),
     ])
     # |COMP ∩ COMM| = 20 µs of |COMM| = 50 µs
-    assert comm_comp_overlap(Trace({0: rt}))["comp_comm_overlap_pctg"].tolist() == [40.0]
+    assert analyse(Trace({0: rt}), rounding="exact").get_comm_comp_overlap(visualize=False)["comp_comm_overlap_pctg"].tolist() == [40.0]
     # HTA's pattern needs "...Kernel" after "nccl": ncclDevKernel matches, so both agree here
-    assert comm_comp_overlap(Trace({0: rt}), patterns="hta")["comp_comm_overlap_pctg"].tolist() == [40.0]
+    assert analyse(Trace({0: rt}), patterns="hta", rounding="exact").get_comm_comp_overlap(visualize=False)["comp_comm_overlap_pctg"].tolist() == [40.0]
 
 
 def test_default_recognises_deepep_and_custom_allreduce():
@@ -57,8 +46,8 @@ def test_default_recognises_deepep_and_custom_allreduce():
     ])
     t = Trace({0: rt})
     # comm [0,10) ∪ [20,30) = 20 µs; compute [5,25) covers 5 + 5 µs of it
-    assert comm_comp_overlap(t)["comp_comm_overlap_pctg"].tolist() == [50.0]
-    assert math.isnan(comm_comp_overlap(t, patterns="hta")["comp_comm_overlap_pctg"][0])
+    assert analyse(t, rounding="exact").get_comm_comp_overlap(visualize=False)["comp_comm_overlap_pctg"].tolist() == [50.0]
+    assert math.isnan(analyse(t, patterns="hta", rounding="exact").get_comm_comp_overlap(visualize=False)["comp_comm_overlap_pctg"][0])
 
 
 def test_no_comm_and_no_gpu_events_give_nan():
@@ -79,5 +68,5 @@ def test_exact_vs_hta_rounding_on_ns_timestamps():
         ("gemm", "kernel", t0 + 10_200, 9_800, 7, 2),
     ], float_timestamps=True)
     t = Trace({0: rt})
-    assert comm_comp_overlap(t)["comp_comm_overlap_pctg"].tolist() == [3.0]
-    assert comm_comp_overlap(t, rounding="hta")["comp_comm_overlap_pctg"].tolist() == [0.0]
+    assert analyse(t, rounding="exact").get_comm_comp_overlap(visualize=False)["comp_comm_overlap_pctg"].tolist() == [3.0]
+    assert analyse(t, rounding="hta").get_comm_comp_overlap(visualize=False)["comp_comm_overlap_pctg"].tolist() == [0.0]

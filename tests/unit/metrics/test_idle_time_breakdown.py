@@ -7,52 +7,17 @@ import pickle
 import numpy as np
 import pandas as pd
 import pytest
-from hta_oracle import hta_analysis
-from trace_helpers import load_dir, parity_dirs, rank_trace
+from trace_helpers import analyse, facade, load_dir, rank_trace
 
 from analysis.errors import NoGPUEventsError
 from analysis.kineto.model import RankTrace, Trace
-from analysis.kineto.window import profiler_step_window
 from analysis.metrics.idle_time_breakdown import (
     COLUMNS,
     combine,
     idle_intervals,
-    idle_time_breakdown,
     idle_time_breakdown_rank,
 )
 from analysis.testing.synthetic import SynthConfig, generate, write_traces
-
-
-@pytest.mark.parametrize("trace_dir", parity_dirs(), indirect=True)
-def test_hta_parity(trace_dir):
-    hta = hta_analysis(str(trace_dir))
-    ranks = hta.t.get_ranks()
-    theirs, their_stats = hta.get_idle_time_breakdown(
-        ranks=ranks, visualize=False, show_idle_interval_stats=True
-    )
-    ours, our_stats = idle_time_breakdown(
-        profiler_step_window(load_dir(trace_dir)), ranks=ranks, show_idle_interval_stats=True,
-        patterns="hta", rounding="hta",
-    )
-    # same rows in the same order, same (repeating, per-rank) index, values as HTA rounds them
-    pd.testing.assert_frame_equal(ours, theirs, check_dtype=False, check_index_type=False, rtol=1e-6)
-    pd.testing.assert_frame_equal(
-        our_stats, their_stats, check_dtype=False, check_index_type=False, rtol=1e-6
-    )
-
-
-def test_hta_parity_streams_and_delay(hta_traces_dir):
-    trace_dir = hta_traces_dir / "trace_filter"
-    theirs, _ = hta_analysis(str(trace_dir)).get_idle_time_breakdown(
-        ranks=[1, 0], streams=[7, 25], visualize=False, consecutive_kernel_delay=5
-    )
-    ours, stats = idle_time_breakdown(
-        profiler_step_window(load_dir(trace_dir)), ranks=[1, 0], streams=[7, 25],
-        consecutive_kernel_delay=5, patterns="hta", rounding="hta",
-    )
-    assert stats is None
-    assert list(ours["stream"].unique()) == [7, 25]
-    pd.testing.assert_frame_equal(ours, theirs, check_dtype=False, check_index_type=False)
 
 
 @pytest.fixture(scope="module")
@@ -60,15 +25,13 @@ def synthetic(tmp_path_factory):
     config = SynthConfig(ranks=2, steps=3, kernels_per_step=24, seed=5, ns_resolution=True)
     out = tmp_path_factory.mktemp("synth-idle")
     write_traces(config, out)
-    return generate(config), profiler_step_window(load_dir(out))
+    return generate(config), out
 
 
 @pytest.mark.parametrize("patterns", ["default", "hta"])
 def test_ground_truth(synthetic, patterns):
     job, trace = synthetic
-    df, stats = idle_time_breakdown(
-        trace, ranks="all", show_idle_interval_stats=True, patterns=patterns
-    )
+    df, stats = facade(trace, patterns=patterns, rounding="exact").get_idle_time_breakdown(visualize=False, ranks="all", show_idle_interval_stats=True)
     for rank, truth in job.truth.items():
         got = df[df["rank"] == rank].set_index(["stream", "idle_category"])["idle_time"]
         got_n = stats[stats["rank"] == rank].reset_index().set_index(["stream", "idle_category"])
@@ -84,7 +47,7 @@ def test_ground_truth(synthetic, patterns):
 def test_ground_truth_intervals(synthetic):
     job, trace = synthetic
     truth = job.truth[0]
-    gaps = idle_intervals(trace[0]).dropna(subset=["idle_interval"])
+    gaps = idle_intervals(facade(trace).trace[0]).dropna(subset=["idle_interval"])
     names = gaps["idle_category"].map({0: "host_wait", 1: "kernel_wait", 2: "other"})
     # both in (stream, start) order; epoch µs floats are too coarse to compare starts directly
     got = sorted(zip(gaps["stream"], gaps["idle_interval"], names, strict=True), key=lambda t: t[0])
@@ -114,7 +77,7 @@ def hand_made() -> RankTrace:
 
 
 def test_hand_made_categories():
-    df, stats = idle_time_breakdown(Trace({0: hand_made()}), show_idle_interval_stats=True)
+    df, stats = analyse(Trace({0: hand_made()}), rounding="exact").get_idle_time_breakdown(visualize=False, show_idle_interval_stats=True)
     assert list(df.columns) == COLUMNS
     rows = {(r.stream, r.idle_category): r.idle_time for r in df.itertuples()}
     assert rows == {(7, "host_wait"): 28.0, (7, "kernel_wait"): 2.0, (7, "other"): 100.0,
@@ -126,7 +89,7 @@ def test_hand_made_categories():
 
 
 def test_kernel_wait_threshold_is_in_microseconds():
-    df, _ = idle_time_breakdown(Trace({0: hand_made()}), consecutive_kernel_delay=1.5)
+    df, _ = analyse(Trace({0: hand_made()}), rounding="exact").get_idle_time_breakdown(visualize=False, consecutive_kernel_delay=1.5)
     cats = set(df[df["stream"] == 7]["idle_category"])
     assert "kernel_wait" not in cats  # the 2 µs gap is no longer below the threshold
 
@@ -141,8 +104,8 @@ def test_default_clips_overlaps_where_hta_counts_negative_idle():
         ("inside", "kernel", 20 * us, 5 * us, 7, 2),  # [20, 25): overlaps, gap −40 µs for HTA
         ("next", "kernel", 70 * us, 5 * us, 7, 3),    # HTA: 70 − 25 = 45; really idle 70 − 60 = 10
     ])
-    hta, _ = idle_time_breakdown(Trace({0: rt}), patterns="hta")
-    default, _ = idle_time_breakdown(Trace({0: rt}))
+    hta, _ = analyse(Trace({0: rt}), patterns="hta", rounding="exact").get_idle_time_breakdown(visualize=False)
+    default, _ = analyse(Trace({0: rt}), rounding="exact").get_idle_time_breakdown(visualize=False)
     assert hta["idle_time"].sum() == pytest.approx(5.0)  # −40 + 45
     assert default["idle_time"].sum() == pytest.approx(10.0)
     assert (default["idle_time"] >= 0).all()
@@ -156,45 +119,32 @@ def test_default_does_not_round():
         ("a", "kernel", 10 * us, us, 7, 1),
         ("b", "kernel", 11 * us + 1, us, 7, 2),  # 1 ns gap
     ])
-    assert idle_time_breakdown(Trace({0: rt}))[0]["idle_time"].max() == 0.001
-    assert idle_time_breakdown(Trace({0: rt}), patterns="hta")[0]["idle_time"].max() == 0.0
+    assert analyse(Trace({0: rt}), rounding="exact").get_idle_time_breakdown(visualize=False)[0]["idle_time"].max() == 0.001
+    assert analyse(Trace({0: rt}), patterns="hta", rounding="exact").get_idle_time_breakdown(visualize=False)[0]["idle_time"].max() == 0.0
 
 
 def test_no_gpu_events_raises_our_error(hta_traces_dir):
     rt = rank_trace([("aten::mm", "cpu_op", 0, 1000, -1, -1)], rank=3)
     with pytest.raises(NoGPUEventsError, match=r"rank\(s\) \[3\]"):
-        idle_time_breakdown(Trace({3: rt}))
+        analyse(Trace({3: rt}), rounding="exact").get_idle_time_breakdown(visualize=False)
     other = rank_trace([("aten::mm", "cpu_op", 0, 1000, -1, -1)], rank=5)
+    # among GPU ranks, CPU-only ranks are left out with one warning naming them all
+    with pytest.warns(UserWarning, match=r"rank\(s\) \[3, 5\] left out: no GPU events"):
+        df, _ = analyse(Trace({0: hand_made(), 3: rt, 5: other})).get_idle_time_breakdown(
+            visualize=False, ranks="all")
+    assert set(df["rank"]) == {0}
     with pytest.raises(NoGPUEventsError, match=r"rank\(s\) \[3, 5\]"):
-        idle_time_breakdown(Trace({0: hand_made(), 3: rt, 5: other}), ranks="all")
+        analyse(Trace({3: rt, 5: other})).get_idle_time_breakdown(visualize=False, ranks="all")
     cpu_only = load_dir(hta_traces_dir / "cpu_only")
     with pytest.raises(NoGPUEventsError):
-        idle_time_breakdown(profiler_step_window(cpu_only), ranks="all")
-
-
-def test_hta_fails_unclearly_without_gpu_events(hta_traces_dir):
-    hta = hta_analysis(str(hta_traces_dir / "cpu_only"))
-    with pytest.raises(Exception) as info:
-        hta.get_idle_time_breakdown(ranks=hta.t.get_ranks(), visualize=False)
-    assert not isinstance(info.value, NoGPUEventsError)
-
-
-def test_default_rank_is_first_present(hta_traces_dir):
-    # df_index_resolver holds rank 1 only: HTA's default ranks=[0] raises a bare ValueError
-    trace = profiler_step_window(load_dir(hta_traces_dir / "df_index_resolver"))
-    df, _ = idle_time_breakdown(trace)
-    assert set(df["rank"]) == {1}
-    with pytest.raises(ValueError):
-        hta_analysis(str(hta_traces_dir / "df_index_resolver")).get_idle_time_breakdown(
-            visualize=False
-        )
+        analyse(cpu_only, rounding="exact").get_idle_time_breakdown(visualize=False, ranks="all")
 
 
 def test_ranks_all_and_rank_step_plus_combine_equal_the_convenience():
     a, b = hand_made(), hand_made()
     b.meta.rank = 4
     trace = Trace({0: a, 4: b})
-    whole, stats = idle_time_breakdown(trace, ranks="all", show_idle_interval_stats=True)
+    whole, stats = analyse(trace, rounding="exact").get_idle_time_breakdown(visualize=False, ranks="all", show_idle_interval_stats=True)
     frames = {
         r: pickle.loads(pickle.dumps(idle_time_breakdown_rank(
             pickle.loads(pickle.dumps(trace[r])), show_idle_interval_stats=True)))

@@ -2,33 +2,18 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
-from conftest import HTA_GPU_TRACE_DIRS
-from hta_oracle import hta_analysis
-from trace_helpers import load_dir, rank_trace
+from trace_helpers import analyse, load_dir, rank_trace
 
 from analysis.kineto.model import Trace
-from analysis.kineto.window import profiler_step_window
-from analysis.metrics.kernel_breakdown import kernel_breakdown
 from analysis.testing.synthetic import SynthConfig, generate, write_traces
-
-
-@pytest.mark.parametrize("trace_dir", [*HTA_GPU_TRACE_DIRS, "sample"], indirect=True)
-def test_hta_parity(trace_dir):
-    theirs = hta_analysis(str(trace_dir)).get_gpu_kernel_breakdown(
-        visualize=False, include_memory_kernels=True
-    )
-    ours = kernel_breakdown(profiler_step_window(load_dir(trace_dir)), patterns="hta", rounding="hta")
-    for o, t in zip(ours, theirs, strict=True):
-        pd.testing.assert_frame_equal(o, t.reset_index(drop=True), rtol=1e-6)
 
 
 def test_ground_truth(tmp_path):
     config = SynthConfig(ranks=2, steps=2, kernels_per_step=20, seed=7)
     write_traces(config, tmp_path)
-    trace = profiler_step_window(load_dir(tmp_path))
-    types, kernels = kernel_breakdown(trace, num_kernels=10**6)
+    trace = load_dir(tmp_path)
+    types, kernels = analyse(trace, rounding="exact").get_gpu_kernel_breakdown(visualize=False, num_kernels=10**6)
     truth = generate(config).truth
     # every kernel name's statistics, exactly
     for rank, t in truth.items():
@@ -56,8 +41,8 @@ def many_kernels_rank():
 
 def test_others_statistics_default_vs_hta():
     t = Trace({0: many_kernels_rank()})
-    _, ours = kernel_breakdown(t, num_kernels=10)
-    _, hta = kernel_breakdown(t, num_kernels=10, patterns="hta")
+    _, ours = analyse(t, rounding="exact").get_gpu_kernel_breakdown(visualize=False, num_kernels=10)
+    _, hta = analyse(t, patterns="hta", rounding="exact").get_gpu_kernel_breakdown(visualize=False, num_kernels=10)
     top = ours.set_index("name").loc["k11"]
     # default: statistics of k11's 13 kernels
     assert (top["sum (us)"], top["max (us)"], top["min (us)"]) == (140.0, 20.0, 10.0)
@@ -80,19 +65,19 @@ def test_kernel_type_overlap_combinations():
         ("ncclKernel_AllReduce", "kernel", 10_000, 20_000, 20, 2),
         ("Memcpy HtoD (Host -> Device)", "gpu_memcpy", 40_000, 5_000, 7, 3),
     ])
-    types, kernels = kernel_breakdown(Trace({0: rt}))
+    types, kernels = analyse(Trace({0: rt}), rounding="exact").get_gpu_kernel_breakdown(visualize=False)
     got = dict(zip(types["kernel_type"], types["sum"], strict=True))
     assert got == {"COMPUTATION": 10, "COMPUTATION overlapping COMMUNICATION": 10,
                    "COMMUNICATION": 10, "MEMORY": 5}
     assert types["percentage"].tolist() == [28.6, 28.6, 28.6, 14.3]
     assert sorted(kernels["kernel_type"]) == ["COMMUNICATION", "COMPUTATION", "MEMORY"]
-    no_mem, kernels = kernel_breakdown(Trace({0: rt}), include_memory_kernels=False)
+    no_mem, kernels = analyse(Trace({0: rt}), rounding="exact").get_gpu_kernel_breakdown(visualize=False, include_memory_kernels=False)
     assert "MEMORY" not in set(no_mem["kernel_type"]) | set(kernels["kernel_type"])
 
 
 def test_rank_without_gpu_events_contributes_no_rows():
     gpu = rank_trace([("gemm", "kernel", 0, 10_000, 7, 1)], rank=0)
     cpu = rank_trace([("aten::mm", "cpu_op", 0, 10_000, -1, -1)], rank=1)
-    types, kernels = kernel_breakdown(Trace({0: gpu, 1: cpu}))
+    types, kernels = analyse(Trace({0: gpu, 1: cpu}), rounding="exact").get_gpu_kernel_breakdown(visualize=False)
     assert types["kernel_type"].tolist() == ["COMPUTATION"]
     assert kernels["rank"].tolist() == [0]

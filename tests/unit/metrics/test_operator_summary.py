@@ -6,13 +6,13 @@ import json
 from collections import defaultdict
 
 import pytest
+from trace_helpers import analyse
 
 from analysis.kineto.model import Trace
 from analysis.kineto.parse import parse_trace_bytes
 from analysis.metrics.operator_summary import (
     COLUMNS,
-    operator_summary,
-    operator_summary_for_ranks,
+    operator_summary_rank,
     operator_times,
 )
 
@@ -76,7 +76,7 @@ def rank_trace_of(events, rank=0):
 
 
 def test_hand_made_trace_known_answers():
-    table = operator_summary(rank_trace_of(HAND_MADE), top=None)
+    table = operator_summary_rank(rank_trace_of(HAND_MADE), top=None)
     assert list(table.columns) == COLUMNS
     assert [tuple(row) for row in table.itertuples(index=False)] == EXPECTED
 
@@ -98,26 +98,26 @@ def test_top_and_order_independence():
     shuffled.sort(key=lambda e: e["cat"])  # file order must not matter, only time
     # F (addmm) has the same extent as E (linear): its nesting follows file order, so keep it
     fixed = [e for e in shuffled if e["ts"] != 200] + [e for e in HAND_MADE if e["ts"] == 200]
-    assert operator_summary(rank_trace_of(fixed), top=3).equals(
-        operator_summary(rank_trace_of(HAND_MADE), top=None).head(3))
+    assert operator_summary_rank(rank_trace_of(fixed), top=3).equals(
+        operator_summary_rank(rank_trace_of(HAND_MADE), top=None).head(3))
 
 
 def test_cpu_only_trace_sorts_by_cpu_self_time():
     events = [op("outer", 0, 100), op("inner", 10, 70), op("other", 200, 20)]
-    table = operator_summary(rank_trace_of(events))
+    table = operator_summary_rank(rank_trace_of(events))
     assert table["name"].tolist() == ["inner", "outer", "other"]
     assert table["cpu_self_us"].tolist() == [70.0, 30.0, 20.0]
     assert table["gpu_total_us"].tolist() == [0.0, 0.0, 0.0]
 
 
 def test_no_operators_gives_empty_table():
-    table = operator_summary(rank_trace_of([gpu("gemm", 0, 5, 1)]))
+    table = operator_summary_rank(rank_trace_of([gpu("gemm", 0, 5, 1)]))
     assert table.empty and list(table.columns) == COLUMNS
 
 
 def test_for_ranks_adds_rank_column():
     trace = Trace({0: rank_trace_of(HAND_MADE, 0), 1: rank_trace_of(HAND_MADE[:6], 1)})
-    table = operator_summary_for_ranks(trace, [1, 0], top=2)
+    table = analyse(trace, rounding="exact").get_operator_summary(ranks=[1, 0], top=2)
     assert list(table.columns) == ["rank", *COLUMNS]
     assert table["rank"].tolist() == [1, 1, 0, 0]
     # rank 1 has no GPU events: its operators rank by self CPU time
@@ -180,7 +180,7 @@ def test_real_trace_against_reference(hta_traces_dir, relative):
     if path.is_dir():  # a folder holding one trace
         path = next(path.glob("*.json.gz"))
     rank_trace = parse_trace_bytes(path.read_bytes(), str(path))
-    table = operator_summary(rank_trace, top=None)
+    table = operator_summary_rank(rank_trace, top=None)
     expected = reference_summary(rank_trace.events)
     got = {row[0]: tuple(row[1:]) for row in table.itertuples(index=False)}
     assert got.keys() == expected.keys()

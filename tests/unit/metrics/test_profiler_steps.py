@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from hta_oracle import hta_analysis
-from trace_helpers import load_dir, parity_dirs
+from trace_helpers import analyse, facade
 
 from analysis.kineto.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace
-from analysis.kineto.window import profiler_step_window
-from analysis.metrics.profiler_steps import COLUMNS, profiler_steps, profiler_steps_rank, step_ids
+from analysis.metrics.profiler_steps import COLUMNS
 from analysis.testing.synthetic import SynthConfig, generate, write_traces
 
 
@@ -21,36 +19,30 @@ def rank_trace(rows, rank=0) -> RankTrace:
     return RankTrace(meta=RankMeta(rank=rank, source="hand-made"), events=df)
 
 
-@pytest.mark.parametrize("trace_dir", parity_dirs(), indirect=True)
-def test_hta_parity(trace_dir):
-    theirs = hta_analysis(str(trace_dir)).get_profiler_steps()
-    window = profiler_step_window(load_dir(trace_dir))
-    assert step_ids(profiler_steps(window)) == [int(s) for s in theirs]
-
-
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory):
     config = SynthConfig(ranks=2, steps=3, kernels_per_step=10, seed=2, ns_resolution=True)
     out = tmp_path_factory.mktemp("synth-steps")
     write_traces(config, out)
-    return generate(config), load_dir(out)
+    return generate(config), out
 
 
 @pytest.mark.parametrize("include_last_step", [False, True])
 def test_ground_truth(synthetic, include_last_step):
-    job, full = synthetic
-    trace = profiler_step_window(full, include_last_profiler_step=include_last_step)
-    df = profiler_steps(trace)
+    job, out = synthetic
+    ta = facade(out, include_last=include_last_step)
+    df = ta.get_profiler_step_table()  # the whole trace: every step, the last one too
     assert list(df.columns) == COLUMNS
     for rank in job.truth:
-        truth = job.truth(rank, include_last_step).steps
+        truth = job.truth(rank, True).steps  # the step table covers the whole trace
         mine = df[df["rank"] == rank]
         assert mine["step"].tolist() == [n for n, _, _ in truth]
         assert mine["duration(us)"].tolist() == [d for _, _, d in truth]  # exact: ns kept
         for start, (_, want, _) in zip(mine["start(us)"], truth, strict=True):
             assert start == pytest.approx(want, rel=1e-15)  # epoch µs as float
-    # the last, partial step is in the full trace only
-    assert len(profiler_steps(full)) == len(profiler_steps(trace)) + (0 if include_last_step else 2)
+    # the analysed window leaves the last, partial step out unless asked to keep it
+    steps = sorted({n for rank in job.truth for n, _, _ in job.truth(rank, include_last_step).steps})
+    assert ta.get_profiler_steps() == steps
 
 
 def test_cpu_annotation_only_and_hta_step_names():
@@ -62,15 +54,16 @@ def test_cpu_annotation_only_and_hta_step_names():
         ("ProfilerStep", "user_annotation", 0, 5 * us, -1, -1),  # no #N: not a step (HTA: -1)
         ("aten::mm", "cpu_op", 11 * us, 5 * us, -1, -1),
     ], rank=3)
-    df = profiler_steps_rank(rt)
-    assert df.values.tolist() == [[3, 6, 10.0, 90.0, 80.0], [3, 7, 100.0, 150.0, 50.0]]
+    df = analyse(rt).get_profiler_step_table()
+    assert df.values.tolist() == [[3, 6, 10.0, 90.0, 0.0, 0.08, 80.0],
+                                  [3, 7, 100.0, 150.0, 0.09, 0.14, 50.0]]
 
 
 def test_rank_without_steps_and_rank_selection():
     with_steps = rank_trace([("ProfilerStep#1", "user_annotation", 0, 1000, -1, -1)], rank=0)
     without = rank_trace([("aten::mm", "cpu_op", 0, 1000, -1, -1)], rank=1)
     trace = Trace({0: with_steps, 1: without})
-    assert profiler_steps(trace)["rank"].tolist() == [0]
-    assert profiler_steps(trace, ranks=[1]).empty
-    assert list(profiler_steps(trace, ranks=[1]).columns) == COLUMNS
-    assert step_ids(profiler_steps(trace, ranks=None)) == [1]
+    assert analyse(trace, rounding="exact").get_profiler_step_table()["rank"].tolist() == [0]
+    assert analyse(trace, rounding="exact").get_profiler_step_table(ranks=[1]).empty
+    assert list(analyse(trace, rounding="exact").get_profiler_step_table(ranks=[1]).columns) == COLUMNS
+    assert analyse(trace).get_profiler_steps() == [1]

@@ -3,22 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
-from hta_oracle import hta_analysis
-from trace_helpers import load_dir, parity_dirs, rank_trace
+from trace_helpers import analyse, facade, rank_trace
 
 from analysis.kineto.model import Trace
-from analysis.kineto.window import profiler_step_window
-from analysis.metrics.temporal_breakdown import COLUMNS, temporal_breakdown
+from analysis.metrics.temporal_breakdown import COLUMNS
 from analysis.testing.synthetic import SynthConfig, generate, write_traces
-
-
-@pytest.mark.parametrize("trace_dir", parity_dirs(), indirect=True)
-def test_hta_parity(trace_dir):
-    theirs = hta_analysis(str(trace_dir)).get_temporal_breakdown(visualize=False)
-    ours = temporal_breakdown(profiler_step_window(load_dir(trace_dir)), patterns="hta", rounding="hta")
-    pd.testing.assert_frame_equal(ours, theirs.reset_index(drop=True), rtol=1e-6)
 
 
 @pytest.fixture(scope="module")
@@ -26,13 +16,13 @@ def synthetic(tmp_path_factory):
     config = SynthConfig(ranks=2, steps=3, kernels_per_step=24, seed=3)
     out = tmp_path_factory.mktemp("synth")
     write_traces(config, out)
-    return generate(config), profiler_step_window(load_dir(out))
+    return generate(config), out
 
 
 @pytest.mark.parametrize("patterns", ["default", "hta"])
 def test_ground_truth(synthetic, patterns):
     job, trace = synthetic
-    got = temporal_breakdown(trace, patterns=patterns).set_index("rank")
+    got = facade(trace, patterns=patterns, rounding="exact").get_temporal_breakdown(visualize=False).set_index("rank")
     for rank, truth in job.truth.items():
         row = got.loc[rank]
         assert row["kernel_time(us)"] == truth.kernel_time
@@ -51,8 +41,8 @@ def test_hand_made_breakdown():
         ("Memcpy DtoH", "gpu_memcpy", 50_000, 10_000, 7, 4),
         ("cudaLaunchKernel", "cuda_runtime", 0, 1_000, -1, 1),
     ])
-    row = temporal_breakdown(Trace({0: rt})).iloc[0]
-    assert list(temporal_breakdown(Trace({0: rt})).columns) == COLUMNS
+    row = analyse(Trace({0: rt}), rounding="exact").get_temporal_breakdown(visualize=False).iloc[0]
+    assert list(analyse(Trace({0: rt}), rounding="exact").get_temporal_breakdown(visualize=False).columns) == COLUMNS
     assert row["kernel_time(us)"] == 60.0
     assert row["idle_time(us)"] == 10.0
     assert row["compute_time(us)"] == 20.0
@@ -65,8 +55,8 @@ def test_exact_rounding_keeps_ns_where_hta_loses_sub_us_kernels():
     # negative length; exact keeps 0.8 µs of compute
     rt = rank_trace([("k", "kernel", 10_300, 400, 7, 1), ("k", "kernel", 20_300, 400, 7, 2)],
                     float_timestamps=True)
-    exact = temporal_breakdown(Trace({0: rt})).iloc[0]
-    hta = temporal_breakdown(Trace({0: rt}), patterns="hta", rounding="hta").iloc[0]
+    exact = analyse(Trace({0: rt}), rounding="exact").get_temporal_breakdown(visualize=False).iloc[0]
+    hta = analyse(Trace({0: rt}), patterns="hta", rounding="hta").get_temporal_breakdown(visualize=False).iloc[0]
     assert exact["compute_time(us)"] == pytest.approx(0.8)
     assert exact["kernel_time(us)"] == pytest.approx(10.4)
     assert hta["compute_time(us)"] == -2.0  # HTA's arithmetic, reproduced for parity
@@ -80,8 +70,8 @@ def test_default_ignores_cpu_calls_with_a_stream_and_sync_waits():
         ("gemm", "kernel", 10_000, 10_000, 0, 1),
         ("Stream Wait Event", "cuda_sync", 20_000, 30_000, 0, 2),
     ])
-    default = temporal_breakdown(Trace({0: rt})).iloc[0]
-    hta = temporal_breakdown(Trace({0: rt}), patterns="hta").iloc[0]
+    default = analyse(Trace({0: rt}), rounding="exact").get_temporal_breakdown(visualize=False).iloc[0]
+    hta = analyse(Trace({0: rt}), patterns="hta", rounding="exact").get_temporal_breakdown(visualize=False).iloc[0]
     assert default["kernel_time(us)"] == 10.0 and default["idle_time(us)"] == 0.0
     assert hta["kernel_time(us)"] == 50.0
     assert hta["compute_time(us)"] == 45.0  # HTA counts the launch call and the wait as compute
@@ -90,7 +80,7 @@ def test_default_ignores_cpu_calls_with_a_stream_and_sync_waits():
 def test_rank_without_gpu_events_gives_nan_row():
     gpu = rank_trace([("gemm", "kernel", 0, 10_000, 7, 1)], rank=0)
     cpu = rank_trace([("aten::add", "cpu_op", 0, 10_000, -1, -1)], rank=3)
-    df = temporal_breakdown(Trace({0: gpu, 3: cpu}))
+    df = analyse(Trace({0: gpu, 3: cpu}), rounding="exact").get_temporal_breakdown(visualize=False)
     assert df["rank"].tolist() == [0, 3]
     assert np.isnan(df.iloc[1][COLUMNS[1:]].to_numpy(dtype=float)).all()
     assert df.iloc[0]["compute_time_pctg"] == 100.0
@@ -100,5 +90,5 @@ def test_ranks_selection():
     a = rank_trace([("gemm", "kernel", 0, 10_000, 7, 1)], rank=2)
     b = rank_trace([("gemm", "kernel", 0, 20_000, 7, 1)], rank=5)
     t = Trace({2: a, 5: b})
-    assert temporal_breakdown(t, ranks=[5])["kernel_time(us)"].tolist() == [20.0]
-    assert temporal_breakdown(t, ranks="all")["rank"].tolist() == [2, 5]
+    assert analyse(t, rounding="exact").get_temporal_breakdown(visualize=False, ranks=[5])["kernel_time(us)"].tolist() == [20.0]
+    assert analyse(t, rounding="exact").get_temporal_breakdown(visualize=False, ranks="all")["rank"].tolist() == [2, 5]

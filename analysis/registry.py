@@ -1,0 +1,240 @@
+"""The analysis registry: one declarative entry per analysis, read by everything that runs one.
+
+An analysis is three pieces (``docs/contributing.md`` has the recipe):
+
+1. a metric module ``analysis/metrics/<name>.py``: a pure per-rank step ``<name>_rank(rt, ...)``
+   and a ``combine(parts, ...)`` of the per-rank results (its docstring defines the metric);
+2. a figure module ``analysis/figures/<name>.py`` with ``draw(result, ...) -> {stem: Figure}``;
+3. one :class:`Analysis` entry in :mod:`analysis.analyses` (the catalogue).
+
+From the entries, and nothing else:
+
+- ``TraceAnalysis`` gets its ``get_*`` method, with HTA's name, arguments and defaults;
+- the report gets a section (title, how to read it, figures, tables as CSV) and its context tables;
+- ``trace-analysis summary`` gets each analysis's headline columns;
+- ``trace-analysis report --analyses`` offers every section by name;
+- both engines run them (:func:`run_on_rank`): every analysis asked for at once runs in *one*
+  per-rank task over the same ``RankTrace`` (one round trip on Dask), and work that several need
+  (classified GPU events, busy intervals, profiler steps) is memoised on the rank
+  (``RankTrace.memoised``), so it is computed once per rank, not once per analysis.
+
+This module holds the machinery (the entry type, the per-rank task, the combine step); the
+entries themselves are in :mod:`analysis.analyses`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, Literal
+
+from analysis.errors import ConfigError, NoGPUEventsError, TraceAnalysisError
+from analysis.kineto.events import has_gpu_events
+
+Role = Literal["option", "ranks", "visualize", "figure", "renderer"]
+Placement = Literal["section", "lead", "context", "none"]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One argument of an analysis's facade method.
+
+    ``role``: ``"option"`` goes to the metric (per-rank step and combine, each getting the options
+    its signature names); ``"ranks"`` selects ranks; ``"visualize"`` shows the figures;
+    ``"figure"`` goes to the figure module's ``draw`` only; ``"renderer"`` is a plotly renderer.
+    """
+
+    name: str
+    default: Any = None
+    role: Role = "option"
+    keyword_only: bool = False
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything the facade, the report, the CLI and the engines need to know about an analysis.
+
+    Attributes:
+        name: the metric module's name (``analysis/metrics/<name>.py``); also the CSV/figure stem.
+        method: the facade method (HTA's name where HTA has the analysis).
+        doc: the facade method's docstring (what it returns, in which unit).
+        rank_step: ``(rt, **options) -> part``, pure, importable on Dask workers. It also gets
+            ``patterns`` (a ``KernelPatterns``) and ``rounding`` when its signature names them.
+        combine: ``(parts: {rank: part}, **options) -> result``, on the caller.
+        params: the facade method's arguments, in HTA's order.
+        figures: the figure module (``"analysis.figures.<name>"``, imported only when drawing),
+            whose ``draw(result, **figure options) -> {stem: Figure}`` gives the figures.
+        default_ranks: ``"all"``, or ``"first"`` (HTA's ``ranks=None`` → one rank).
+        window: ``"steps"`` (the analysed window: complete profiler steps, chosen GPU events) or
+            ``"full"`` (the whole trace).
+        needs_gpu: ranks without GPU events are left out with a warning naming them (all of them
+            without: ``NoGPUEventsError``); the rank step need not check.
+        placement: ``"section"`` (a report section, in catalogue order), ``"lead"`` (a section the
+            report opens with, before the key numbers: health, findings), ``"context"`` (a report
+            table shown before the sections: metadata, steps) or ``"none"``.
+        title, how_to_read: the report section's heading and its "how to read it" text.
+        report_options: the options the report runs it with.
+        tables: ``result -> {stem: DataFrame}`` for the page and the CSVs (default ``{name: result}``).
+        csv_only: ``result -> {stem: DataFrame}`` written as CSV only (too long for the page).
+        headline: ``result -> DataFrame`` with a ``rank`` column: this analysis's columns in
+            ``trace-analysis summary`` and the report's table of key numbers per rank.
+        key_numbers: ``result -> [(label, value text)]``: cards at the top of the report.
+    """
+
+    name: str
+    method: str
+    doc: str
+    rank_step: Callable[..., Any]
+    combine: Callable[..., Any]
+    params: tuple[Param, ...] = ()
+    figures: str | None = None
+    default_ranks: Literal["all", "first"] = "all"
+    window: Literal["steps", "full"] = "steps"
+    needs_gpu: bool = False
+    placement: Placement = "section"
+    title: str = ""
+    how_to_read: str = ""
+    report_options: Mapping[str, Any] = field(default_factory=dict)
+    tables: Callable[[Any], dict[str, Any]] | None = None
+    csv_only: Callable[[Any], dict[str, Any]] | None = None
+    headline: Callable[[Any], Any] | None = None
+    key_numbers: Callable[[Any], list[tuple[str, str]]] | None = None
+
+    def param(self, role: Role) -> Param | None:
+        return next((p for p in self.params if p.role == role), None)
+
+    def report_tables(self, result) -> dict[str, Any]:
+        return self.tables(result) if self.tables else {self.name: result}
+
+    def draw(self, result, **figure_options) -> dict[str, Any]:
+        """The analysis's figures for ``result`` (``{}`` when it has none)."""
+        if self.figures is None:
+            return {}
+        module = importlib.import_module(self.figures)
+        return module.draw(result, **_accepted(module.draw, figure_options))
+
+
+ANALYSES: dict[str, Analysis] = {}
+
+
+def register(spec: Analysis) -> Analysis:
+    """Add ``spec`` to the registry (names and facade methods are unique)."""
+    if spec.name in ANALYSES:
+        raise ConfigError(f"analysis {spec.name!r} is registered twice")
+    if any(s.method == spec.method for s in ANALYSES.values()):
+        raise ConfigError(f"facade method {spec.method!r} is registered twice")
+    ANALYSES[spec.name] = spec
+    return spec
+
+
+def analyses() -> dict[str, Analysis]:
+    """Every registered analysis, in catalogue order (the report's order)."""
+    import analysis.analyses  # noqa: F401  (the catalogue registers itself on import)
+
+    return ANALYSES
+
+
+def get(name: str) -> Analysis:
+    try:
+        return analyses()[name]
+    except KeyError:
+        raise ConfigError(f"unknown analysis {name!r}; choose from {sorted(analyses())}") from None
+
+
+def section_names() -> list[str]:
+    """The analyses that are report sections, in report order (what ``--analyses`` accepts)."""
+    return [n for n, s in analyses().items() if s.placement == "section"]
+
+
+# ------------------------------------------------------------------------------ running them
+@cache
+def _parameters(func: Callable) -> tuple[frozenset[str], bool]:
+    params = inspect.signature(func).parameters.values()
+    names = frozenset(p.name for p in params)
+    return names, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def _accepted(func: Callable, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of ``options`` that ``func``'s signature takes."""
+    names, var_kw = _parameters(func)
+    return dict(options) if var_kw else {k: v for k, v in options.items() if k in names}
+
+
+@dataclass
+class RankFailure:
+    """An analysis that could not run on one rank: the error, carried back as data."""
+
+    rank: int
+    error: TraceAnalysisError
+    no_gpu: bool = False
+
+
+def run_on_rank(rt, requests: list[tuple[str, dict[str, Any]]], context: dict[str, Any]) -> dict:
+    """The per-rank task: each requested ``(name, options)``'s rank step on ``rt``.
+
+    ``context`` holds what every step may take (``patterns``, ``rounding``). Returns ``{name:
+    part}``; an analysis that cannot run on this rank (no GPU events, or another of the project's
+    errors) gives a :class:`RankFailure` instead, so the other analyses of the batch still run.
+    """
+    out: dict[str, Any] = {}
+    for name, options in requests:
+        spec = get(name)
+        try:
+            if spec.needs_gpu and not has_gpu_events(rt.events):
+                raise NoGPUEventsError([rt.rank], spec.title or name)
+            kwargs = _accepted(spec.rank_step, {**context, **options})
+            out[name] = spec.rank_step(rt, **kwargs)
+        except NoGPUEventsError as exc:
+            out[name] = RankFailure(rt.rank, exc, no_gpu=True)
+        except TraceAnalysisError as exc:
+            out[name] = RankFailure(rt.rank, exc)
+    return out
+
+
+def combine_parts(
+    spec: Analysis,
+    parts: Mapping[int, Any],
+    options: Mapping[str, Any],
+    context: Mapping[str, Any],
+    explain_no_gpu: Callable[[list[int]], str | None] | None = None,
+) -> Any:
+    """Combine one analysis's per-rank parts (rank order kept), or raise why it cannot.
+
+    Ranks without GPU events are left out with a warning naming them; if no rank is left, the
+    ``NoGPUEventsError`` names all of them, with ``explain_no_gpu(ranks)``'s account of why when
+    it has one (e.g. "the kernels exist but none falls inside the analysed steps"). Any other
+    per-rank failure is raised as it was.
+    """
+    ok: dict[int, Any] = {}
+    no_gpu: list[int] = []
+    for rank, part in parts.items():
+        if isinstance(part, RankFailure):
+            if not part.no_gpu:
+                raise part.error
+            no_gpu.append(rank)
+        else:
+            ok[rank] = part
+    what = spec.title or spec.name
+    if no_gpu:
+        why = explain_no_gpu(no_gpu) if explain_no_gpu else None
+        if not ok:
+            raise NoGPUEventsError(no_gpu, what, detail=why)
+        warnings.warn(
+            f"{what}: rank(s) {no_gpu} left out: no GPU events" + (f" ({why})" if why else ""),
+            stacklevel=3,
+        )
+    return spec.combine(ok, **_accepted(spec.combine, {**context, **options}))
+
+
+def requests_by_window(
+    requests: Iterable[tuple[str, dict[str, Any]]],
+) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+    """Requests grouped by the window their analysis runs over (one engine call per window)."""
+    out: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for name, options in requests:
+        out.setdefault(get(name).window, []).append((name, dict(options)))
+    return out
