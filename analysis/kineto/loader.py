@@ -370,7 +370,17 @@ def load_trace(
 
     # chosen before the progress bar starts, whose monitor thread would rule out fork
     ctx = _pool_context([f.url for f in files])
-    with progress_bar(len(files), progress) as bar:
+    # cache hits first: a second open starts no progress bar (tqdm's import alone is ~0.05 s)
+    tasks = []
+    for file in files:
+        key = cache_key(file.url, file.size, file.version) if cache and file.version else None
+        cached = cache.get(key) if key is not None else None
+        if cached is not None:
+            traces[file.url] = cached
+        else:
+            tasks.append((file.url, storage_options, cache_dir_str, key))
+
+    with progress_bar(len(tasks), progress) if tasks else contextlib.nullcontext() as bar:
 
         def on_outcome(task: tuple, outcome: tuple) -> None:
             url = task[0]
@@ -388,17 +398,6 @@ def load_trace(
                 notes.extend(outcome[2])
             if bar is not None:
                 bar.update(1)
-
-        tasks = []
-        for file in files:
-            key = cache_key(file.url, file.size, file.version) if cache and file.version else None
-            cached = cache.get(key) if key is not None else None
-            if cached is not None:
-                traces[file.url] = cached
-                if bar is not None:
-                    bar.update(1)
-            else:
-                tasks.append((file.url, storage_options, cache_dir_str, key))
 
         cpus = max_workers or _available_cpus()
         workers = min(cpus, len(tasks))
