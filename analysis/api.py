@@ -124,15 +124,34 @@ class TraceAnalysis:
         hand or by ``analysis.kineto.loader.load_trace``), with the same options as the constructor."""
         from analysis.engines.local import LocalEngine
 
+        patterns = resolve_patterns(kernel_patterns)
+        if gpu_events is None:
+            gpu_events = "hta" if patterns.name == "hta" else "launched"
+        engine = LocalEngine(trace, include_last_profiler_step, check_gpu_events(gpu_events))
+        return cls.from_engine(engine, kernel_patterns=patterns, time_rounding=time_rounding,
+                               gpu_events=gpu_events,
+                               include_last_profiler_step=include_last_profiler_step)
+
+    @classmethod
+    def from_engine(
+        cls,
+        engine: Engine,
+        *,
+        kernel_patterns: str | KernelPatterns = "default",
+        time_rounding: Rounding | None = None,
+        gpu_events: str = "hta",
+        include_last_profiler_step: bool = False,
+    ) -> TraceAnalysis:
+        """The facade over an engine already loaded (``analysis.engines.load_engine``); its window
+        was cut when it loaded, so ``gpu_events`` and ``include_last_profiler_step`` only record
+        how (pass what it was loaded with)."""
         self = cls.__new__(cls)
         self.patterns = resolve_patterns(kernel_patterns)
         self.time_rounding = time_rounding or ("hta" if self.patterns.name == "hta" else "exact")
-        if gpu_events is None:
-            gpu_events = "hta" if self.patterns.name == "hta" else "launched"
         self.gpu_events = check_gpu_events(gpu_events)
         self.include_last_profiler_step = include_last_profiler_step
         self.storage_options, self.cache_dir, self._hta = {}, None, None
-        self.engine = LocalEngine(trace, include_last_profiler_step, self.gpu_events)
+        self.engine = engine
         self._warn_unlaunched()
         return self
 

@@ -19,6 +19,7 @@ from isal import igzip
 
 distributed = pytest.importorskip("distributed")
 
+from analysis import TraceAnalysis  # noqa: E402
 from analysis.engines import load_engine  # noqa: E402
 from analysis.engines.dask import DaskEngine  # noqa: E402
 from analysis.errors import (  # noqa: E402
@@ -29,14 +30,9 @@ from analysis.errors import (  # noqa: E402
     TraceLoadWarning,
 )
 from analysis.kineto.loader import load_trace  # noqa: E402
-from analysis.kineto.window import profiler_step_window  # noqa: E402
-from analysis.metrics import comm_comp_overlap as overlap  # noqa: E402
 from analysis.metrics import idle_time_breakdown as idle  # noqa: E402
 from analysis.metrics import kernel_breakdown as kernels  # noqa: E402
-from analysis.metrics import kernel_launch_stats as launch  # noqa: E402
-from analysis.metrics import profiler_steps as steps  # noqa: E402
 from analysis.metrics import temporal_breakdown as temporal  # noqa: E402
-from analysis.metrics.operator_summary import operator_summary  # noqa: E402
 
 # Every wait on the cluster is bounded, so a hung worker fails the test instead of the suite.
 TIMEOUT_S = 120
@@ -106,39 +102,28 @@ def cache_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("trace-cache"))
 
 
+# Every analysis of the registry that reads a trace, with the options that exercise the most.
+EVERY_ANALYSIS = {
+    "temporal_breakdown": {}, "comm_comp_overlap": {},
+    "idle_time_breakdown": {"show_idle_interval_stats": True}, "kernel_launch_stats": {},
+    "kernel_breakdown": {}, "profiler_step_table": {}, "profiler_steps": {},
+    "operator_summary": {"top": None}, "trace_metadata": {},
+}
+
+
+def facade_of(engine, patterns="default", rounding="exact"):
+    return TraceAnalysis.from_engine(engine, kernel_patterns=patterns, time_rounding=rounding)
+
+
 def results(engine, patterns="default", rounding="exact"):
-    """Every analysis through ``engine``: per-rank step on the engine, combine here."""
-    kw = {"patterns": patterns, "rounding": rounding}
-    ranks = engine.ranks
-    return {
-        "temporal": temporal.combine(engine.map_ranks(temporal.temporal_breakdown_rank, ranks, **kw)),
-        "overlap": overlap.combine(engine.map_ranks(overlap.comm_comp_overlap_rank, ranks, **kw)),
-        "idle": idle.combine(
-            engine.map_ranks(idle.idle_time_breakdown_rank, ranks,
-                             show_idle_interval_stats=True, **kw),
-            show_idle_interval_stats=True, patterns=patterns,
-        ),
-        "launch": launch.combine(engine.map_ranks(launch.kernel_launch_stats_rank, ranks, **kw)),
-        "kernels": kernels.combine(engine.map_ranks(kernels.kernel_breakdown_rank, ranks, **kw)),
-        "steps": steps.combine(engine.map_ranks(steps.profiler_steps_rank, ranks, window="full")),
-        "operators": engine.map_ranks(operator_summary, ranks, top=None),
-    }
+    """Every analysis through ``engine`` in one batch: per-rank steps on the engine, combine here."""
+    return facade_of(engine, patterns, rounding).run_many(EVERY_ANALYSIS, "all")
 
 
-def whole_trace_results(trace, patterns="default", rounding="exact"):
-    """The same analyses the way the facade computes them today: whole-trace functions."""
-    kw = {"patterns": patterns, "rounding": rounding}
-    window = profiler_step_window(trace)
-    ranks = trace.rank_list()
-    return {
-        "temporal": temporal.temporal_breakdown(window, **kw),
-        "overlap": overlap.comm_comp_overlap(window, **kw),
-        "idle": idle.idle_time_breakdown(window, ranks=ranks, show_idle_interval_stats=True, **kw),
-        "launch": launch.kernel_launch_stats(window, ranks=ranks, **kw),
-        "kernels": kernels.kernel_breakdown(window, **kw),
-        "steps": steps.profiler_steps(trace, ranks="all"),
-        "operators": {r: operator_summary(window[r], top=None) for r in ranks},
-    }
+def one_by_one(engine, patterns="default", rounding="exact"):
+    """The same analyses one facade call at a time (a batch must not change any number)."""
+    ta = facade_of(engine, patterns, rounding)
+    return {name: ta.run(name, "all", **options) for name, options in EVERY_ANALYSIS.items()}
 
 
 def assert_same(a, b):
@@ -176,9 +161,10 @@ def test_sample_traces_identical_to_local(client, sample_traces_dir, cache_dir):
     loaded_the_same(dask_engine, local)
     got = results(dask_engine)
     assert_same(got, results(local))
-    assert_same(got, whole_trace_results(local.full_trace))
+    assert_same(got, one_by_one(local))
     # the window was cut on the workers: the last (partial) step is gone there too
-    assert sorted(got["steps"]["step"].unique()) == [10, 11, 12, 13, 14]
+    assert sorted(got["profiler_step_table"]["step"].unique()) == [10, 11, 12, 13, 14]
+    assert got["profiler_steps"] == [10, 11, 12, 13]
     assert_same(dask_engine.fetch_trace([3]).ranks[3].events, local.trace[3].events)
 
 
@@ -192,7 +178,7 @@ def test_trace_filter_identical_to_local(client, hta_traces_dir, cache_dir):
         rounding = "hta" if preset == "hta" else "exact"
         got = results(dask_engine, preset, rounding)
         assert_same(got, results(local, preset, rounding))
-        assert_same(got, whole_trace_results(local.full_trace, preset, rounding))
+        assert_same(got, one_by_one(local, preset, rounding))
 
 
 def test_rank_mapping_and_duplicates_as_local(client, sample_traces_dir, tmp_path, cache_dir):
@@ -297,7 +283,7 @@ def test_corrupt_file_named_and_skipped(client, sample_traces_dir, tmp_path, cac
     loaded_the_same(engine, local)
     assert engine.ranks == [0, 1, 2]
     assert [path for path, _ in engine.skipped] == [str(bad)]
-    assert_same(results(engine)["temporal"], results(local)["temporal"])
+    assert_same(results(engine)["temporal_breakdown"], results(local)["temporal_breakdown"])
 
 
 def test_worker_death_while_loading(client, sample_traces_dir):
