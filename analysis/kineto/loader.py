@@ -1,15 +1,16 @@
 """Loading a set of trace files into a :class:`~analysis.kineto.model.Trace`, in parallel, through the cache.
 
 ``load_trace`` finds the files (:mod:`analysis.kineto.sources`), takes what it can from the cache
-(:mod:`analysis.kineto.cache`), parses the rest in a process pool -- one file per task; each worker reads
-the bytes through fsspec, parses them, writes the cache entry and returns only the entry's key, so
-big tables cross the process boundary as a memory-mapped Arrow file instead of a pickle -- and then
-gives every file its rank. With fewer files than cores, the files are parsed here one after
-another instead, each file's chunks of events decoded on every core (``ChunkPool``).
+(:mod:`analysis.kineto.cache`), parses the rest in this process and a process pool -- one file per
+task; each worker reads the bytes, parses them, writes the cache entry and returns only the entry's
+key, so big tables cross the process boundary as a memory-mapped Arrow file instead of a pickle --
+and then gives every file its rank. With fewer files than cores, the files are parsed here one
+after another instead, each file's chunks of events decoded on every core (``ChunkPool``).
 
-The pool uses the "forkserver" start method where there is one, else "spawn"; never "fork", which
-can deadlock on the threads that gcsfs and fsspec run. As with any such pool, a *script* that
-calls ``load_trace`` at import time must guard it with ``if __name__ == "__main__":``.
+The pool forks when every file is local and no other thread runs; else it uses "forkserver" where
+there is one, else "spawn" (a fork can deadlock on the threads that gcsfs and fsspec run). As with
+any such pool, a *script* that calls ``load_trace`` at import time must guard it with
+``if __name__ == "__main__":``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import threading
 import traceback
 import warnings
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
@@ -167,17 +168,39 @@ def _is_local(url: str) -> bool:
 
 
 def _run_pool(tasks: list[tuple], workers: int, on_outcome, ctx) -> None:
-    """Run ``load_file`` over ``tasks``; a dead worker fails its own file only, never hangs."""
+    """Run ``load_file`` over ``tasks`` on ``workers`` processes: this one and ``workers - 1`` in
+    a pool. Parsing here too saves a process (its ~100 MiB of imports) at the same parallelism.
+    A dead pool worker fails its own file only, never hangs."""
     pool_args = {"mp_context": ctx, "initializer": _use_environment, "initargs": (dict(os.environ),)}
     broken: list[tuple] = []
-    pool = ProcessPoolExecutor(max_workers=workers, **pool_args)
+    queue = collections.deque(tasks)
+    helpers = workers - 1
+    in_flight: dict = {}
+    pool = ProcessPoolExecutor(max_workers=helpers, **pool_args)
     try:
-        futures = {pool.submit(load_file, *task): task for task in tasks}
-        for future in as_completed(futures):
-            try:
-                on_outcome(futures[future], future.result())
-            except BrokenProcessPool:
-                broken.append(futures[future])
+        while queue or in_flight:
+            # a file for each idle pool worker, leaving one for this process
+            while len(queue) > 1 and len(in_flight) < helpers and not broken:
+                task = queue.popleft()
+                try:
+                    in_flight[pool.submit(load_file, *task)] = task
+                except BrokenProcessPool:
+                    broken.append(task)
+            if broken:  # after a crash, every file left is isolated below
+                broken += queue
+                queue.clear()
+            if queue:
+                task = queue.pop()  # from the end: the pool takes the front
+                on_outcome(task, load_file(*task[:4], return_trace=True))
+                done = [f for f in in_flight if f.done()]
+            else:
+                done = wait(in_flight, return_when=FIRST_COMPLETED).done if in_flight else []
+            for future in done:
+                task = in_flight.pop(future)
+                try:
+                    on_outcome(task, future.result())
+                except BrokenProcessPool:
+                    broken.append(task)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     # A broken pool fails every unfinished task; rerun those one per fresh single-worker pool to

@@ -247,13 +247,28 @@ class _KillsTheWorker:
 
 
 def test_a_dying_worker_fails_its_file_instead_of_hanging(two_ranks):
-    # storage_options travel to every worker; this one kills whichever unpickles it.
-    with pytest.raises(MultipleLoadErrors, match="worker process") as info:
+    # storage_options travel to every worker; this one kills whichever unpickles it. This
+    # process parses one of the files itself (it unpickles nothing); the other fails.
+    with pytest.raises(TraceLoadError, match="worker process") as info:
         load_trace(two_ranks, storage_options={"x": _KillsTheWorker()}, use_cache=False,
-                   max_workers=2)
-    assert sorted(Path(e.path).name for e in info.value.errors) == [
-        "sampled_rank-0.json.gz", "sampled_rank-1.json.gz"]
-    assert all(type(e) is TraceLoadError for e in info.value.errors)
+                   max_workers=2, on_error="raise")
+    assert type(info.value) is TraceLoadError
+    assert Path(info.value.path).name == "sampled_rank-0.json.gz"  # the pool takes the first
+    with pytest.warns(TraceLoadWarning, match="sampled_rank-0.json.gz: the worker process"):
+        trace = load_trace(two_ranks, storage_options={"x": _KillsTheWorker()}, use_cache=False,
+                           max_workers=2, on_error="skip")
+    assert trace.rank_list() == [1]
+
+
+def test_this_process_parses_files_beside_the_pool_and_survives_its_crash(tmp_path):
+    for rank in range(5):
+        _write(tmp_path / f"rank{rank}.json", _kineto(rank))
+    with pytest.warns(TraceLoadWarning, match="worker process parsing this file died") as caught:
+        trace = load_trace(tmp_path, storage_options={"x": _KillsTheWorker()}, use_cache=False,
+                           max_workers=2, on_error="skip")
+    failed = [line for w in caught for line in str(w.message).splitlines() if "died" in line]
+    assert 1 <= len(trace) <= 4 and len(trace) + len(failed) == 5
+    assert trace.skipped and all("worker process" in reason for _, reason in trace.skipped)
 
 
 def test_parallel_load_equals_sequential_load(two_ranks):
