@@ -217,16 +217,18 @@ def _run_pool(tasks: list[tuple], workers: int, on_outcome, ctx) -> None:
 
 
 class ChunkPool:
-    """Decodes the chunks of one file at a time in worker processes (``parse``'s ``map_chunks``).
+    """Decodes the chunks of one file at a time in this process and ``workers - 1`` others
+    (``parse``'s ``map_chunks``).
 
     Used when there are fewer files than cores: the files are then read and parsed one after
-    another in this process, and each file's chunks spread over every core. A worker that dies
-    does not lose the file: its chunks are decoded here instead.
+    another in this process, and each file's chunks spread over every core. This process decodes
+    a chunk whenever the pool has enough queued, so it is not idle and a process is saved. A
+    worker that dies does not lose the file: its chunks are decoded here instead.
     """
 
     def __init__(self, workers: int, ctx):
-        self.workers = workers
-        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+        self.helpers = max(1, workers - 1)
+        self._pool = ProcessPoolExecutor(max_workers=self.helpers, mp_context=ctx)
         self._broken = False
         # Start the workers now, while this process is small: a worker forked later would count
         # the file being parsed here in its resident memory too.
@@ -239,17 +241,22 @@ class ChunkPool:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def __call__(self, fn, pieces):
-        window = self.workers * _CHUNKS_IN_FLIGHT_PER_WORKER
-        pending: collections.deque = collections.deque()
+        """``fn`` over ``pieces``, results in order."""
+        queued = self.helpers * _CHUNKS_IN_FLIGHT_PER_WORKER
+        pending: collections.deque = collections.deque()  # [piece, future, result]
         try:
             for piece in pieces:
-                pending.append((piece, self._submit(fn, piece)))
-                if len(pending) >= window:
+                busy = sum(1 for _, future, _ in pending if future is not None and not future.done())
+                if busy < queued and not self._broken:
+                    pending.append([piece, self._submit(fn, piece), None])
+                else:
+                    pending.append([None, None, fn(piece)])  # the pool has enough: decode here
+                while pending and (pending[0][1] is None or pending[0][1].done()):
                     yield self._result(fn, *pending.popleft())
             while pending:
                 yield self._result(fn, *pending.popleft())
         finally:
-            for _, future in pending:
+            for _, future, _ in pending:
                 if future is not None:
                     future.cancel()
 
@@ -262,13 +269,14 @@ class ChunkPool:
             self._broken = True
             return None
 
-    def _result(self, fn, piece, future):
+    def _result(self, fn, piece, future, result):
         if future is not None:
             try:
                 return future.result()
             except BrokenProcessPool:
                 self._broken = True
-        return fn(piece)
+            return fn(piece)
+        return result if piece is None else fn(piece)
 
 
 def progress_bar(total: int, progress: bool | None):

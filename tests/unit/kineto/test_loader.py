@@ -300,9 +300,18 @@ def test_denied_access_maps_to_permission_error(exc):
 
 class _CountingChunkPool(loader.ChunkPool):
     chunks = 0
+    in_pool = 0
+
+    def __call__(self, fn, pieces):
+        def counted(pieces):
+            for piece in pieces:
+                _CountingChunkPool.chunks += 1
+                yield piece
+
+        return super().__call__(fn, counted(pieces))
 
     def _submit(self, fn, piece):
-        _CountingChunkPool.chunks += 1
+        _CountingChunkPool.in_pool += fn is not int  # not the warm-up task
         return super()._submit(fn, piece)
 
 
@@ -312,6 +321,7 @@ def test_one_big_file_is_decoded_in_chunks_on_every_worker(hta_traces_dir, monke
     monkeypatch.setattr(loader, "ChunkPool", _CountingChunkPool)
     chunked = load_trace(path, use_cache=False, max_workers=2)
     assert _CountingChunkPool.chunks > 4  # 54 MB of JSON in 4 MiB chunks
+    assert 0 < _CountingChunkPool.in_pool <= _CountingChunkPool.chunks
     _assert_same_trace(chunked, sequential)
 
 
