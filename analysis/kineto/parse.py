@@ -71,7 +71,10 @@ def parse_trace_bytes(
     text = _decompress(data, source)
     top = _decode_top(text, source)
     meta = _meta(top, source)
-    tables = _event_tables(top["traceEvents"], source, map_chunks or map, chunk_bytes)
+    # only the events' JSON stays referenced, so that it can be let go of once decoded
+    events_json = [top.pop("traceEvents")]
+    del top, text
+    tables = _event_tables(events_json, source, map_chunks or map, chunk_bytes)
     meta.float_timestamps = tables.float_ts
     meta.profiler_span = tables.span
     return RankTrace(
@@ -80,16 +83,24 @@ def parse_trace_bytes(
 
 
 def _event_tables(
-    raw: msgspec.Raw, source: str, map_chunks: ChunkMap, chunk_bytes: int
+    events_json: list[msgspec.Raw], source: str, map_chunks: ChunkMap, chunk_bytes: int
 ) -> Tables:
-    array = memoryview(raw)
+    """The tables of ``events_json[0]``, the ``traceEvents`` array; the list is emptied as soon
+    as the JSON is decoded, so that the text is freed before the tables are joined (when this
+    holds the last reference to it: a gzip file's decompressed text)."""
+    array = memoryview(events_json[0])
     ranges = cut_points(array, chunk_bytes)
+    chunks = None
     if ranges is not None:
         try:
-            return assemble(list(map_chunks(decode_chunk, (chunk_json(array, r) for r in ranges))))
+            chunks = list(map_chunks(decode_chunk, (chunk_json(array, r) for r in ranges)))
         except BadChunk:
             pass  # cut inside an event, or the file is invalid: the whole decode tells which
-    return assemble([chunk_columns(_decode_events(raw, source), source)])
+    array.release()
+    if chunks is None:
+        chunks = [chunk_columns(_decode_events(events_json[0], source), source)]
+    events_json.clear()
+    return assemble(chunks)
 
 
 # --- bytes → JSON ---------------------------------------------------------------------------
