@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
 	$(BIN)/python -m ipykernel install --sys-prefix >/dev/null
-	# torch only ever as 2.13.0: a CPU wheel on disk here; anything else downloads GBs of CUDA
+	# torch pinned to 2.13.0, the CPU wheel the capture tests use (other specs pull GBs of CUDA wheels)
 	$(BIN)/pip install -q torch==2.13.0 || echo "torch==2.13.0 not installable: capture tests will skip"
 	touch $(STAMP)
 

@@ -25,6 +25,10 @@ def __getattr__(name):
         from analysis.api import TraceAnalysis
 
         return TraceAnalysis
+    if name in ("compare", "TraceComparison"):
+        from analysis import comparison
+
+        return getattr(comparison, name)
     if name == "load_trace":
         from analysis.kineto.loader import load_trace
 
@@ -38,6 +42,8 @@ def __getattr__(name):
 
 __all__ = [
     "TraceAnalysis",
+    "TraceComparison",
+    "compare",
     "load_trace",
     "TraceCache",
     "ConfigError",

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from analysis.metrics import (
     comm_comp_overlap,
+    findings,
     idle_time_breakdown,
     kernel_breakdown,
     kernel_launch_stats,
     operator_summary,
     profiler_steps,
+    step_start_gap,
     temporal_breakdown,
+    trace_diff,
     trace_metadata,
 )
 from analysis.registry import Analysis, Param, register
@@ -65,6 +68,49 @@ register(Analysis(
     rank_step=profiler_steps.profiler_steps_rank,
     combine=profiler_steps.combine_step_ids,
     placement="none",
+))
+
+register(Analysis(
+    name="trace_diff",
+    method="get_step_profile",
+    doc="Per rank: the per-step profile that ``compare(base, test)`` compares (breakdown of the "
+        "step time, kernels, operators by exclusive GPU time; ``analysis.metrics.trace_diff``).",
+    rank_step=trace_diff.trace_diff_rank,
+    combine=trace_diff.combine,
+    params=(Param("ranks", "all", role="ranks"),),
+    placement="none",
+))
+
+register(Analysis(
+    name="step_start_gap",
+    method="get_step_start_gaps",
+    doc="Per rank and profiler step: how long the step runs on the CPU before its first CUDA "
+        "launch (µs and % of the step), and its time in DataLoader events (µs).",
+    rank_step=step_start_gap.step_start_gap_rank,
+    combine=step_start_gap.combine,
+    params=(Param("ranks", "all", role="ranks"),),
+    window="full",
+    placement="none",
+))
+
+# ------------------------------------------------------------------------------- lead sections
+register(Analysis(
+    name="findings",
+    method="findings",
+    doc="What is wrong, ranked: one row per finding (severity, title, detail, metric, value, "
+        "threshold, evidence, suggestion); ``.attrs['not_run']`` says which checks could not run "
+        "and why. Rules and thresholds: docs/findings.md.",
+    params=(Param("ranks", "all", role="ranks"),),
+    placement="lead",
+    title="Findings",
+    how_to_read=(
+        "What the analyses below say is wrong, most severe first, each with its number, the table "
+        "or figure that shows it, and what usually fixes it. Checks that could not run on these "
+        "traces (missing data) are listed, never guessed."
+    ),
+    requires=findings.REQUIRES,
+    derive=findings.findings,
+    tables=lambda table: {"findings": table},
 ))
 
 # -------------------------------------------------------------------------------- sections

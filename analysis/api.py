@@ -207,6 +207,9 @@ class TraceAnalysis:
         result slot instead of raising it (the report uses this: one analysis that cannot run
         leaves the others).
         """
+        derived = {n: o for n, o in requests.items() if registry.get(n).derive is not None}
+        if derived:
+            return self._run_with_derived(requests, derived, ranks, errors)
         specs = {name: registry.get(name) for name in requests}
         by_ranks: dict[tuple[int, ...], list[str]] = {}
         for name, spec in specs.items():
@@ -231,6 +234,28 @@ class TraceAnalysis:
                             raise
                         results[name] = exc
         return {name: results[name] for name in requests}
+
+    def _run_with_derived(self, requests, derived, ranks, errors: str) -> dict[str, Any]:
+        """``run_many`` when some requests read other analyses' results (``Analysis.derive``):
+        their requirements join the same batch, then each derived result is computed from them."""
+        base = {n: dict(o) for n, o in requests.items() if n not in derived}
+        for name in derived:
+            for required, options in registry.get(name).requires.items():
+                base.setdefault(required, dict(options))
+        results = self.run_many(base, ranks, errors="return")
+        for name, options in derived.items():
+            spec = registry.get(name)
+            inputs = {r: results[r] for r in spec.requires}
+            try:
+                results[name] = spec.derive(inputs, **options)
+            except TraceAnalysisError as exc:
+                results[name] = exc
+        out = {name: results[name] for name in requests}
+        if errors != "return":
+            for value in out.values():
+                if isinstance(value, TraceAnalysisError):
+                    raise value
+        return out
 
     def _explain_no_gpu(self, ranks: list[int]) -> str | None:
         """Why ranks have no GPU events in the analysed window although their traces have some."""
@@ -279,6 +304,12 @@ class TraceAnalysis:
             part = registry.get(name).headline(results[name])
             table = part if table is None else table.merge(part, on="rank", how="left")
         return table.round(2)
+
+    def compare(self, other: TraceAnalysis, **options):
+        """This run (base) against ``other`` (test): ``analysis.comparison.compare(self, other)``."""
+        from analysis.comparison import compare
+
+        return compare(self, other, **options)
 
     # ------------------------------------------------------------------------------ HTA bridge
     @property

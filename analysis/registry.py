@@ -83,13 +83,16 @@ class Analysis:
         headline: ``result -> DataFrame`` with a ``rank`` column: this analysis's columns in
             ``trace-analysis summary`` and the report's table of key numbers per rank.
         key_numbers: ``result -> [(label, value text)]``: cards at the top of the report.
+        requires, derive: a *derived* analysis (no rank step) reads other analyses' results:
+            ``requires`` is ``{name: options}`` of those it reads, and ``derive(results,
+            **options)`` gets ``{name: result, or the TraceAnalysisError that analysis raised}``.
     """
 
     name: str
     method: str
     doc: str
-    rank_step: Callable[..., Any]
-    combine: Callable[..., Any]
+    rank_step: Callable[..., Any] | None = None
+    combine: Callable[..., Any] | None = None
     params: tuple[Param, ...] = ()
     figures: str | None = None
     default_ranks: Literal["all", "first"] = "all"
@@ -103,6 +106,8 @@ class Analysis:
     csv_only: Callable[[Any], dict[str, Any]] | None = None
     headline: Callable[[Any], Any] | None = None
     key_numbers: Callable[[Any], list[tuple[str, str]]] | None = None
+    requires: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    derive: Callable[..., Any] | None = None
 
     def param(self, role: Role) -> Param | None:
         return next((p for p in self.params if p.role == role), None)

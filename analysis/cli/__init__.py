@@ -17,6 +17,7 @@ import click
 COMMANDS: dict[str, str] = {
     "summary": "command",
     "report": "command",
+    "compare": "command",
     "analyses": "command",
     "cache": "command",
     "schedule": "command",

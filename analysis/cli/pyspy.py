@@ -6,7 +6,6 @@ and ``analysis.figures.flamegraph``; nothing is computed here.
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import click
@@ -59,7 +58,7 @@ def pyspy_report(files, library_name, aggregate_leaf_paths, num_rows, on_error) 
 @_ON_ERROR
 def flamegraph(files, output, min_width, title, on_error) -> None:
     """Flame graph of py-spy raw FILES (one root per file) written to OUTPUT."""
-    from analysis.figures.export import IMAGE_FORMATS, ExportError, kaleido_server
+    from analysis.figures.export import IMAGE_FORMATS, ExportError, kaleido_server, quiet_kaleido
     from analysis.figures.flamegraph import flamegraph as draw
     from analysis.pyspy.samples import call_tree, load_profiles
 
@@ -73,9 +72,7 @@ def flamegraph(files, output, min_width, title, on_error) -> None:
             # one self-contained file that opens offline (plotly.js embedded, ~4.8 MB)
             fig.write_html(out, include_plotlyjs=True)
         else:
-            with kaleido_server(), warnings.catch_warnings():
-                # plotly warns that kaleido's server ignores per-call options; the size still applies
-                warnings.filterwarnings("ignore", message="The kopts argument is ignored")
+            with kaleido_server(), quiet_kaleido():
                 fig.write_image(out, format=fmt, width=fig.layout.width, height=fig.layout.height)
     except OSError as exc:
         raise ExportError(out, f"cannot write: {exc.strerror or exc}") from exc

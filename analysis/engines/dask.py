@@ -47,6 +47,7 @@ from analysis.errors import (
 from analysis.kineto.cache import TraceCache, cache_key
 from analysis.kineto.loader import (
     ON_ERROR_CHOICES,
+    WorkerTraceback,
     assign_ranks,
     error_from,
     load_file,
@@ -134,10 +135,6 @@ class _Raised:
         exc.__dict__.update(self.state)
         exc.__cause__ = WorkerTraceback(self.traceback)
         return exc
-
-
-class WorkerTraceback(Exception):
-    """The traceback, as text, of an exception raised on a Dask worker."""
 
 
 def run_rank(func: Callable[..., Any], trace: RankTrace, kw: Mapping[str, Any]) -> Any:

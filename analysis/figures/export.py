@@ -34,7 +34,15 @@ _INSTALL_HINT = (
 )
 
 
-# Meant for analysis.errors (owned by the lead); defined here until it moves there.
+@contextmanager
+def quiet_kaleido() -> Iterator[None]:
+    """Silence plotly's "The kopts argument is ignored": plotly hands kaleido its per-call options
+    even when a running server (which ignores them) renders; the size still applies."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The kopts argument is ignored")
+        yield
+
+
 def find_browser() -> str:
     """The Chrome/Chromium kaleido will use: ``BROWSER_PATH`` if set, else kaleido's own search.
 
@@ -131,9 +139,7 @@ def export_figures(
 
     static = [f for f in formats if f in IMAGE_FORMATS]
     if static and figures:
-        with kaleido_server(), warnings.catch_warnings():
-            # plotly hands kaleido its per-call options even when a server (which ignores them) runs
-            warnings.filterwarnings("ignore", message="The kopts argument is ignored")
+        with kaleido_server(), quiet_kaleido():
             for name, fig in figures.items():
                 for fmt in static:
                     path = out / f"{stems[name]}.{fmt}"
@@ -165,6 +171,5 @@ def show(fig: go.Figure, renderer: str | None = None) -> None:
     name = renderer or pio.renderers.default or ""
     if any(part in IMAGE_FORMATS or part == "jpg" for part in name.split("+")):
         find_browser()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The kopts argument is ignored")
+    with quiet_kaleido():
         fig.show(renderer=renderer)

@@ -13,9 +13,9 @@ from analysis.figures.style import (
     plural,
     sorted_ranks,
 )
+from analysis.metrics.idle_time_breakdown import CATEGORIES
 
 # HTA's idle categories, in the order they stack
-CATEGORIES = ("host_wait", "kernel_wait", "other")
 
 TITLE = "GPU idle time by cause"
 STATS_TITLE = "Idle intervals between kernels"

@@ -13,8 +13,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analysis.figures.style import KERNEL_COLORS, apply_layout, no_data_figure, plural, truncate
+from analysis.memory.replay import MiB
 
-MiB = 1024 * 1024
 GiB = 1024 * MiB
 # Points per trace in a stacked area chart: beyond this the HTML gets heavy and nothing shows more.
 MAX_POINTS = 4000

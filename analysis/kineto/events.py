@@ -16,6 +16,8 @@ MEMCPY_CATS = ("gpu_memcpy",)
 MEMSET_CATS = ("gpu_memset",)
 SYNC_CATS = ("cuda_sync",)
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+# The categories that keep a stream busy: kernels, copies, sets and MTIA's CCP events (HTA's list).
+BUSY_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
 
 
 def gpu_mask(events: pd.DataFrame) -> np.ndarray:

@@ -46,7 +46,7 @@ from analysis.kineto.sources import (
 )
 
 ON_ERROR_CHOICES = ("raise", "skip")
-# Below this much (compressed) input, starting a process pool (~0.7 s here) costs more than it saves:
+# Below this much (compressed) input, starting a process pool (~0.7 s) costs more than it saves:
 # parsing runs at roughly 20 MB of gzip per second per core.
 SMALL_JOB_BYTES = 8 * 2**20
 # Progress appears only for loads slower than this (seconds), so quick loads print nothing.
@@ -64,7 +64,8 @@ _CHUNKS_IN_FLIGHT_PER_WORKER = 2
 
 
 class WorkerTraceback(Exception):
-    """The traceback of an unexpected exception in a worker process, as text."""
+    """The traceback, as text, of an exception raised in a worker (a pool process or a Dask
+    worker); attached as the ``__cause__`` of the error re-raised in the caller."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,7 +133,7 @@ def _worker_died(url: str) -> tuple:
 
 def _pool_context(urls: Sequence[str] | None = None):
     # fork starts workers at once with this process's modules already imported, where a fresh
-    # forkserver first imports pandas and pyarrow again (1-2 s on 2 cores, ~110 MiB more). It is
+    # forkserver first imports pandas and pyarrow again (1-2 s and ~110 MiB more). It is
     # safe only for local files in a process with no other thread: a lock another thread holds at
     # fork time is never released in the child (gcsfs/fsspec, Jupyter and tqdm run threads).
     if (

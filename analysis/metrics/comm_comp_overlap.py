@@ -6,9 +6,8 @@ COMM and COMP are the unions of the intervals of the rank's COMMUNICATION and CO
 kernels or without GPU events at all (HTA gives NaN for the first and does not crash on the second).
 Columns are HTA 0.5.0's ``get_comm_comp_overlap``.
 
-Deviations of the default from HTA (docs/deviations.md): ``patterns="default"`` recognises
-far more communication kernels (RCCL, HCCL, DeepEP, NVSHMEM, custom all-reduce), so expert-parallel
-traces no longer read as NaN/0 %; ``rounding="exact"`` keeps ns instead of whole µs.
+The default preset deliberately differs from HTA 0.5.0 in places (kernel selection and
+classification, exact ns, ...): docs/deviations.md, the kernel classification table, lists each with its test.
 """
 
 from __future__ import annotations

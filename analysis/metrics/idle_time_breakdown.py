@@ -20,17 +20,8 @@ one is never ``host_wait``.
 Columns, row order, index and rounding (2 decimals) are HTA 0.5.0's ``get_idle_time_breakdown``.
 HTA documents ``consecutive_kernel_delay`` as ns but compares it with µs intervals: it is µs, here too.
 
-Deviations of the default (``patterns="default"``) from HTA (docs/deviations.md):
-
-- An event that starts before the previous one on its stream has ended (overlap: clock jitter, or
-  HTA's whole-µs rounding of ns-resolution traces) gives HTA a *negative* idle interval that is
-  subtracted from the idle time. The default measures each interval from the latest end seen so
-  far on the stream and clips it at 0: a stream is idle only when nothing runs on it.
-- The default does not round ``idle_time`` and ``idle_time_ratio`` to 2 decimals (HTA does), and
-  ties in start time keep file order (HTA's sort is not stable).
-- A rank without GPU kernels raises ``NoGPUEventsError`` naming the rank (HTA: ``ValueError: No
-  objects to concatenate``). ``ranks=None`` means the first rank present (HTA: rank 0, even when the
-  trace has no rank 0).
+The default preset deliberately differs from HTA 0.5.0 in places (kernel selection and
+classification, exact ns, ...): docs/deviations.md, “Idle time breakdown”, lists each with its test.
 """
 
 from __future__ import annotations
@@ -41,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import NoGPUEventsError
-from analysis.kineto.events import gpu_mask
+from analysis.kineto.events import BUSY_CATS, gpu_mask
 from analysis.kineto.model import RankTrace
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.timebase import Rounding, event_bounds_ns
@@ -49,8 +40,6 @@ from analysis.metrics.timebase import Rounding, event_bounds_ns
 # HTA's idle categories, in its order (IdleTimeType values 0, 1, 2).
 CATEGORIES = ("host_wait", "kernel_wait", "other")
 HOST_WAIT, KERNEL_WAIT, OTHER = range(3)
-# The event categories that keep a stream busy (HTA: kernel, memcpy, memset and MTIA's CCP events).
-BUSY_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
 # Default of HTA's ``consecutive_kernel_delay`` (µs).
 CONSECUTIVE_KERNEL_DELAY_US = 30
 COLUMNS = ["rank", "stream", "idle_category", "idle_time", "idle_time_ratio"]

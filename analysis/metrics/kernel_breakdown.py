@@ -14,13 +14,8 @@ Two tables, as HTA 0.5.0's ``get_gpu_kernel_breakdown`` returns them (times in Â
 
 Types analysed: COMPUTATION, COMMUNICATION, and MEMORY when ``include_memory_kernels``.
 
-Deviations of the default from HTA (docs/deviations.md):
-- HTA, when it groups "others", recomputes every row's max/min/mean/std from the per-name *sums*,
-  so a kept kernel's max = min = mean = its total time and its stddev = 0. The default reports the
-  statistics of the kernels' durations ("others" over all its kernels); ``patterns="hta"``
-  (``hta_quirks``) reproduces HTA.
-- plus the kernel selection/classification and rounding deviations of ``analysis.metrics.kernel_types``.
-A rank without GPU events contributes no rows (HTA does the same).
+The default preset deliberately differs from HTA 0.5.0 in places (kernel selection and
+classification, exact ns, ...): docs/deviations.md, the kernel classification table, lists each with its test.
 """
 
 from __future__ import annotations

@@ -10,12 +10,8 @@ Per rank, over the GPU work (``KernelPatterns.select``):
 
 All times in µs. Columns and rounding are HTA 0.5.0's ``get_temporal_breakdown``.
 
-Deviations of the default from HTA (docs/deviations.md):
-- ``patterns="default"`` selects GPU work (no CPU runtime calls that carry a stream, as ROCm's
-  ``hipLaunchKernel`` do, no synchronisation waits) and counts more kernels as communication.
-- ``rounding="exact"`` keeps ns: HTA rounds ns-resolution events to whole µs, so sub-µs kernels can
-  get negative length (``analysis.metrics.intervals.hta_merge``).
-- A rank without GPU events gives a row of NaN (HTA raises ``IndexError``).
+The default preset deliberately differs from HTA 0.5.0 in places (kernel selection and
+classification, exact ns, ...): docs/deviations.md, the kernel classification and temporal breakdown table, lists each with its test.
 """
 
 from __future__ import annotations

@@ -56,6 +56,19 @@ def _check_formats(formats) -> tuple[str, ...]:
     return out
 
 
+def write_tables(tables, tables_dir: Path) -> dict[str, Path]:
+    """Each ``{stem: DataFrame}`` as ``tables_dir/<stem>.csv`` (all rows); returns the paths."""
+    written = {}
+    for name, df in tables.items():
+        path = tables_dir / f"{name}.csv"
+        try:
+            df.to_csv(path, index=False)
+        except OSError as e:
+            raise ExportError(path, f"cannot write: {e.strerror or e}") from e
+        written[name] = path
+    return written
+
+
 def _write_text(path: Path, text: str) -> None:
     """Write atomically, so a reader never sees half a page."""
     tmp = path.with_name(path.name + ".part")
@@ -102,13 +115,7 @@ def write_report(
                               unavailable={s.title: s.error for s in content.sections if s.error},
                               notes=[n for s in content.sections for n in s.notes])
 
-        for name, df in content.tables.items():
-            path = out / "tables" / f"{name}.csv"
-            try:
-                df.to_csv(path, index=False)
-            except OSError as e:
-                raise ExportError(path, f"cannot write: {e.strerror or e}") from e
-            result.tables[name] = path
+        result.tables = write_tables(content.tables, out / "tables")
         bar.set_postfix_str("tables")
         bar.update(1)
 

@@ -57,8 +57,11 @@ def table_html(df: pd.DataFrame, name: str, csv_dir: str = "tables") -> Markup:
     if len(df) > len(shown):
         note = f'<p class="note">First {len(shown)} of {len(df):,} rows.</p>'
     link = f'<a href="{escape(csv_dir)}/{escape(name)}.csv">{escape(name)}.csv</a>'
-    body = shown.to_html(escape=True, index=False, na_rep="–", float_format=lambda v: f"{v:,.2f}",
-                         border=0)
+    if type(df)._repr_html_ is not pd.DataFrame._repr_html_:
+        body = df._repr_html_()  # a table with its own (escaping) display, e.g. the findings
+    else:
+        body = shown.to_html(escape=True, index=False, na_rep="–",
+                             float_format=lambda v: f"{v:,.2f}", border=0)
     return Markup(f'{note}{body}<p class="note">All rows: {link}</p>')
 
 

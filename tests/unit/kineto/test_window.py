@@ -84,3 +84,101 @@ def test_hand_made_window():
     assert sorted(whole["name"].astype(str)) == sorted(
         ["ProfilerStep#1", "cudaLaunchKernel", "ProfilerStep#2", "cudaLaunchKernel", "k1", "k2"]
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Which GPU events: a trace that starts with the tail of an uncaptured iteration, and the GPU-side
+# copies of the step annotations (issue: the analysed window).
+
+def _write(job, out, edit) -> None:
+    import json
+
+    out.mkdir(parents=True, exist_ok=True)
+    for rank, doc in job.traces.items():
+        doc = json.loads(json.dumps(doc))
+        edit(doc["traceEvents"])
+        (out / f"rank-{rank}.pt.trace.json").write_text(json.dumps(doc))
+
+
+def _orphan_tail(events, n=7, dur_us=3):
+    """Prepend ``n`` kernels launched before profiling started: correlation ids that match no
+    runtime call in the trace, all ending before the first captured kernel."""
+    gpu = [e for e in events if e.get("cat") == "kernel"]
+    first = min(e["ts"] for e in gpu)
+    high = max(e["args"]["correlation"] for e in gpu)
+    proto = gpu[0]
+    for i in range(n):
+        ts = first - (n - i) * 2 * dur_us * 1 - 100
+        events.insert(0, {**proto, "name": f"tail_kernel_{i}", "ts": ts, "dur": dur_us,
+                          "args": {**proto["args"], "correlation": high + 1000 + i}})
+
+
+def test_uncaptured_tail_is_counted_and_excluded_by_default(tmp_path):
+    from analysis import TraceAnalysis
+    from analysis.testing.synthetic import SynthConfig, generate
+
+    job = generate(SynthConfig(ranks=2, steps=3, kernels_per_step=12, seed=4))
+    _write(job, tmp_path / "clean", lambda ev: None)
+    _write(job, tmp_path / "tail", _orphan_tail)
+
+    def open_(folder, **kw):
+        return TraceAnalysis(str(tmp_path / folder), use_cache=False, progress=False, **kw)
+
+    clean = open_("clean").get_temporal_breakdown(visualize=False)
+    with pytest.warns(UserWarning, match=r"rank 0: 7 GPU events \(0\.02 ms of GPU time\) have no "
+                                         r"launching call .* excluded \(gpu_events='launched'\)"):
+        launched = open_("tail")
+    # excluded: every number is the clean trace's, exactly (and the synthesiser's truth)
+    pd.testing.assert_frame_equal(launched.get_temporal_breakdown(visualize=False), clean)
+    for rank, truth in job.truth.items():
+        assert clean.set_index("rank").loc[rank, "kernel_time(us)"] == truth.kernel_time
+    meta = launched.get_trace_metadata()
+    assert meta["unlaunched_gpu_events"].tolist() == [7, 7]
+    assert meta["unlaunched_gpu_ms"].tolist() == [0.021, 0.021]
+    # "all" keeps them: 7 × 3 µs more compute, and the span starts at the first tail kernel
+    with pytest.warns(UserWarning, match="kept"):
+        everything = open_("tail", gpu_events="all").get_temporal_breakdown(visualize=False)
+    assert (everything["compute_time(us)"] - clean["compute_time(us)"]).tolist() == [21.0, 21.0]
+    assert (everything["kernel_time(us)"] > clean["kernel_time(us)"]).all()
+    # HTA's rule drops them too once there are two steps or more (HTA 0.5.0 does the same)
+    with pytest.warns(UserWarning, match="excluded"):
+        hta_rule = open_("tail", gpu_events="hta").get_temporal_breakdown(visualize=False)
+    pd.testing.assert_frame_equal(hta_rule, clean)
+
+
+def _gpu_step_copies(events):
+    """Kineto's GPU-side copy of each step annotation (``gpu_user_annotation``, no stream), each
+    starting after its CPU step; the last copy starts after every CPU event."""
+    cpu_end = max(e["ts"] + e.get("dur", 0) for e in events if e.get("ph") == "X"
+                  and e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset", "Trace"))
+    steps = [e for e in events if e.get("cat") == "user_annotation"
+             and str(e.get("name", "")).startswith("ProfilerStep#")]
+    for i, s in enumerate(sorted(steps, key=lambda e: e["ts"])):
+        ts = cpu_end + 10 if i == len(steps) - 1 else s["ts"] + 5
+        events.append({"ph": "X", "cat": "gpu_user_annotation", "name": s["name"], "pid": 0,
+                       "tid": 7, "ts": ts, "dur": s["dur"], "args": {"External id": 1}})
+
+
+def test_gpu_side_step_copies_are_not_step_boundaries(tmp_path):
+    from analysis import TraceAnalysis
+    from analysis.testing.synthetic import SynthConfig, generate
+
+    job = generate(SynthConfig(ranks=1, steps=3, kernels_per_step=12, seed=6, slow_rank=None))
+    _write(job, tmp_path / "clean", lambda ev: None)
+    _write(job, tmp_path / "copies", _gpu_step_copies)
+    for rule in ("launched", "hta"):
+        kw = dict(use_cache=False, progress=False, gpu_events=rule)
+        clean = TraceAnalysis(str(tmp_path / "clean"), **kw)
+        copies = TraceAnalysis(str(tmp_path / "copies"), **kw)
+        whole = TraceAnalysis(str(tmp_path / "copies"), include_last_profiler_step=True, **kw)
+        truth = job.truth[0]
+        # the last (partial) step is left out, although its GPU-side copy starts after every
+        # CPU event: include_last_profiler_step=False shortens the window
+        assert copies.get_profiler_steps() == [n for n, _, _ in truth.steps]
+        assert len(whole.get_profiler_steps()) == len(truth.steps) + 1
+        assert len(copies.trace[0].events) < len(whole.trace[0].events)
+        pd.testing.assert_frame_equal(copies.get_temporal_breakdown(visualize=False),
+                                      clean.get_temporal_breakdown(visualize=False))
+        # the step table and the metadata list each step once
+        assert copies.get_trace_metadata()["steps"].iloc[0] == clean.get_trace_metadata()["steps"].iloc[0]
+        assert copies.get_profiler_step_table()["step"].is_unique

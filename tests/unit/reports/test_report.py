@@ -115,7 +115,7 @@ def test_report_writes_the_page_one_svg_per_figure_and_every_table(report):
     for name in ["trace_metadata", "headline", "profiler_steps", "temporal_breakdown",
                  "idle_time_breakdown", "idle_interval_stats", "comm_comp_overlap",
                  "kernel_launch_summary", "kernel_launch_stats", "kernel_type_breakdown",
-                 "kernel_breakdown"]:
+                 "kernel_breakdown", "findings"]:
         assert report.tables[name] == report.out_dir / "tables" / f"{name}.csv"
         assert len(pd.read_csv(report.tables[name])) > 0, name
     assert report.unavailable == {}
@@ -252,3 +252,16 @@ def test_report_json_in_figures_is_valid(page):
     assert match, "figure call not found"
     fig = pio.from_json(json.dumps({"data": json.loads(match.group(1)), "layout": json.loads(match.group(2))}))
     assert len(fig.data) > 0
+
+
+def test_first_screen_opens_with_the_findings(report, tmp_path):
+    dom = _chromium("--dump-dom", report.index.as_uri()).stdout
+    findings, cards = dom.index('<section id="findings">'), dom.index('class="cards"')
+    assert findings < cards < dom.index('<section id="temporal_breakdown">')
+    assert "Rank 1 is slower than the others" in dom[findings:cards]
+    from PIL import Image, ImageStat
+
+    shot = tmp_path / "first-screen.png"
+    _chromium(f"--screenshot={shot}", "--window-size=1400,900", report.index.as_uri())
+    image = Image.open(shot).convert("L")
+    assert ImageStat.Stat(image.crop((0, 100, 1400, 600))).stddev[0] > 20  # text, not blank

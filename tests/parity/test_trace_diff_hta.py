@@ -1,0 +1,142 @@
+"""TraceComparison.compare_traces / ops_diff against HTA 0.5.0's TraceDiff, run live.
+
+On HTA's own test data (../shared/traces/hta/trace_compare/{base,test}) and on synthetic pairs
+that HTA can read (one rank each, ``"rank": 0`` written with a space), for the argument
+combinations HTA supports.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import pandas as pd
+import pytest
+
+from analysis import TraceAnalysis, compare
+from analysis.metrics.trace_diff_hta import shorten_name
+from analysis.testing.trace_pairs import changed_pair
+
+trace_diff = pytest.importorskip("hta.trace_diff")
+
+
+def _hta(control_dir, test_dir, **kw):
+    logging.getLogger("hta").setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        control = trace_diff.LabeledTrace(label="Control", trace_dir=str(control_dir))
+        test = trace_diff.LabeledTrace(label="Test", trace_dir=str(test_dir))
+        frame = trace_diff.TraceDiff.compare_traces(control, test, **kw)
+        diff = trace_diff.TraceDiff.ops_diff(
+            control, test, **{k: v for k, v in kw.items() if k != "use_short_name"})
+    return frame, diff
+
+
+def _ours(control_dir, test_dir, patterns="default", **kw):
+    base = TraceAnalysis(control_dir, use_cache=False, progress=False, max_workers=1,
+                         kernel_patterns=patterns)
+    test = TraceAnalysis(test_dir, use_cache=False, progress=False, max_workers=1,
+                         kernel_patterns=patterns)
+    comparison = compare(base, test)
+    return comparison.compare_traces(**kw), comparison.ops_diff(
+        **{k: v for k, v in kw.items() if k != "use_short_name"})
+
+
+def _same(ours: pd.DataFrame, theirs: pd.DataFrame) -> None:
+    # HTA downcasts durations to int32; the values, index and columns are what users compare
+    pd.testing.assert_frame_equal(ours, theirs, check_dtype=False, check_index_type=False,
+                                  check_column_type=False)
+
+
+ARGUMENTS = [
+    {},
+    {"control_iteration": 1010, "test_iteration": 1010},
+    {"control_iteration": [1009, 1010], "test_iteration": 1009},
+    {"device_type": "CPU"},
+    {"device_type": "GPU", "control_iteration": [1009, 1010], "test_iteration": [1009, 1010]},
+    {"use_short_name": True, "control_iteration": [1009, 1010], "test_iteration": 1010},
+]
+
+
+@pytest.fixture(scope="module")
+def compare_dirs(hta_traces_dir):
+    return hta_traces_dir / "trace_compare" / "base", hta_traces_dir / "trace_compare" / "test"
+
+
+@pytest.mark.parametrize("kw", ARGUMENTS, ids=[str(a) for a in ARGUMENTS])
+def test_compare_traces_equals_hta_on_its_test_data(compare_dirs, kw):
+    hta_kw = dict(kw)
+    if "device_type" in kw:
+        hta_kw["device_type"] = trace_diff.DeviceType[kw["device_type"]]
+    theirs, their_diff = _hta(*compare_dirs, **hta_kw)
+    ours, our_diff = _ours(*compare_dirs, **kw)
+    _same(ours, theirs)
+    assert our_diff == their_diff
+
+
+def test_compare_traces_equals_hta_on_a_changed_pair(tmp_path):
+    base_dir, test_dir = changed_pair().write(tmp_path)
+    kw = {"control_iteration": [10, 11, 12], "test_iteration": [10, 11]}
+    theirs, their_diff = _hta(base_dir, test_dir, **kw)
+    ours, our_diff = _ours(base_dir, test_dir, **kw)
+    _same(ours, theirs)
+    assert our_diff == their_diff
+    assert "aten::mul" in our_diff["added"] and "aten::gelu" in our_diff["deleted"]
+
+
+def test_same_labels_are_renamed_as_hta_does(compare_dirs, tmp_path):
+    ours, _ = _ours(*compare_dirs)
+    same = compare(TraceAnalysis(compare_dirs[0], use_cache=False, progress=False),
+                   TraceAnalysis(compare_dirs[1], use_cache=False, progress=False)
+                   ).compare_traces(labels=("run", "run"))
+    assert list(same.columns[:4]) == ["run_counts", "run_total_duration",
+                                      "run_control_test_counts", "run_control_test_total_duration"]
+    assert (same.to_numpy()[:, 4:] == ours.to_numpy()[:, 4:]).all()
+
+
+@pytest.mark.parametrize("name", [
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<int>, "
+    "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<int>, at::detail::Array<char*, 3>)",
+    "Memcpy HtoD (Pinned -> Device)",
+    "aten::mm",
+    "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+    "std::vector<int> foo::bar<a<b>>(int) const",
+])
+def test_shorten_name_equals_hta(name):
+    from hta.utils.utils import shorten_name as hta_shorten
+
+    assert shorten_name(name) == hta_shorten(name)
+
+
+
+REAL = [
+    # (trace folder vs itself, arguments): two ranks, lists of ranks and iterations; HTA's
+    # rounding (kernel_patterns="hta") as nccl_parser_config has fractional timestamps
+    ("trace_filter", {"control_rank": [0, 1], "test_rank": 1, "test_iteration": [551, 552]}),
+    ("trace_filter", {"device_type": "GPU", "control_rank": 1}),
+    ("nccl_parser_config", {}),
+]
+
+
+@pytest.mark.parametrize(("folder", "kw"), REAL, ids=[f"{f}-{k}" for f, k in REAL])
+def test_compare_traces_equals_hta_on_real_traces(hta_traces_dir, folder, kw):
+    hta_kw = dict(kw)
+    if "device_type" in kw:
+        hta_kw["device_type"] = trace_diff.DeviceType[kw["device_type"]]
+    trace_dir = hta_traces_dir / folder
+    theirs, their_diff = _hta(trace_dir, trace_dir, **hta_kw)
+    ours, our_diff = _ours(trace_dir, trace_dir, patterns="hta", **kw)
+    assert len(ours) > 10
+    _same(ours, theirs)
+    assert our_diff == their_diff
+
+
+def test_ns_timestamps_with_hta_rounding_equal_hta(hta_traces_dir, tmp_path):
+    """ns-resolution timestamps: HTA rounds each event to whole µs; kernel_patterns="hta" too."""
+    trace_dir = hta_traces_dir / "ns_resolution_trace"
+    theirs, their_diff = _hta(trace_dir, trace_dir)
+    ours, our_diff = _ours(trace_dir, trace_dir, patterns="hta")
+    _same(ours, theirs)
+    assert our_diff == their_diff
+    exact, _ = _ours(trace_dir, trace_dir)  # the default keeps ns: durations differ from HTA's
+    assert not exact["Control_total_duration"].equals(theirs["Control_total_duration"])

@@ -1,0 +1,195 @@
+"""Findings: each rule fires on a trace built to trigger it, with the right value, and stays silent
+on a trace built not to; rules without the data they need say why instead of guessing."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from trace_helpers import analyse, rank_trace
+
+from analysis.kineto.model import Trace
+from analysis.metrics import findings as F
+
+US = 1000
+
+
+def rank_of(kernels, rank=0, steps=None):
+    """A rank from ``(name, cat, start_us, dur_us, stream, launch_start_us)`` GPU events, each
+    launched by a 2 µs runtime call, plus ``ProfilerStep#N`` annotations ``(n, start_us, dur_us)``."""
+    rows = []
+    for corr, (name, cat, start, dur, stream, launch) in enumerate(kernels, start=1):
+        call = "cudaMemcpyAsync" if cat == "gpu_memcpy" else "cudaLaunchKernel"
+        rows.append((call, "cuda_runtime", launch * US, 2 * US, -1, corr))
+        rows.append((name, cat, start * US, dur * US, stream, corr))
+    for n, start, dur in steps or []:
+        rows.append((f"ProfilerStep#{n}", "user_annotation", start * US, dur * US, -1, -1))
+    return rank_trace(rows, rank=rank)
+
+
+def by_rule(table: pd.DataFrame, metric: str) -> pd.Series:
+    rows = table[table["metric"] == metric]
+    assert len(rows) == 1, table[["metric", "title"]]
+    return rows.iloc[0]
+
+
+# ------------------------------------------------------------------------ GPU waits for the CPU
+def starved():
+    # 10 kernels of 10 µs, each launched 1 µs after the previous kernel ended: 90 µs gaps
+    return [("gemm", "kernel", i * 100, 10, 7, i * 100 - 2) for i in range(1, 11)]
+
+
+def fed():
+    # the same kernels back to back, all launched up front
+    return [("gemm", "kernel", 100 + i * 11, 10, 7, i) for i in range(10)]
+
+
+def test_gpu_idle_host_bound_fires_with_the_idle_share():
+    table = analyse(rank_of(starved())).findings()
+    f = by_rule(table, "gpu_idle_pct")
+    # span 100 → 1010 µs = 910 µs, busy 100 µs: idle 810 / 910 = 89.01 %
+    assert f["value"] == pytest.approx(89.01)
+    assert f["threshold"] == F.IDLE_SHARE_PCT
+    assert "host_wait is 100 %" in f["evidence"]
+    assert "CUDA graphs" in f["suggestion"]
+
+
+def test_gpu_idle_host_bound_silent_when_fed():
+    table = analyse(rank_of(fed())).findings()
+    assert "gpu_idle_pct" not in set(table["metric"])
+
+
+# ------------------------------------------------------------------------ exposed communication
+def test_exposed_communication_fires_with_the_exposed_share():
+    # compute [0, 60) µs, NCCL [60, 100) µs on another stream: 40 % of the span exposed
+    kernels = [("gemm", "kernel", 0, 60, 7, -5), ("ncclDevKernel_AllReduce", "kernel", 60, 40, 20, -4)]
+    f = by_rule(analyse(rank_of(kernels)).findings(), "exposed_comm_pct")
+    assert f["value"] == pytest.approx(40.0)
+    assert "ncclDevKernel_AllReduce (0.0 ms, all ranks)" in f["evidence"]
+
+
+def test_exposed_communication_silent_when_overlapped():
+    kernels = [("gemm", "kernel", 0, 100, 7, -5), ("ncclDevKernel_AllReduce", "kernel", 20, 40, 20, -4)]
+    table = analyse(rank_of(kernels)).findings()
+    assert "exposed_comm_pct" not in set(table["metric"])
+
+
+def test_exposed_communication_says_why_without_collectives():
+    table = analyse(rank_of(fed())).findings()
+    assert table.attrs["not_run"]["exposed_communication"] == (
+        "no communication kernels in the analysed window")
+
+
+# --------------------------------------------------------------------------- host-to-device copies
+def test_pageable_and_large_htod_copies_fire():
+    kernels = [("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", 0, 20, 7, -5),
+               ("gemm", "kernel", 20, 80, 7, -4)]
+    table = analyse(rank_of(kernels)).findings()
+    assert by_rule(table, "pageable_htod_ms")["value"] == pytest.approx(0.02)
+    assert by_rule(table, "htod_share_pct")["value"] == pytest.approx(20.0)
+
+
+def test_small_pinned_copies_are_silent():
+    kernels = [("Memcpy HtoD (Pinned -> Device)", "gpu_memcpy", 0, 1, 7, -5),
+               ("gemm", "kernel", 1, 99, 7, -4)]
+    table = analyse(rank_of(kernels)).findings()
+    assert not {"pageable_htod_ms", "htod_share_pct"} & set(table["metric"])
+
+
+# -------------------------------------------------------------------------------- step variance
+def stepped(durations_ms, rank=0):
+    """Steps of the given durations (ms), one 10 µs kernel at each step start, and a last step."""
+    steps, kernels, t = [], [], 0
+    for n, d in enumerate([*durations_ms, 1], start=1):
+        steps.append((n, t, d * 1000))
+        kernels.append(("gemm", "kernel", t + 5, 10, 7, t + 1))
+        t += d * 1000
+    return rank_of(kernels, rank=rank, steps=steps)
+
+
+def test_unsteady_steps_fire_with_the_coefficient_of_variation():
+    table = analyse(stepped([10, 10, 10, 20])).findings()
+    f = by_rule(table, "step_time_cv_pct")
+    durations = pd.Series([10.0, 10, 10, 20])
+    assert f["value"] == pytest.approx(round(100 * durations.std(ddof=0) / durations.mean(), 2))
+    assert "step 4: 20.0 ms" in f["detail"]
+
+
+def test_steady_steps_and_ranks_are_silent():
+    trace = Trace({0: stepped([10, 10, 10]), 1: stepped([10, 10, 10], rank=1)})
+    table = analyse(trace).findings()
+    assert not {"step_time_cv_pct", "rank_step_spread_pct"} & set(table["metric"])
+
+
+def test_a_slow_rank_fires_with_its_margin():
+    trace = Trace({0: stepped([10, 10, 10]), 1: stepped([10, 10, 10], rank=1),
+                   2: stepped([13, 13, 13], rank=2)})
+    f = by_rule(analyse(trace).findings(), "rank_step_spread_pct")
+    assert f["title"] == "Rank 2 is slower than the others"
+    assert f["value"] == pytest.approx(30.0)
+
+
+def test_step_rule_needs_two_steps():
+    table = analyse(rank_of(fed())).findings()
+    assert table.attrs["not_run"]["step_time_variance"] == "needs at least two complete profiler steps"
+
+
+# ------------------------------------------------------------------------------------ the table
+def test_table_shape_order_and_display():
+    table = analyse(rank_of(starved() + [
+        ("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", 2000, 5, 7, 1990)])).findings()
+    assert list(table.columns) == F.COLUMNS
+    assert set(table["severity"]) <= set(F.SEVERITY_ORDER)
+    # ranked: the same severity sorted by how far past the threshold
+    assert table["metric"].tolist()[0] == "pageable_htod_ms"
+    html = table._repr_html_()
+    assert "The GPU waits for the CPU" in html and "<script" not in html
+
+
+def test_display_escapes_names_from_the_trace():
+    kernels = [("Memcpy HtoD (Pageable -> Device)<script>x</script>", "gpu_memcpy", 0, 20, 7, -5),
+               ("gemm", "kernel", 20, 80, 7, -4)]
+    html = analyse(rank_of(kernels)).findings()._repr_html_()
+    assert "<script>x" not in html and "&lt;script&gt;x" in html
+
+
+def test_cpu_only_trace_runs_no_gpu_rule_and_says_why():
+    cpu = rank_trace([("aten::mm", "cpu_op", 0, 1000, -1, -1)])
+    table = analyse(cpu).findings()
+    assert table.empty
+    assert "gpu_idle_host_bound" in table.attrs["not_run"]
+
+
+# ---------------------------------------------------------------------------- data loading stall
+def steps_starting_late(offset_us, rank=0):
+    """Four 1 ms steps (and a last one), each launching its first kernel ``offset_us`` after it
+    starts; a DataLoader event covers the first 100 µs of each step."""
+    rows, corr = [], 0
+    for n in range(1, 6):
+        t = (n - 1) * 1000
+        rows.append((f"ProfilerStep#{n}", "user_annotation", t * US, 1000 * US, -1, -1))
+        rows.append(("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                     "user_annotation", t * US, 100 * US, -1, -1))
+        corr += 1
+        rows.append(("cudaLaunchKernel", "cuda_runtime", (t + offset_us) * US, 2 * US, -1, corr))
+        rows.append(("gemm", "kernel", (t + offset_us + 5) * US, 10 * US, 7, corr))
+    return rank_trace(rows, rank=rank)
+
+
+def test_data_loading_stall_fires_with_the_gap_share():
+    table = analyse(steps_starting_late(400)).findings()
+    f = by_rule(table, "step_start_gap_pct")
+    assert f["value"] == pytest.approx(40.0)
+    assert "first launch after 0.4 ms (step 1)" in f["evidence"]
+    assert "0.4 ms in DataLoader events" in f["evidence"]  # 4 complete steps × 100 µs
+
+
+def test_data_loading_stall_silent_when_launches_come_early():
+    table = analyse(steps_starting_late(20)).findings()
+    assert "step_start_gap_pct" not in set(table["metric"])
+
+
+def test_step_start_gap_table():
+    gaps = analyse(steps_starting_late(400)).get_step_start_gaps()
+    assert gaps["step"].tolist() == [1, 2, 3, 4, 5]
+    assert gaps["first_launch_us"].tolist() == [400.0] * 5
+    assert gaps["dataloader_us"].tolist() == [100.0] * 5

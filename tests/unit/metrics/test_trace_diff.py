@@ -1,0 +1,66 @@
+"""The per-rank profile of a comparison (analysis.metrics.trace_diff) on hand-built traces."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from analysis.kineto.parse import parse_trace_bytes
+from analysis.metrics.trace_diff import (
+    BREAKDOWN_ROWS,
+    CATEGORIES,
+    operator_deltas,
+    trace_diff_rank,
+)
+from analysis.testing.trace_pairs import base_program
+
+
+def _rank(doc: dict):
+    return parse_trace_bytes(json.dumps(doc).encode(), "hand-made.json")
+
+
+def test_operators_are_split_by_recorded_shapes_when_present():
+    rt = _rank(base_program(steps=3).trace())
+    ev = rt.events
+    addmm = ev.index[ev["name"] == "aten::addmm"]
+    assert len(addmm) == 4  # 3 steps + the partial one (no window here)
+    dims = ["[[8,16],[16,4]]"] + ["[[4,16],[16,4]]"] * 3
+    plain = trace_diff_rank(rt).operators
+    rt.extras = {"op_shapes": pd.DataFrame(
+        {"input_dims": dims, "input_types": ["[\"float\",\"float\"]"] * 4}, index=addmm)}
+    shaped = trace_diff_rank(rt).operators
+    assert (plain["input_dims"] == "").all()
+    rows = shaped[shaped["operator"] == "aten::addmm"].set_index("input_dims")
+    assert rows["count"].to_dict() == {"[[4,16],[16,4]]": 3, "[[8,16],[16,4]]": 1}
+    assert rows["gpu_time_ns"].to_dict() == {"[[4,16],[16,4]]": 300_000, "[[8,16],[16,4]]": 100_000}
+    # operators without recorded shapes keep an empty key, and the totals do not change
+    assert shaped["gpu_time_ns"].sum() == plain["gpu_time_ns"].sum()
+    # a shape seen only in the test run is "added", the other "removed"
+    base = {0: trace_diff_rank(rt)}
+    rt.extras["op_shapes"] = rt.extras["op_shapes"].assign(input_dims="[[4,16],[16,4]]")
+    deltas = operator_deltas(base, {0: trace_diff_rank(rt)})
+    mm = deltas[deltas["operator"] == "aten::addmm"].set_index("input_dims")["change"]
+    assert mm.astype(str).to_dict() == {"[[4,16],[16,4]]": "slower", "[[8,16],[16,4]]": "removed"}
+
+
+def test_rank_without_profiler_steps_uses_its_gpu_span_as_one_step():
+    program = base_program(steps=3)
+    doc = program.trace()
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not e["name"].startswith("ProfilerStep")]
+    profile = trace_diff_rank(_rank(doc))
+    length, placed = program.layout()
+    last_gpu_end = max(e for *_, e in placed)
+    assert profile.steps == 0
+    # from the first copy (10 µs into step 0) to the last kernel of the 4th step
+    assert profile.breakdown["step_time"] == (3 * length + last_gpu_end - 10) * 1000
+    assert sum(profile.breakdown[c] for c in CATEGORIES) == profile.breakdown["step_time"]
+
+
+def test_breakdown_parts_partition_the_steps():
+    profile = trace_diff_rank(_rank(base_program(steps=2).trace()))
+    truth = base_program(steps=2).truth()["breakdown"]
+    # no window here: the partial 3rd step counts too
+    assert profile.steps == 3
+    assert {k: v / 1000 / 3 for k, v in profile.breakdown.items()} == truth
+    assert list(profile.breakdown) == list(BREAKDOWN_ROWS)
