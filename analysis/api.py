@@ -91,6 +91,7 @@ class TraceAnalysis:
         self.include_last_profiler_step = include_last_profiler_step
         self.storage_options = dict(storage_options or {})
         self.cache_dir = cache_dir
+        self.use_cache = use_cache
         # Where the per-rank work runs: this process (client=None) or the Dask cluster; the
         # engine also cuts the analysed window (complete profiler steps only), as HTA does.
         self.engine: Engine = load_engine(
@@ -186,8 +187,15 @@ class TraceAnalysis:
         return getattr(self.engine, name)
 
     def _context(self) -> dict[str, Any]:
-        """What every per-rank step may take (each gets the keys its signature names)."""
-        return {"patterns": self.patterns, "rounding": self.time_rounding}
+        """What every per-rank step may take (each gets the keys its signature names), and where
+        to read the event args that some analyses need beyond the parsed tables (extras)."""
+        source_options = {
+            "storage_options": getattr(self, "storage_options", {}),
+            "cache_dir": getattr(self, "cache_dir", None),
+            "use_cache": getattr(self, "use_cache", True),
+        }
+        return {"patterns": self.patterns, "rounding": self.time_rounding,
+                "source_options": source_options}
 
     # -------------------------------------------------------------------------------- analyses
     def run(self, name: str, ranks: RankSpec = None, **options: Any) -> Any:
@@ -305,6 +313,28 @@ class TraceAnalysis:
             table = part if table is None else table.merge(part, on="rank", how="left")
         return table.round(2)
 
+    def export_merged_trace(
+        self,
+        path: str | os.PathLike,
+        *,
+        ranks: RankSpec = "all",
+        steps: Iterable[int] | None = None,
+        gpu_only: bool = False,
+        align: str | None = None,
+    ) -> str:
+        """Write every rank (or ``ranks``) into one gzip Chrome-trace JSON for ui.perfetto.dev.
+
+        Processes are renamed ``"rank N · CPU"`` / ``"rank N · GPU d"`` with pids that never
+        collide; flows are kept; ``steps`` keeps only those ProfilerSteps, ``gpu_only`` the GPU
+        processes; ``align="first_collective"`` shifts each rank's clock so that the first
+        collectives end together. See ``analysis.kineto.merge``. Returns the path written.
+        """
+        from analysis.kineto.merge import merge_traces
+
+        sources = {r: meta.source for r, meta in self.engine.metas.items()}
+        merge_traces(sources, path, ranks=self.engine.select(ranks, default="all"), steps=steps,
+                     gpu_only=gpu_only, align=align, storage_options=self.storage_options)
+        return os.fspath(path)
     def compare(self, other: TraceAnalysis, **options):
         """This run (base) against ``other`` (test): ``analysis.comparison.compare(self, other)``."""
         from analysis.comparison import compare
@@ -354,7 +384,14 @@ class TraceAnalysis:
         return str(target)
 
     def __repr__(self) -> str:
-        return f"TraceAnalysis(source={self.engine.source!r}, ranks={self.ranks})"
+        from analysis.display import overview_text
+
+        return overview_text(self)
+
+    def _repr_html_(self) -> str:
+        from analysis.display import overview_html
+
+        return overview_html(self)
 
 
 def _facade_method(spec: registry.Analysis):

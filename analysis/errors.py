@@ -101,6 +101,41 @@ class NoMemoryEventsError(TraceAnalysisError):
     """A memory snapshot holds nothing for the device asked for."""
 
 
+class MissingExtraError(TraceAnalysisError, KeyError):
+    """An analysis needs event args that were not read for this rank (see analysis.kineto.extras)."""
+
+    def __init__(self, name: str, rank, source: str):
+        self.name, self.rank, self.source = name, rank, source
+        super().__init__(
+            f"rank {rank} ({source}): the {name!r} extra was not read; run the analysis through "
+            f"TraceAnalysis, or call analysis.kineto.extras.attach_extras(rank_trace, [{name!r}])"
+        )
+
+    def __str__(self) -> str:  # KeyError quotes its message otherwise
+        return str(self.args[0])
+
+    def __reduce__(self):  # survives pickling (Dask workers)
+        return (type(self), (self.name, self.rank, self.source))
+
+
+class NoShapesError(TraceAnalysisError):
+    """No operator of the ranks analysed has recorded shapes (``record_shapes=False``)."""
+
+    def __init__(self, ranks, sources):
+        self.ranks, self.sources = list(ranks), list(sources)
+        where = self.sources[0] if self.sources else "?"
+        if len(self.sources) > 1:
+            where += f" and {len(self.sources) - 1} more"
+        super().__init__(
+            f"rank(s) {self.ranks} ({where}): no CPU operator has recorded shapes (Input Dims), "
+            "so FLOPs and bytes cannot be modelled; record the traces with "
+            "torch.profiler.profile(record_shapes=True)"
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.ranks, self.sources))
+
+
 class UnknownRankError(TraceAnalysisError, KeyError):
     """A rank was asked for that the trace does not have."""
 
@@ -138,3 +173,8 @@ class TraceLoadWarning(UserWarning):
 
 class ConfigError(TraceAnalysisError, ValueError):
     """A configuration value (a profiler config key, a pattern preset, an option) is invalid."""
+
+
+class CollectiveMismatchWarning(UserWarning):
+    """Collectives of one process group and type could not be matched across ranks (their counts
+    differ and the trace has no sequence numbers); the message names the group and the counts."""

@@ -86,6 +86,9 @@ class Analysis:
         requires, derive: a *derived* analysis (no rank step) reads other analyses' results:
             ``requires`` is ``{name: options}`` of those it reads, and ``derive(results,
             **options)`` gets ``{name: result, or the TraceAnalysisError that analysis raised}``.
+        extras: kinds of event args the rank step reads that the parser does not keep
+            (:mod:`analysis.kineto.extras`, e.g. ``"op_shapes"``): attached to each rank, read
+            from the cache or the trace file once, before the rank step runs.
     """
 
     name: str
@@ -108,6 +111,7 @@ class Analysis:
     key_numbers: Callable[[Any], list[tuple[str, str]]] | None = None
     requires: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     derive: Callable[..., Any] | None = None
+    extras: tuple[str, ...] = ()
 
     def param(self, role: Role) -> Param | None:
         return next((p for p in self.params if p.role == role), None)
@@ -181,7 +185,9 @@ class RankFailure:
 def run_on_rank(rt, requests: list[tuple[str, dict[str, Any]]], context: dict[str, Any]) -> dict:
     """The per-rank task: each requested ``(name, options)``'s rank step on ``rt``.
 
-    ``context`` holds what every step may take (``patterns``, ``rounding``). Returns ``{name:
+    ``context`` holds what every step may take (``patterns``, ``rounding``) and
+    ``source_options`` (``storage_options``, ``cache_dir``, ``use_cache``) for reading the extras
+    an analysis declares. Returns ``{name:
     part}``; an analysis that cannot run on this rank (no GPU events, or another of the project's
     errors) gives a :class:`RankFailure` instead, so the other analyses of the batch still run.
     """
@@ -191,6 +197,10 @@ def run_on_rank(rt, requests: list[tuple[str, dict[str, Any]]], context: dict[st
         try:
             if spec.needs_gpu and not has_gpu_events(rt.events):
                 raise NoGPUEventsError([rt.rank], spec.title or name)
+            if spec.extras:
+                from analysis.kineto.extras import attach_extras  # reads files: only when needed
+
+                attach_extras(rt, spec.extras, **context.get("source_options", {}))
             kwargs = _accepted(spec.rank_step, {**context, **options})
             out[name] = spec.rank_step(rt, **kwargs)
         except NoGPUEventsError as exc:

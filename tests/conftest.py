@@ -18,7 +18,9 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_TRACES = REPO_ROOT / "sample_traces"
-HTA_TRACES = REPO_ROOT.parent / "shared" / "traces" / "hta"
+# ../shared beside the checkout; SHARED_TRACES overrides it (e.g. for a git worktree elsewhere)
+SHARED_TRACES = Path(os.environ.get("SHARED_TRACES", REPO_ROOT.parent / "shared" / "traces"))
+HTA_TRACES = SHARED_TRACES / "hta"
 
 # The real-GPU trace folders of ../shared/traces/hta that HTA 0.5.0 can analyse.
 HTA_GPU_TRACE_DIRS = [

@@ -32,7 +32,7 @@ def load_dir(path) -> Trace:
 def rank_trace(rows, rank: int = 0, float_timestamps: bool = False) -> RankTrace:
     """A hand-made RankTrace from ``(name, cat, ts_ns, dur_ns, stream, correlation)`` tuples."""
     df = pd.DataFrame(rows, columns=["name", "cat", "ts", "dur", "stream", "correlation"])
-    df = df.assign(pid=1, tid=1, external_id=-1, device=0)
+    df = df.assign(pid=1, tid=1, external_id=-1, device=0, wait_on_stream=-1, wait_on_record=-1)
     df = df[list(EVENT_COLUMNS)].astype(EVENT_COLUMNS)
     meta = RankMeta(rank=rank, source=f"hand-made rank {rank}", float_timestamps=float_timestamps)
     return RankTrace(meta=meta, events=df)

@@ -23,6 +23,8 @@ COMMANDS: dict[str, str] = {
     "schedule": "command",
     "pyspy": "commands",
     "memory": "command",
+    "check": "command",
+    "merge": "command",
 }
 
 

@@ -41,11 +41,12 @@ def command(traces: str, out_dir: str, ranks: str, formats: tuple[str, ...], ana
     ta = open_analysis(traces, **options)
     result = write_report(ta, out_dir, formats=formats, ranks=ranks, analyses=chosen,
                           progress=False if options["quiet"] else None)
+    if options["quiet"]:  # -q: no notes (the page says what was left out and why)
+        return
     for title, reason in result.unavailable.items():
         click.echo(f"note: {title} left out: {reason}", err=True)
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
-    if not options["quiet"]:
-        n_files = sum(len(p) for p in result.figures.values())
-        where = result.index or result.out_dir
-        click.echo(f"wrote {where} ({n_files} figure files, {len(result.tables)} tables)")
+    n_files = sum(len(p) for p in result.figures.values())
+    where = result.index or result.out_dir
+    click.echo(f"wrote {where} ({n_files} figure files, {len(result.tables)} tables)")

@@ -9,6 +9,7 @@ The flame graph (py-spy profiles) and the memory figures live here too, under th
 
 from __future__ import annotations
 
+from analysis.figures.collectives import busbw_vs_size, skew_distribution, wait_heatmap
 from analysis.figures.comm_comp_overlap import comm_comp_overlap
 from analysis.figures.flamegraph import flamegraph
 from analysis.figures.idle_time_breakdown import idle_interval_stats, idle_time_breakdown
@@ -21,9 +22,13 @@ from analysis.figures.memory import (
     snapshot_timeline_figure,
     top_allocations_table,
 )
+from analysis.figures.operator_roofline import operator_roofline, time_lost_table
+from analysis.figures.step_breakdown import median_rank_steps, step_time_heatmap
+from analysis.figures.stragglers import stragglers
 from analysis.figures.temporal_breakdown import temporal_breakdown
 
 __all__ = [
+    "busbw_vs_size",
     "comm_comp_overlap",
     "flamegraph",
     "memory_timeline_figure",
@@ -34,5 +39,12 @@ __all__ = [
     "kernel_breakdown",
     "kernel_launch_stats",
     "kernel_type_breakdown",
+    "operator_roofline",
+    "time_lost_table",
     "temporal_breakdown",
+    "median_rank_steps",
+    "skew_distribution",
+    "step_time_heatmap",
+    "stragglers",
+    "wait_heatmap",
 ]

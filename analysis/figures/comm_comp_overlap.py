@@ -17,7 +17,8 @@ from analysis.figures.style import (
 
 TITLE = "Computation–communication overlap"
 _COLOR = color_for("COMPUTATION overlapping COMMUNICATION")
-_Y_TITLE = "Communication time overlapped by computation (%)"
+# Two lines: on one, the title is longer than the plot is high and runs into the figure title.
+_Y_TITLE = "Communication time<br>overlapped by computation (%)"
 
 
 def comm_comp_overlap(df: pd.DataFrame) -> go.Figure:

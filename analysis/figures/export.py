@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import plotly.graph_objects as go
-import plotly.io as pio
 
 from analysis.errors import BrowserNotFoundError, ExportError
 
@@ -164,11 +163,17 @@ def export_figures(
 def show(fig: go.Figure, renderer: str | None = None) -> None:
     """Display ``fig`` in a notebook, with image renderers (``"svg"``, ``"png"``) too.
 
+    Without ``renderer``, a Jupyter kernel gets plotly's mime bundle plus an offline HTML form, so
+    that the figure shows in JupyterLab, VS Code and an exported HTML page alike
+    (:mod:`analysis.figures.renderer`); a renderer the user chose is kept.
     With ``plotly.io.renderers.default = "svg"`` (static notebooks, GitHub previews), rendering needs
     a browser: this checks for one first (a clear ``BrowserNotFoundError`` instead of kaleido's) and
     renders through the running kaleido server when there is one.
     """
-    name = renderer or pio.renderers.default or ""
+    from analysis.figures.renderer import default_renderer
+
+    renderer = renderer or default_renderer()
+    name = renderer or ""
     if any(part in IMAGE_FORMATS or part == "jpg" for part in name.split("+")):
         find_browser()
     with quiet_kaleido():

@@ -122,8 +122,12 @@ def _stats_frame(stats_df: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns={first: "idle_category"})
 
 
-def idle_interval_stats(stats_df: pd.DataFrame | None) -> go.Figure:
+def idle_interval_stats(stats_df: pd.DataFrame | None, log_y: bool | None = None) -> go.Figure:
     """Distribution of idle intervals (µs) between consecutive kernels, per stream and cause.
+
+    ``log_y``: a log interval axis; ``None`` (default) chooses it when the intervals span more than
+    ``LOG_SPREAD`` times (one long stall per step would flatten every other box). Buttons on the
+    figure switch between linear and log either way.
 
     ``stats_df`` is the second frame of ``get_idle_time_breakdown(show_idle_interval_stats=True)``:
     per (rank, stream, idle category) the ``count, mean, std, min, 25%, 50%, 75%, max`` of the gaps.
@@ -165,6 +169,7 @@ def idle_interval_stats(stats_df: pd.DataFrame | None) -> go.Figure:
         slots = _position_labels(df.drop_duplicates(["rank", "stream"]), len(ranks) == 1, False)
         fig.update_layout(boxmode="group")
         fig.update_xaxes(type="category", categoryorder="array", categoryarray=slots)
+        _log_axis_toggle(fig, df["max"], df["50%"], log_y)
         return apply_layout(
             fig,
             f"{STATS_TITLE}, {rank_note}, per CUDA stream",
@@ -178,6 +183,7 @@ def idle_interval_stats(stats_df: pd.DataFrame | None) -> go.Figure:
         df, categories, "50%", "count",
         "{cat}: median %{{y:,.1f}} µs over %{{customdata[2]:,.0f}} intervals",
     )
+    _log_axis_toggle(fig, df["50%"], df["50%"], log_y)
     return apply_layout(
         fig,
         f"{STATS_TITLE} across {rank_note}",
@@ -186,6 +192,27 @@ def idle_interval_stats(stats_df: pd.DataFrame | None) -> go.Figure:
         y_title=f"Median {y_title[0].lower()}{y_title[1:]}",
         legend_title="Idle category",
     )
+
+
+# Intervals spanning more than this factor (largest / smallest positive median) get a log axis.
+LOG_SPREAD = 100.0
+
+
+def _log_axis_toggle(fig: go.Figure, highs: pd.Series, typical: pd.Series, log_y: bool | None) -> None:
+    """A log or linear y axis (see ``idle_interval_stats``) and the buttons to switch it."""
+    if log_y is None:
+        positive = typical[typical > 0]
+        log_y = bool(len(positive)) and float(highs.max()) > LOG_SPREAD * float(positive.min())
+    fig.update_yaxes(type="log" if log_y else "linear")
+    fig.update_layout(updatemenus=[dict(
+        type="buttons", direction="right", showactive=True, active=1 if log_y else 0,
+        x=1.0, xanchor="right", y=1.02, yanchor="bottom", pad=dict(t=0, b=0),
+        font=dict(size=11),
+        buttons=[
+            dict(label="linear", method="relayout", args=[{"yaxis.type": "linear"}]),
+            dict(label="log", method="relayout", args=[{"yaxis.type": "log"}]),
+        ],
+    )])
 
 
 def _category_boxes(df: pd.DataFrame, categories, y: str, extra: str, hover: str) -> go.Figure:

@@ -31,7 +31,7 @@ from analysis.kineto.model import RankMeta, RankTrace
 
 # Bump whenever the parser's output changes (columns, dtypes, normalisation, RankMeta fields):
 # old entries then miss and are re-parsed.
-PARSER_VERSION = 1
+PARSER_VERSION = 4  # 4: collectives with kernel and gloo rows and "seq"; wait_on_stream / wait_on_record columns
 
 CACHE_ENV = "TRACE_ANALYSIS_CACHE"
 DEFAULT_CACHE_DIR = Path("~/.cache/trace-analysis")
@@ -131,6 +131,7 @@ class TraceCache:
                 for name in TABLES
             }
             meta = _meta_from_dict(record["meta"])
+            meta.from_cache = True
         except Exception as exc:  # any damage (truncation, bad JSON, missing file): re-parse
             warnings.warn(
                 f"ignoring unreadable trace cache entry {entry} ({type(exc).__name__}: {exc}); "

@@ -21,7 +21,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 import msgspec
 import numpy as np
@@ -44,6 +44,8 @@ _I64_MIN = -(2**63)
 # The largest |µs| whose ×1000 still fits in int64 (about year 2262 as an epoch time).
 _US_LIMIT = _I64_MAX // 1000
 _COLLECTIVE_EVENT = "record_param_comms"
+# gloo's CPU collectives are annotated "gloo:all_reduce", ... on its worker thread, with shapes only
+_GLOO_PREFIX = "gloo:"
 _FLOW_PHASES = frozenset(("s", "f", "t"))
 
 # Numbers in args: Kineto writes ints, some writers strings ("stream": "7") or floats.
@@ -57,6 +59,9 @@ class _Args(msgspec.Struct, gc=False):
     correlation: _Num = -1
     external_id: _Num = msgspec.field(default=-1, name="External id")
     device: _Num = -1
+    # CUDA sync events ("Stream Wait Event", "Event Sync"): the stream and the cudaEventRecord waited on
+    wait_on_stream: _Num = -1
+    wait_on_record: _Num = msgspec.field(default=-1, name="wait_on_cuda_event_record_corr_id")
     # record_param_comms (NCCL collectives); kept raw, only those few rows are decoded further
     collective: msgspec.Raw = msgspec.field(default=_NULL, name="Collective name")
     in_nelems: _Num = msgspec.field(default=-1, name="In msg nelems")
@@ -64,7 +69,9 @@ class _Args(msgspec.Struct, gc=False):
     dtype: msgspec.Raw = _NULL
     group_size: _Num = msgspec.field(default=-1, name="Group size")
     pg_name: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Name")
-    pg_desc: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Description")
+    # the collective's sequence number in its group. "Process Group Description" is not decoded:
+    # distributedInfo.pg_config gives it by name, and every field here costs every event time
+    seq: _Num = msgspec.field(default=-1, name="Seq")
     pg_ranks: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Ranks")
 
 
@@ -109,6 +116,7 @@ class EventChunk:
     float_ts: bool  # some event's ts is not a JSON integer (or is missing)
     span: tuple[int, int] | None  # the first profiler span (cat "Trace") of the chunk, ns
     kept: int
+    size: int  # events in the chunk, kept or not
     events: dict
     flows: dict
     collectives: dict
@@ -241,11 +249,7 @@ def chunk_columns(events: list[_Event], source: str) -> EventChunk:
     # With integer timestamps only, every ts is converted at once and the tables take slices.
     ts_ns = None if float_ts else _integer_ns(all_ts)
 
-    keep = [
-        i
-        for i, e in enumerate(events)
-        if e.cat is not None and e.dur != _NULL and e.ts != _NULL and e.cat != "Trace"
-    ]
+    keep = kept_rows(events)
     flow = [i for i, e in enumerate(events) if e.ph in _FLOW_PHASES and e.ts != _NULL]
     found = next((e for e in events if e.cat == "Trace" and e.dur != _NULL and e.ts != _NULL), None)
     span = None
@@ -257,21 +261,38 @@ def chunk_columns(events: list[_Event], source: str) -> EventChunk:
     flows = list(map(events.__getitem__, flow))
     kept_ts = ts_ns[keep] if ts_ns is not None else _column_ns(kept, "ts", events, source)
     flow_ts = ts_ns[flow] if ts_ns is not None else _column_ns(flows, "ts", events, source)
-    columns = _event_columns(kept, kept_ts, events, source)
+    args = [e.args if e.args is not None else _NO_ARGS for e in kept]
+    columns = _event_columns(kept, args, kept_ts, events, source)
     return EventChunk(
         float_ts=float_ts,
         span=span,
         kept=len(kept),
+        size=len(events),
         events=columns,
         flows=_flow_columns(flows, flow_ts),
-        collectives=_collective_columns(kept, columns.get("name")),
+        collectives=_collective_columns(args, columns, keep),
     )
 
 
-def _event_columns(kept: list[_Event], ts_ns: np.ndarray, events: list[_Event], source: str) -> dict:
+def kept_rows(events: list) -> list[int]:
+    """Positions in ``traceEvents`` of the events that become rows of ``RankTrace.events``.
+
+    The row filter of the module docstring, in one place: ``analysis.kineto.extras`` decodes other
+    fields of the same events and aligns them with this. ``events`` are any structs with ``cat``,
+    ``dur`` and ``ts`` (``dur``/``ts`` as ``msgspec.Raw``, null when absent).
+    """
+    return [
+        i
+        for i, e in enumerate(events)
+        if e.cat is not None and e.dur != _NULL and e.ts != _NULL and e.cat != "Trace"
+    ]
+
+
+def _event_columns(
+    kept: list[_Event], args: list[_Args], ts_ns: np.ndarray, events: list[_Event], source: str
+) -> dict:
     if not kept:
         return {}
-    args = [e.args if e.args is not None else _NO_ARGS for e in kept]
     return {
         "ts": ts_ns,
         "dur": _column_ns(kept, "dur", events, source),
@@ -283,6 +304,8 @@ def _event_columns(kept: list[_Event], ts_ns: np.ndarray, events: list[_Event], 
         "correlation": _int_column(args, "correlation"),
         "external_id": _int_column(args, "external_id"),
         "device": _int_column(args, "device"),
+        "wait_on_stream": _int_column(args, "wait_on_stream"),
+        "wait_on_record": _int_column(args, "wait_on_record"),
     }
 
 
@@ -301,12 +324,34 @@ def _flow_columns(flows: list[_Event], ts_ns: np.ndarray) -> dict:
     }
 
 
-def _collective_columns(kept: list[_Event], names: Codes | None) -> dict:
-    if names is None or _COLLECTIVE_EVENT not in names[0]:
+def _collective_columns(all_args: list[_Args], columns: dict, keep: list[int]) -> dict:
+    """One row per event that describes a collective: ``record_param_comms`` CPU ops, GPU kernels
+    carrying Kineto's collective args (``Collective name``, ...), and gloo's ``gloo:*`` annotations
+    (``gloo_event``: their position in the chunk's events, for ``fill_gloo_shapes``; else -1)."""
+    if not columns:
         return {}
-    code = names[0].index(_COLLECTIVE_EVENT)
-    rows = np.flatnonzero(names[1] == code)
-    args = [kept[i].args if kept[i].args is not None else _NO_ARGS for i in rows.tolist()]
+    names, name_codes = columns["name"]
+    wanted = np.array(
+        [n == _COLLECTIVE_EVENT or (isinstance(n, str) and n.startswith(_GLOO_PREFIX)) for n in names],
+        dtype=bool,
+    )
+    gloo = np.array([isinstance(n, str) and n.startswith(_GLOO_PREFIX) for n in names], dtype=bool)
+    rows_mask = wanted[name_codes]
+    # kernels: only those whose args name a collective (checked on the kernel rows alone)
+    cats, cat_codes = columns["cat"]
+    kernel_rows = np.flatnonzero(cat_codes == cats.index("kernel")).tolist() if "kernel" in cats else []
+    if kernel_rows:
+        # Kineto writes "In msg nelems" with "Collective name": an int test is the cheap one
+        kernel_args = _pick(all_args, kernel_rows)
+        described = (_int_column(kernel_args, "in_nelems") >= 0) | (
+            _int_column(kernel_args, "group_size") >= 0
+        )
+        rows_mask[np.array(kernel_rows)[described]] = True
+    rows = np.flatnonzero(rows_mask)
+    if not len(rows):
+        return {}
+    args = _pick(all_args, rows.tolist())
+    is_gloo = gloo[name_codes[rows]]
     return {
         "event": rows.astype(np.int64),
         "collective": _text_values([a.collective for a in args]),
@@ -315,9 +360,19 @@ def _collective_columns(kept: list[_Event], names: Codes | None) -> dict:
         "dtype": _text_values([a.dtype for a in args]),
         "group_size": _int_column(args, "group_size"),
         "pg_name": _text_values([a.pg_name for a in args]),
-        "pg_desc": _text_values([a.pg_desc for a in args]),
+        "pg_desc": [""] * len(rows),
         "pg_ranks": _text_values([a.pg_ranks for a in args]),
+        "seq": _int_column(args, "seq"),
+        "gloo_event": np.where(is_gloo, np.array(keep, dtype=np.int64)[rows], -1),
     }
+
+
+def _pick(items: list, indices: list[int]) -> list:
+    """``[items[i] for i in indices]``, in C."""
+    if not indices:
+        return []
+    picked = itemgetter(*indices)(items)
+    return [picked] if len(indices) == 1 else list(picked)
 
 
 def int_or_none(value) -> int | None:
@@ -364,6 +419,12 @@ def _codes(values: list[str]) -> Codes:
 
 def _text_values(raws: list[msgspec.Raw]) -> list[str]:
     """A JSON string's value, any other JSON value as written, "" when absent or null."""
+    try:  # one decode for the whole column
+        decoded = msgspec.json.decode(_ENCODER.encode(raws))
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        decoded = None
+    if decoded is not None and set(map(type, decoded)) <= {str, type(None)}:
+        return ["" if v is None else v for v in decoded]
     values = []
     for raw in raws:
         literal = bytes(raw)
@@ -389,26 +450,95 @@ class Tables:
     collectives: pd.DataFrame
     float_ts: bool
     span: tuple[int, int] | None
+    # gloo's collectives: their rows in ``collectives`` and positions in ``traceEvents``
+    gloo_rows: np.ndarray
+    gloo_events: np.ndarray
 
 
-def assemble(chunks: list[EventChunk]) -> Tables:
-    """Join the chunks of one file, in file order, into its tables."""
+def has_gloo(chunks: list[EventChunk]) -> bool:
+    return any(c.collectives and (c.collectives["gloo_event"] >= 0).any() for c in chunks)
+
+
+def assemble(chunks: list[EventChunk], process_groups: list) -> Tables:
+    """Join the chunks of one file, in file order, into its tables; ``process_groups`` is
+    ``distributedInfo.pg_config`` (the groups' descriptions by name)."""
     events = _frame([c.events for c in chunks], EVENT_COLUMNS)
     flows = _frame([c.flows for c in chunks], FLOW_COLUMNS)
-    offsets = np.cumsum([0] + [c.kept for c in chunks[:-1]])
-    collectives = [
-        {**c.collectives, "event": c.collectives["event"] + offset}
-        for c, offset in zip(chunks, offsets, strict=True)
+    kept_offsets = np.cumsum([0] + [c.kept for c in chunks[:-1]])
+    event_offsets = np.cumsum([0] + [c.size for c in chunks[:-1]])
+    parts = [
+        (c.collectives, kept, first)
+        for c, kept, first in zip(chunks, kept_offsets, event_offsets, strict=True)
         if c.collectives
     ]
-    comms = _frame(collectives, COLLECTIVE_COLUMNS)
+    comms = _frame([{**p, "event": p["event"] + kept} for p, kept, _ in parts], COLLECTIVE_COLUMNS)
+    gloo = (
+        np.concatenate([np.where(p["gloo_event"] >= 0, p["gloo_event"] + first, -1) for p, _, first in parts])
+        if parts
+        else np.empty(0, dtype=np.int64)
+    )
+    if len(comms):
+        comms = comms.astype(COLLECTIVE_COLUMNS)
+        descriptions = {
+            str(pg.get("pg_name")): pg.get("pg_desc")
+            for pg in process_groups
+            if isinstance(pg, dict) and isinstance(pg.get("pg_desc"), str)
+        }
+        if descriptions:
+            comms["pg_desc"] = comms["pg_name"].map(descriptions).fillna("").astype(object)
     return Tables(
         events=events,
         flows=flows,
-        collectives=comms.astype(COLLECTIVE_COLUMNS) if len(comms) else comms,
+        collectives=comms,
         float_ts=any(c.float_ts for c in chunks),
         span=next((c.span for c in chunks if c.span is not None), None),
+        gloo_rows=np.flatnonzero(gloo >= 0),
+        gloo_events=gloo[gloo >= 0],
     )
+
+
+class _ShapeArgs(msgspec.Struct, gc=False):
+    input_dims: msgspec.Raw = msgspec.field(default=_NULL, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=_NULL, name="Input type")
+
+
+class _ShapeEvent(msgspec.Struct, gc=False):
+    args: _ShapeArgs | None = None
+
+
+_SHAPES_DECODER = msgspec.json.Decoder(list[_ShapeEvent])
+
+
+def fill_gloo_shapes(tables: Tables, events_json: msgspec.Raw) -> None:
+    """``in_nelems`` (product of the first input's dims) and ``dtype`` (its type) of gloo's
+    annotations. A second, narrow decode of the events, paid only by traces with gloo rows."""
+    if not len(tables.gloo_rows):
+        return
+    try:
+        shaped = _SHAPES_DECODER.decode(events_json)
+    except (msgspec.DecodeError, UnicodeDecodeError):  # the first decode accepted these bytes
+        return
+    nelems, dtypes = [], []
+    for index in tables.gloo_events.tolist():
+        a = shaped[index].args or _ShapeArgs()
+        dims = _decode_or_none(a.input_dims)
+        types = _decode_or_none(a.input_type)
+        first = dims[0] if isinstance(dims, list) and dims and isinstance(dims[0], list) else None
+        ok = first is not None and all(type(d) is int and d >= 0 for d in first)
+        nelems.append(int(np.prod(first, dtype=np.int64)) if ok else -1)
+        dtypes.append(
+            types[0] if isinstance(types, list) and types and isinstance(types[0], str) else ""
+        )
+    out, where = tables.collectives, tables.gloo_rows
+    out.loc[where, "in_nelems"] = np.array(nelems, dtype=np.int64)
+    out.loc[where, "dtype"] = pd.Series(dtypes, index=where, dtype=object)
+
+
+def _decode_or_none(raw: msgspec.Raw):
+    try:
+        return msgspec.json.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
 
 
 def _frame(parts: list[dict], dtypes: dict[str, str]) -> pd.DataFrame:

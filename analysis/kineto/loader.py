@@ -38,6 +38,7 @@ from analysis.errors import (
 )
 from analysis.kineto.cache import TraceCache, cache_key
 from analysis.kineto.model import RankTrace, Trace
+from analysis.kineto.progress import PROGRESS_DELAY_S, progress_bar  # noqa: F401 (re-exported)
 from analysis.kineto.sources import (
     TraceFile,
     find_trace_files,
@@ -50,7 +51,6 @@ ON_ERROR_CHOICES = ("raise", "skip")
 # parsing runs at roughly 20 MB of gzip per second per core.
 SMALL_JOB_BYTES = 8 * 2**20
 # Progress appears only for loads slower than this (seconds), so quick loads print nothing.
-PROGRESS_DELAY_S = 1.0
 # Imported once by the forkserver, so every worker starts with them already loaded.
 _WORKER_PRELOAD = [
     "analysis.kineto.parse",
@@ -292,15 +292,6 @@ class ChunkPool:
         return result if piece is None else fn(piece)
 
 
-def progress_bar(total: int, progress: bool | None):
-    if progress is False:
-        return contextlib.nullcontext(None)
-    from tqdm.auto import tqdm  # only the parent process needs it
-
-    delay = 0.0 if progress else PROGRESS_DELAY_S
-    return tqdm(total=total, desc="loading traces", unit="file", delay=delay, leave=False)
-
-
 def assign_ranks(loaded: list[tuple[TraceFile, RankTrace]]) -> dict[int, RankTrace]:
     """Rank of each file: the mapping's, else distributedInfo.rank, else the file name's, else 0."""
     ranks: dict[int, RankTrace] = {}
@@ -438,6 +429,7 @@ def load_trace(
                 if cached is None:  # removed or damaged since the worker wrote it: parse here
                     outcome = load_file(url, storage_options, None, None, True)
                     return on_outcome(task, outcome)
+                cached.meta.from_cache = False  # parsed just now by the worker, cached on the way
                 traces[url] = cached
                 notes.extend(outcome[2])
             if bar is not None:

@@ -22,13 +22,22 @@ column          dtype      meaning
 ``device``      int64      ``args.device`` (GPU index), -1 if absent
 =============== ========== =================================================================
 
+Two more int64 columns, for CUDA sync events (``Stream Wait Event``, ``Event Sync``), -1 elsewhere:
+``wait_on_stream`` (``args.wait_on_stream``: the stream waited on) and ``wait_on_record``
+(``args.wait_on_cuda_event_record_corr_id``: the correlation id of the ``cudaEventRecord`` waited on).
+
 Other per-rank tables (empty DataFrames with the same columns when the trace has none):
 
 - ``flows``: flow events (``ph`` in ``s``/``f``/``t``, e.g. ``cat == "ac2g"``):
   ``id`` int64, ``ph`` category, ``cat`` category, ``ts`` int64 ns, ``pid`` int64, ``tid`` int64.
-- ``collectives``: one row per ``record_param_comms`` event: ``event`` (row index into ``events``),
-  ``collective`` (str), ``in_nelems``, ``out_nelems`` (int64, -1 if absent), ``dtype`` (str),
-  ``group_size`` (int64), ``pg_name`` (str), ``pg_desc`` (str), ``pg_ranks`` (str, as written).
+- ``extras``: optional tables of event args read only when an analysis needs them
+  (:mod:`analysis.kineto.extras`), e.g. ``extras["op_shapes"]``.
+- ``collectives``: one row per event that describes a collective -- ``record_param_comms`` CPU ops,
+  GPU kernels carrying Kineto's collective args, and gloo's ``gloo:*`` annotations: ``event`` (row
+  index into ``events``), ``collective`` (str), ``in_nelems``, ``out_nelems`` (int64, -1 if absent),
+  ``dtype`` (str), ``group_size`` (int64), ``pg_name`` (str), ``pg_desc`` (str, from
+  ``distributedInfo.pg_config`` by ``pg_name``), ``pg_ranks`` (str, as written), ``seq`` (int64,
+  the ``Seq`` number in the process group, -1 if absent). gloo rows have only ``in_nelems`` and ``dtype``, from their first input's shape and type.
 
 GPU events are the rows with ``stream >= 0`` and ``correlation >= 0`` (kernels, memcpy, memset,
 and CUDA sync events on a stream), plus the device-level ``Event Sync`` / ``Context Sync`` events.
@@ -46,7 +55,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.errors import ConfigError, UnknownRankError
+from analysis.errors import ConfigError, MissingExtraError, UnknownRankError
 
 EVENT_COLUMNS: dict[str, str] = {
     "ts": "int64",
@@ -59,6 +68,8 @@ EVENT_COLUMNS: dict[str, str] = {
     "correlation": "int64",
     "external_id": "int64",
     "device": "int64",
+    "wait_on_stream": "int64",
+    "wait_on_record": "int64",
 }
 FLOW_COLUMNS: dict[str, str] = {
     "id": "int64",
@@ -78,6 +89,7 @@ COLLECTIVE_COLUMNS: dict[str, str] = {
     "pg_name": "object",
     "pg_desc": "object",
     "pg_ranks": "object",
+    "seq": "int64",
 }
 
 # Kineto's 2021 schema used capitalised categories; map them onto today's names.
@@ -117,6 +129,9 @@ class RankMeta:
     # The profiler's own span ("cat": "Trace"), as (ts_ns, dur_ns), if present.
     profiler_span: tuple[int, int] | None = None
     other: dict[str, Any] = field(default_factory=dict)  # remaining top-level keys (small ones)
+    # True when this load read the rank from the local cache of parsed traces (not parsed anew):
+    # how it was loaded, not what the trace says, so equality ignores it.
+    from_cache: bool = field(default=False, compare=False)
 
     @property
     def process_groups(self) -> list[dict[str, Any]]:
@@ -135,6 +150,10 @@ class RankTrace:
     events: pd.DataFrame
     flows: pd.DataFrame = field(default_factory=lambda: empty_frame(FLOW_COLUMNS))
     collectives: pd.DataFrame = field(default_factory=lambda: empty_frame(COLLECTIVE_COLUMNS))
+    # Tables of event args decoded only on demand ("op_shapes", ...), keyed by kind name, each
+    # indexed by row labels of ``events``: see analysis.kineto.extras. Not part of the trace cache
+    # entry; a window of this rank shares the dict.
+    extras: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
     # Values derived from the tables above, computed once and shared by the analyses (classified
     # GPU events, masks...). Tables are never modified in place (a window is a new RankTrace,
     # made with dataclasses.replace, which starts with an empty memo), so entries never go stale.
@@ -163,6 +182,19 @@ class RankTrace:
         from analysis.kineto.steps import profiler_steps
 
         return profiler_steps(self)
+
+    def extra(self, name: str) -> pd.DataFrame:
+        """The ``name`` extra table restricted to this rank's rows (a window keeps fewer rows).
+
+        Raises ``MissingExtraError`` when it was not attached (``analysis.kineto.extras``).
+        """
+        try:
+            table = self.extras[name]
+        except KeyError:
+            raise MissingExtraError(name, self.rank, self.meta.source) from None
+        if len(table) and not table.index.isin(self.events.index).all():
+            table = table.loc[table.index.isin(self.events.index)]
+        return table
 
     def __repr__(self) -> str:
         return (

@@ -31,7 +31,10 @@ from analysis.kineto.columns import (
     assemble,
     chunk_columns,
     decode_chunk,
+    fill_gloo_shapes,
+    has_gloo,
     int_or_none,
+    kept_rows,  # noqa: F401  (re-exported: analysis.kineto.extras aligns its rows with it)
 )
 from analysis.kineto.model import RankMeta, RankTrace
 
@@ -74,7 +77,7 @@ def parse_trace_bytes(
     # only the events' JSON stays referenced, so that it can be let go of once decoded
     events_json = [top.pop("traceEvents")]
     del top, text
-    tables = _event_tables(events_json, source, map_chunks or map, chunk_bytes)
+    tables = _event_tables(events_json, source, map_chunks or map, chunk_bytes, meta)
     meta.float_timestamps = tables.float_ts
     meta.profiler_span = tables.span
     return RankTrace(
@@ -83,11 +86,15 @@ def parse_trace_bytes(
 
 
 def _event_tables(
-    events_json: list[msgspec.Raw], source: str, map_chunks: ChunkMap, chunk_bytes: int
+    events_json: list[msgspec.Raw],
+    source: str,
+    map_chunks: ChunkMap,
+    chunk_bytes: int,
+    meta: RankMeta,
 ) -> Tables:
     """The tables of ``events_json[0]``, the ``traceEvents`` array; the list is emptied as soon
-    as the JSON is decoded, so that the text is freed before the tables are joined (when this
-    holds the last reference to it: a gzip file's decompressed text)."""
+    as the JSON is no longer needed, so that the text is freed before the tables are joined (when
+    this holds the last reference to it: a gzip file's decompressed text)."""
     array = memoryview(events_json[0])
     ranges = cut_points(array, chunk_bytes)
     chunks = None
@@ -99,8 +106,12 @@ def _event_tables(
     array.release()
     if chunks is None:
         chunks = [chunk_columns(_decode_events(events_json[0], source), source)]
-    events_json.clear()
-    return assemble(chunks)
+    if not has_gloo(chunks):  # gloo's shapes need a second look at the JSON
+        events_json.clear()
+    tables = assemble(chunks, meta.process_groups)
+    if events_json:
+        fill_gloo_shapes(tables, events_json.pop())
+    return tables
 
 
 # --- bytes → JSON ---------------------------------------------------------------------------

@@ -42,6 +42,26 @@ HTOD_SHARE_PCT = 5.0
 # and the slowest rank's step over the median rank's (%), above which steps are not steady.
 STEP_CV_PCT = 10.0
 RANK_SPREAD_PCT = 10.0
+# Roofline: a compute-heavy op group (GEMM, attention, convolution) below this % of its roofline
+# bound is "far below"; the finding fires when such groups lose more than LOST_SHARE_PCT of the
+# GPU kernel time. MFU below MFU_PCT is reported as information (dense training typically
+# reaches 30-50 %; inference and small models less).
+ROOFLINE_PCT = 50.0
+LOST_SHARE_PCT = 10.0
+MFU_PCT = 30.0
+COMPUTE_FAMILIES = ("gemm", "attention", "conv")
+# Stragglers: the last-arriving rank is late, on average, by more than this % of the median step
+# time, in more than half of the collectives it takes part in.
+STRAGGLER_LATENESS_PCT = 5.0
+# Bus bandwidth: collectives of at least LARGE_MESSAGE_BYTES whose median bus bandwidth is below
+# BUSBW_FRACTION of what an intra-node NVLink/Infinity Fabric all-reduce reaches on that GPU in
+# nccl-tests / rccl-tests (EXPECTED_BUSBW_GBPS; groups larger than a node go over the network,
+# whose speed the trace does not say: those are left out).
+LARGE_MESSAGE_BYTES = 1 << 20
+BUSBW_FRACTION = 0.5
+NODE_SIZE = 8
+EXPECTED_BUSBW_GBPS = {"H200": 400.0, "H100": 360.0, "B200": 700.0, "A100": 230.0, "V100": 130.0,
+                       "MI300": 300.0, "MI250": 150.0, "MI355": 400.0}
 # Data loading: the median step spends more than this share (%) on the CPU before its first launch.
 DATA_LOADING_GAP_PCT = 10.0
 
@@ -102,6 +122,11 @@ def gpu_idle_host_bound(results: Mapping[str, Any]) -> list[Finding]:
                 f"kernel_launch_stats: median launch call {frame['cpu_duration'].median():.1f} µs "
                 f"vs median kernel {frame['gpu_duration'].median():.1f} µs; {short:.0f} % of "
                 "kernels run shorter than their own launch call")
+    queues = results.get("queue_length")
+    if isinstance(queues, pd.DataFrame) and len(queues) and "empty_idle" in queues:
+        empty = 100.0 * float(queues["empty_idle"].sum()) / max(float(queues["span"].sum()), 1.0)
+        evidence.append(f"queue_length: the launch queue was empty while its stream sat idle "
+                        f"{empty:.0f} % of the streams' time")
     return [Finding(
         "warning", "The GPU waits for the CPU (launch- or CPU-bound)",
         f"The GPU is idle {mean_idle:.1f} % of the analysed time on average, and {host:.0f} % of "
@@ -115,57 +140,120 @@ def gpu_idle_host_bound(results: Mapping[str, Any]) -> list[Finding]:
 
 
 def exposed_communication(results: Mapping[str, Any]) -> list[Finding]:
-    """Communication not hidden behind computation takes a large share of the GPU span."""
-    temporal = _need(results, "temporal_breakdown")
-    overlap = _need(results, "comm_comp_overlap")
-    _, kernels = _need(results, "kernel_breakdown")
-    comm = kernels[kernels["kernel_type"] == "COMMUNICATION"].groupby("rank")["sum (us)"].sum()
-    if comm.empty or comm.sum() == 0:
-        raise Silent("no communication kernels in the analysed window")
-    table = temporal[["rank", "kernel_time(us)"]].merge(
-        overlap[["rank", "comp_comm_overlap_pctg"]], on="rank").set_index("rank")
-    table["comm_us"] = comm.reindex(table.index).fillna(0.0)
-    hidden = table["comp_comm_overlap_pctg"].fillna(0.0) / 100.0
-    table["exposed_pct"] = 100.0 * table["comm_us"] * (1 - hidden) / table["kernel_time(us)"]
-    worst = float(table["exposed_pct"].max())
+    """Communication not hidden behind computation takes a large share of the step time."""
+    steps = _need(results, "step_breakdown")
+    if steps.empty or not steps["exposed_comm_us"].any():
+        raise Silent("no exposed communication kernels in the profiler steps")
+    per_rank = steps.groupby("rank")[["exposed_comm_us", "step_time_us"]].sum()
+    share = 100.0 * per_rank["exposed_comm_us"] / per_rank["step_time_us"]
+    worst = float(share.max())
     if not worst > EXPOSED_COMM_PCT:
         return []
-    by_name = (kernels[kernels["kernel_type"] == "COMMUNICATION"].groupby("name")["sum (us)"]
-               .sum().nlargest(3))
-    names = ", ".join(f"{n} ({t / 1000:.1f} ms, all ranks)" for n, t in by_name.items())
+    evidence = f"step_breakdown: exposed communication {_ranks(share, share.index.to_series())}"
+    summary = results.get("collective_summary")
+    if isinstance(summary, pd.DataFrame) and len(summary):
+        top = summary.nlargest(3, "exposed_us")
+        evidence += "; collective_summary: " + ", ".join(
+            f"{r.type} {r.bucket} ({r.count}×, {r.exposed_us / 1000:.1f} ms exposed)"
+            for r in top.itertuples())
     return [Finding(
         "warning", "Communication is exposed (not overlapped with computation)",
-        f"Up to {worst:.1f} % of a rank's GPU span is communication that no computation kernel "
+        f"Up to {worst:.1f} % of a rank's step time is communication that no computation kernel "
         "overlaps.",
-        "exposed_comm_pct", round(worst, 2), EXPOSED_COMM_PCT,
-        f"comm_comp_overlap: {_ranks(table['exposed_pct'], table.index.to_series())} exposed; "
-        f"kernel_breakdown: top communication kernels {names}",
+        "exposed_comm_pct", round(worst, 2), EXPOSED_COMM_PCT, evidence,
         "Overlap collectives with compute: tune DDP bucket sizes (bucket_cap_mb), enable FSDP "
         "forward/backward prefetch, reorder so gradients are ready earlier; check the "
-        "interconnect if the collectives themselves are slow.",
+        "interconnect if the collectives themselves are slow (see bus bandwidth).",
+    )]
+
+
+def straggler_rank(results: Mapping[str, Any]) -> list[Finding]:
+    """One rank arrives last at most collectives and keeps the others waiting."""
+    table = _need(results, "stragglers")
+    steps = _need(results, "step_breakdown")
+    if table.empty or steps.empty:
+        raise Silent("no collectives matched across two or more ranks")
+    top = table.iloc[0]
+    step_us = float(steps.groupby("step")["step_time_us"].median().median())
+    lateness = 100.0 * float(top["mean_lateness_us"]) / step_us if step_us > 0 else 0.0
+    last_share = float(top["times_last"]) / max(float(top["instances"]), 1.0)
+    if last_share <= 0.5 or lateness <= STRAGGLER_LATENESS_PCT:
+        return []
+    rank = int(top["rank"])
+    return [Finding(
+        "warning", f"Rank {rank} is a straggler: the others wait for it",
+        f"Rank {rank} arrives last at {int(top['times_last'])} of {int(top['instances'])} "
+        f"collectives, {top['mean_lateness_us'] / 1000:.1f} ms late on average ({lateness:.1f} % "
+        f"of the median step); why: {top['why'] or 'not determined'}.",
+        "straggler_lateness_pct", round(lateness, 2), STRAGGLER_LATENESS_PCT,
+        f"stragglers: rank {rank} caused {top['wait_caused_us'] / 1000:.1f} ms of waiting in all "
+        f"(late from host {top['late_host_us'] / 1000:.1f} ms, busy {top['late_busy_us'] / 1000:.1f}"
+        " ms); step_breakdown: slowest rank per step",
+        "Late from its CPU (host): look at that rank's data loading and CPU work before the "
+        "collective. Late because busy: it has more work (imbalanced batches or shards) or a "
+        "slower/throttled GPU; compare its kernel breakdown with a typical rank's.",
+    )]
+
+
+def low_bus_bandwidth(results: Mapping[str, Any]) -> list[Finding]:
+    """Large collectives inside a node reach well below the link's expected bus bandwidth."""
+    summary = _need(results, "collective_summary")
+    meta = _need(results, "trace_metadata")
+    if summary.empty:
+        raise Silent("no collectives matched across ranks")
+    gpus = " ".join(str(g) for g in meta["gpu"])
+    expected = next((v for k, v in EXPECTED_BUSBW_GBPS.items() if k in gpus), None)
+    if expected is None:
+        raise Silent(f"no expected bus bandwidth for this GPU ({gpus or 'unknown'})")
+    large = summary[(summary["bucket_bytes"] >= LARGE_MESSAGE_BYTES)
+                    & (summary["ranks"] <= NODE_SIZE) & summary["busbw_median_gbps"].notna()]
+    if large.empty:
+        raise Silent("no collective of 1 MiB or more within a node")
+    slow = large[large["busbw_median_gbps"] < BUSBW_FRACTION * expected]
+    if slow.empty:
+        return []
+    worst = slow.nsmallest(1, "busbw_median_gbps").iloc[0]
+    return [Finding(
+        "warning", "Collectives reach a low bus bandwidth",
+        f"{worst['type']} of {worst['bucket']} reaches a median {worst['busbw_median_gbps']:.0f} "
+        f"GB/s bus bandwidth, below {BUSBW_FRACTION:.0%} of the ~{expected:.0f} GB/s an "
+        "intra-node all-reduce typically reaches on this GPU.",
+        "busbw_median_gbps", round(float(worst["busbw_median_gbps"]), 2),
+        BUSBW_FRACTION * expected,
+        "collective_summary: " + ", ".join(
+            f"{r.type} {r.bucket}: {r.busbw_median_gbps:.0f} GB/s ({r.count}×)"
+            for r in slow.head(4).itertuples()),
+        "Check the topology (NVLink vs PCIe, NCCL_P2P/NCCL_IB settings), that the collective "
+        "is not waiting on a straggler (skew), and larger buckets for small messages.",
     )]
 
 
 def host_to_device_copies(results: Mapping[str, Any]) -> list[Finding]:
     """Host-to-device copies take time on the GPU, or come from pageable memory."""
     temporal = _need(results, "temporal_breakdown")
-    _, kernels = _need(results, "kernel_breakdown")
-    names = kernels["name"].astype(str)
-    htod = kernels[names.str.contains("HtoD", regex=False)]
+    try:
+        copies = _need(results, "memory_bandwidth")
+    except Silent:  # no bytes (the copy args are read from the trace file): names and times only
+        copies = _copies_from_kernel_names(_need(results, "kernel_breakdown")[1])
+    htod = copies[(copies["kind"] == "Memcpy") & (copies["direction"] == "HtoD")]
     if htod.empty:
         return []
     span = float(temporal["kernel_time(us)"].sum())
-    share = 100.0 * float(htod["sum (us)"].sum()) / span if span > 0 else 0.0
-    pageable = htod[htod["name"].astype(str).str.contains("Pageable", regex=False)]
+    share = 100.0 * float(htod["busy"].sum()) / span if span > 0 else 0.0
+    pageable = htod[htod["src"] == "Pageable"]
     out = []
     if not pageable.empty:
+        ms = float(pageable["time"].sum()) / 1000
         out.append(Finding(
             "warning", "Host-to-device copies from pageable memory",
             f"HtoD copies read pageable host memory on {pageable['rank'].nunique()} rank(s), "
-            f"{pageable['sum (us)'].sum() / 1000:.2f} ms of copies in all: a pageable copy is "
+            f"{ms:.2f} ms in all. A pageable copy is "
             "staged and synchronous, so it cannot overlap with compute.",
-            "pageable_htod_ms", round(float(pageable["sum (us)"].sum()) / 1000, 3), 0.0,
-            "kernel_breakdown: " + ", ".join(sorted(set(pageable["name"].astype(str)))),
+            "pageable_htod_ms", round(ms, 3), 0.0,
+            "memory_bandwidth (memory copies): " + ", ".join(
+                f"rank {r.rank}: {r.time / 1000:.2f} ms" + (
+                    f", {r.count} copies, {_size(r.bytes)} at {r.achieved_gbps:.2f} GB/s"
+                    if r.bytes == r.bytes else "") for r in pageable.head(4).itertuples()),
             "Pin host memory (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with "
             "non_blocking=True.",
         ))
@@ -174,11 +262,57 @@ def host_to_device_copies(results: Mapping[str, Any]) -> list[Finding]:
             "warning", "Host-to-device copies take a large share of GPU time",
             f"HtoD copies are {share:.1f} % of the summed GPU span.",
             "htod_share_pct", round(share, 2), HTOD_SHARE_PCT,
-            f"kernel_breakdown: {htod['sum (us)'].sum() / 1000:.2f} ms of HtoD copies",
+            f"memory_bandwidth: {htod['busy'].sum() / 1000:.2f} ms of HtoD copies, "
+            f"{_size(htod['bytes'].sum())}",
             "Prefetch the next batch on a side stream, keep data on the GPU between steps, "
             "avoid re-uploading constants every step.",
         ))
     return out
+
+
+def _size(n: float) -> str:
+    """Bytes as B / KiB / MiB / GiB, or "? bytes" when unknown."""
+    if n != n:
+        return "? bytes"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def _copies_from_kernel_names(kernels: pd.DataFrame) -> pd.DataFrame:
+    """The memory copy summary's columns from the kernel breakdown's names and times alone
+    (``Memcpy HtoD (Pageable -> Device)``); bytes and bandwidth unknown (NaN)."""
+    rows = kernels[kernels["kernel_type"] == "MEMORY"]
+    names = rows["name"].astype(str)
+    parts = names.str.extract(r"^(Memcpy|Memset)\s*(\w+)?(?:\s*\((\w+)\s*->\s*(\w+)\))?")
+    return pd.DataFrame({
+        "rank": rows["rank"].to_numpy(), "kind": parts[0].to_numpy(),
+        "direction": parts[1].fillna("").to_numpy(), "src": parts[2].to_numpy(),
+        "dst": parts[3].to_numpy(), "count": np.ones(len(rows), dtype=np.int64),
+        "bytes": np.nan, "time": rows["sum (us)"].to_numpy(), "busy": rows["sum (us)"].to_numpy(),
+        "achieved_gbps": np.nan,
+    })
+
+
+def trace_health_errors(results: Mapping[str, Any]) -> list[Finding]:
+    """Errors in the trace itself (dropped events, broken clocks...) make the other numbers
+    untrustworthy: they come first."""
+    health = _need(results, "trace_health")
+    errors = health[health["severity"] == "error"]
+    if errors.empty:
+        return []
+    checks = ", ".join(sorted(set(errors["check"].astype(str))))
+    return [Finding(
+        "error", "The trace itself has errors: read the other findings with care",
+        f"{len(errors)} trace health error(s) ({checks}): " + " | ".join(
+            str(m) for m in errors["message"].head(3)),
+        "trace_health_errors", float(len(errors)), 0.0,
+        "trace_health: " + "; ".join(
+            f"rank {r.rank}: {r.check}" for r in errors.head(6).itertuples()),
+        "Fix the capture first (see the Trace health section: each error says what is wrong "
+        "and how to record the trace again).",
+    )]
 
 
 def step_time_variance(results: Mapping[str, Any]) -> list[Finding]:
@@ -250,12 +384,58 @@ def data_loading_stall(results: Mapping[str, Any]) -> list[Finding]:
     )]
 
 
+def far_from_roofline(results: Mapping[str, Any]) -> list[Finding]:
+    """GEMMs / attention / convolutions far below their roofline bound; MFU per step."""
+    roof = _need(results, "operator_roofline")
+    if roof.gpu is None:
+        raise Silent("unknown GPU: no peak numbers for a roofline (pass gpu= to the roofline)")
+    ops = roof.ops[roof.ops["innermost"].astype(bool)]
+    total = float(roof.coverage["gpu_kernel_time_us"].sum())
+    slow = ops[ops["family"].isin(COMPUTE_FAMILIES) & (ops["pct_of_peak"] < ROOFLINE_PCT)]
+    out = []
+    lost = float(slow["time_lost_us"].sum())
+    share = 100.0 * lost / total if total > 0 else 0.0
+    if share > LOST_SHARE_PCT:
+        top = slow.nlargest(3, "time_lost_us")
+        out.append(Finding(
+            "warning", "GEMMs / attention run far below their roofline",
+            f"Compute-heavy operators below {ROOFLINE_PCT:.0f} % of their roofline bound lose "
+            f"{lost / 1000:.2f} ms, {share:.1f} % of the GPU kernel time, against running at it.",
+            "roofline_time_lost_pct", round(share, 2), LOST_SHARE_PCT,
+            "operator_roofline: " + "; ".join(
+                f"{r.name} {r.input_dims} at {r.pct_of_peak:.0f} % of peak ({r.bound}-bound), "
+                f"{r.time_lost_us / 1000:.2f} ms lost" for r in top.itertuples()),
+            "Check the dtypes (bf16/fp8 instead of fp32), shapes that tile badly (dimensions not "
+            "multiples of 8/64), fused attention kernels (SDPA flash/efficient backends), and "
+            "batching small GEMMs together.",
+        ))
+    if len(roof.steps):
+        mfu = float(roof.steps["mfu_pct"].median())
+        if mfu < MFU_PCT:
+            out.append(Finding(
+                "info", "Model FLOPs utilisation is low",
+                f"The modelled operators reach a median {mfu:.1f} % of the GPU's "
+                f"{roof.steps['precision'].iloc[0]} peak over the profiler steps.",
+                "mfu_pct", round(mfu, 2), MFU_PCT,
+                "operator_roofline: MFU per rank and step (" + ", ".join(
+                    f"rank {r.rank} step {r.step}: {r.mfu_pct:.1f} %"
+                    for r in roof.steps.head(6).itertuples()) + ")",
+                "MFU is bounded by everything else in this list (idle GPU, exposed communication, "
+                "slow kernels); fix those first, then larger batches or fused kernels.",
+            ))
+    return out
+
+
 RULES: dict[str, Callable[[Mapping[str, Any]], list[Finding]]] = {
+    "trace_health_errors": trace_health_errors,
     "gpu_idle_host_bound": gpu_idle_host_bound,
     "exposed_communication": exposed_communication,
+    "straggler_rank": straggler_rank,
+    "low_bus_bandwidth": low_bus_bandwidth,
     "host_to_device_copies": host_to_device_copies,
     "step_time_variance": step_time_variance,
     "data_loading_stall": data_loading_stall,
+    "far_from_roofline": far_from_roofline,
 }
 
 # What the rules read, with the options they need (the registry runs these first).
@@ -264,10 +444,18 @@ REQUIRES: dict[str, dict[str, Any]] = {
     "idle_time_breakdown": {},
     "kernel_launch_stats": {},
     "comm_comp_overlap": {},
-    "kernel_breakdown": {"num_kernels": 50},
+    "kernel_breakdown": {},
+    "memory_bandwidth": {},
+    "trace_health": {},
+    "queue_length": {},
     "profiler_step_table": {},
     "profiler_steps": {},
     "step_start_gap": {},
+    "operator_roofline": {},
+    "step_breakdown": {},
+    "stragglers": {},
+    "collective_summary": {},
+    "trace_metadata": {},
 }
 
 
@@ -309,8 +497,8 @@ class FindingsTable(pd.DataFrame):
         for r in self.itertuples():
             colour = _COLOURS.get(r.severity, "#444")
             items.append(
-                f'<li style="margin-bottom:8px"><b style="color:{colour}">{escape(r.severity)}</b> '
-                f"<b>{escape(r.title)}</b><br>{escape(r.detail)}<br>"
+                f'<li style="margin-bottom:8px"><strong style="color:{colour}">{escape(r.severity)}'
+                f"</strong> <strong>{escape(r.title)}</strong><br>{escape(r.detail)}<br>"
                 f'<small>Evidence: {escape(r.evidence)}<br>Usually fixes it: '
                 f"{escape(r.suggestion)}</small></li>"
             )
@@ -319,7 +507,7 @@ class FindingsTable(pd.DataFrame):
         not_run = self.attrs.get("not_run") or {}
         skipped = "".join(f"<li>{escape(k)}: {escape(v)}</li>" for k, v in not_run.items())
         extra = f"<details><summary>Checks that could not run ({len(not_run)})</summary><ul>{skipped}</ul></details>" if not_run else ""
-        return f"<div><b>Findings</b><ol>{''.join(items)}</ol>{extra}</div>"
+        return f"<div><strong>Findings</strong><ol>{''.join(items)}</ol>{extra}</div>"
 
 
 def headline_text(table: pd.DataFrame) -> list[str]:

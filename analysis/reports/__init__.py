@@ -96,7 +96,7 @@ def write_report(
     terminal). Static formats need Chrome/Chromium: without one, the page and the tables are still
     written and ``BrowserNotFoundError`` then says how to install a browser.
     """
-    from tqdm.auto import tqdm
+    from analysis.kineto.progress import bar_class
 
     formats = _check_formats(formats)
     static = [f for f in formats if f != "html"]
@@ -109,7 +109,9 @@ def write_report(
     total = build_steps(analyses) + 2 + bool(static)
     # disable=None: tqdm shows the bar only on a terminal
     disable = None if progress is None else not progress
-    with tqdm(total=total, desc="report", unit="step", disable=disable, leave=False) as bar:
+    tqdm, options = bar_class()  # a widget in notebooks, emptied when done; no TqdmWarning
+    with tqdm(total=total, desc="report", unit="step", disable=disable, leave=False,
+              **options) as bar:
         content = build_report(ta, ranks=ranks, progress=bar, analyses=analyses)
         result = ReportResult(out_dir=out, index=None,
                               unavailable={s.title: s.error for s in content.sections if s.error},

@@ -181,6 +181,18 @@ def test_trace_filter_identical_to_local(client, hta_traces_dir, cache_dir):
         assert_same(got, one_by_one(local, preset, rounding))
 
 
+def test_notebook_summary_identical_to_local(client, sample_traces_dir, cache_dir):
+    from analysis import TraceAnalysis
+
+    TraceAnalysis(sample_traces_dir, cache_dir=cache_dir, progress=False)  # both read the cache
+    on_dask = TraceAnalysis(sample_traces_dir, client=client, cache_dir=cache_dir,
+                            timeout=TIMEOUT_S, progress=False)
+    local = TraceAnalysis(sample_traces_dir, cache_dir=cache_dir, progress=False)
+    assert "8 of 8 ranks read from the cache" in repr(on_dask)
+    assert repr(on_dask) == repr(local)
+    assert on_dask._repr_html_() == local._repr_html_()
+
+
 def test_rank_mapping_and_duplicates_as_local(client, sample_traces_dir, tmp_path, cache_dir):
     files = {5: str(sample_traces_dir / "rank-0.pt.trace.json.gz"),
              9: str(sample_traces_dir / "rank-1.pt.trace.json.gz")}

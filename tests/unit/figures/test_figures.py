@@ -143,11 +143,13 @@ def all_figures(ranks) -> dict[str, go.Figure]:
 
 
 def axis_titles(fig: go.Figure) -> list[str]:
+    """Each line of each axis title (SVG writes the lines of a ``<br>`` title apart)."""
     layout = fig.to_dict()["layout"]
     return [
-        v.get("title", {}).get("text") or ""
+        line
         for k, v in layout.items()
         if k.startswith(("xaxis", "yaxis")) and isinstance(v, dict)
+        for line in (v.get("title", {}).get("text") or "").split("<br>")
     ]
 
 
@@ -389,3 +391,37 @@ def test_every_figure_renders_to_svg_with_its_labels(kaleido_session, tmp_path):
     label = next(t.name for t in figs["kernels_odd"].data if t.name.startswith("void"))
     assert label.replace("<", "&#60;").replace(">", "&#62;") in kernels  # SVG escapes < and >
     assert "No ranks with GPU kernels" in written["empty"][0].read_text(encoding="utf-8")
+
+
+# --- layout: titles that fit, long tails ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("label", RANK_SETS)
+def test_titles_fit_at_notebook_size(label):
+    """No axis title longer than its axis is high (it would run into the figure title)."""
+    from figure_checks import layout_problems
+
+    for key, fig in all_figures(RANK_SETS[label]).items():
+        assert layout_problems(fig.to_plotly_json()) == [], key
+
+
+def test_layout_check_catches_a_long_axis_title():
+    from figure_checks import layout_problems
+
+    fig = figures.comm_comp_overlap(overlap_df([0, 1]))
+    fig.update_yaxes(title_text="Communication time overlapped by computation (%)")  # one line
+    assert layout_problems(fig.to_plotly_json())
+
+
+def test_idle_intervals_get_a_log_axis_when_one_gap_flattens_the_rest():
+    stats = stats_df([0, 1])  # gaps of ~50 µs
+    assert figures.idle_interval_stats(stats).layout.yaxis.type == "linear"
+    stats.loc[(stats["rank"] == 1) & (stats["stream"] == 20), "max"] = 60_000.0  # one 60 ms stall
+    fig = figures.idle_interval_stats(stats)
+    assert fig.layout.yaxis.type == "log"
+    (menu,) = fig.layout.updatemenus  # and buttons to switch back
+    assert [b.label for b in menu.buttons] == ["linear", "log"] and menu.active == 1
+    assert figures.idle_interval_stats(stats, log_y=False).layout.yaxis.type == "linear"
+    many = stats_df(range(40))
+    many.loc[many["rank"] == 3, "50%"] = 60_000.0  # the many-ranks layout plots medians
+    assert figures.idle_interval_stats(many).layout.yaxis.type == "log"

@@ -107,6 +107,9 @@ def test_second_load_reads_only_the_cache(two_ranks, tmp_path):
     second = load_trace(two_ranks, cache_dir=cache_dir, max_workers=2)
     for rank in first:
         _assert_same(second[rank], first[rank])
+    # what the notebook summary shows as "from the cache"
+    assert [second[r].meta.from_cache for r in second] == [True, True]
+    assert [first[r].meta.from_cache for r in first] == [False, False]
 
 
 def test_changed_file_is_parsed_again(two_ranks, tmp_path):

@@ -71,8 +71,19 @@ def document(n: int = 400) -> dict:
                 "ts": 1_700_000_000_000_500 + i, "dur": 3,
                 "args": {"Collective name": f"allreduce{i}", "In msg nelems": i, "Group size": 2}}
                for i in range(0, n, 50)]
+    # gloo's annotations (shapes decoded in a second pass) and NCCL kernels with collective args
+    events += [{"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 1, "tid": 9,
+                "ts": 1_700_000_000_000_700 + i, "dur": 4,
+                "args": {"Input Dims": [[4, i + 1]], "Input type": ["float"]}}
+               for i in range(0, n, 40)]
+    events += [{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "pid": 0, "tid": 7,
+                "ts": 1_700_000_000_000_900 + i, "dur": 6,
+                "args": {"stream": 7, "correlation": 10_000 + i, "In msg nelems": i,
+                         "Group size": 2, "Process Group Name": "0", "Seq": i}}
+               for i in range(0, n, 30)]
     events.sort(key=lambda e: e["name"] if "name" in e else "")  # categories appear late and early
-    return {"schemaVersion": 1, "distributedInfo": {"rank": 3}, "traceEvents": events}
+    dist = {"rank": 3, "pg_config": [{"pg_name": "0", "pg_desc": "default_pg"}]}
+    return {"schemaVersion": 1, "distributedInfo": dist, "traceEvents": events}
 
 
 @pytest.mark.parametrize("indent", [1, 2, 4, "\t"], ids=["indent1", "indent2", "indent4", "tab"])
@@ -82,7 +93,12 @@ def test_pretty_printed_json_is_chunked_and_identical(indent):
     assert chunks > 5
     assert_same_trace(chunked, whole)
     assert chunked.meta.float_timestamps and chunked.meta.profiler_span is not None
-    assert len(chunked.collectives) == 8 and chunked.collectives["event"].is_unique
+    comms = chunked.collectives
+    assert len(comms) == 8 + 10 + 14 and comms["event"].is_unique
+    gloo = comms[chunked.events["name"].iloc[comms["event"]].to_numpy() == "gloo:all_reduce"]
+    assert sorted(gloo["in_nelems"]) == [4 * (i + 1) for i in range(0, 400, 40)]
+    assert set(gloo["dtype"]) == {"float"}
+    assert set(comms.loc[comms["pg_name"] == "0", "pg_desc"]) == {"default_pg"}
 
 
 def test_compact_one_line_json_is_decoded_whole():

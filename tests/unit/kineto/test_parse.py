@@ -113,7 +113,9 @@ def test_real_traces_match_the_slow_reference(hta_traces_dir, folder):
         assert result.meta.source == str(path)
         flows = [e for e in doc["traceEvents"] if e.get("ph") in ("s", "f", "t")]
         assert len(result.flows) == len(flows)
-        comms = [e for e in rows if e["name"] == "record_param_comms"]
+        comms = [e for e in rows if e["name"] == "record_param_comms"
+                 or (e["cat"] == "kernel" and "Collective name" in e.get("args", {}))
+                 or e["name"].startswith("gloo:")]
         assert len(result.collectives) == len(comms)
 
 
@@ -129,14 +131,17 @@ def test_collectives_of_an_nccl_trace(hta_traces_dir):
     path = kineto_files(hta_traces_dir, "nccl_parser_config")[0]
     result = parse_trace_bytes(path.read_bytes(), str(path))
     comms = result.collectives
-    # the NCCL kernels carry the same args; only the CPU-side record_param_comms make a row
+    # the CPU-side record_param_comms and the NCCL kernels carrying the same args make rows
     rows = result.events.iloc[comms["event"]]
-    assert (rows["name"] == "record_param_comms").all()
-    assert comms["collective"].value_counts().to_dict() == {
+    ops = (rows["name"] == "record_param_comms").to_numpy()
+    assert ops.sum() == 27 and (rows.loc[~ops, "cat"] == "kernel").all()
+    assert comms[ops]["collective"].value_counts().to_dict() == {
         "allreduce": 15,
         "broadcast": 6,
         "wait": 6,
     }
+    assert comms[~ops]["collective"].value_counts().to_dict() == {"allreduce": 15, "broadcast": 6}
+    assert (comms["seq"] == -1).all()  # this NCCL version writes no sequence numbers
     assert set(comms["group_size"]) == {1, 2}
     assert (comms["in_nelems"] >= 0).all()
     assert result.meta.backend == "nccl"
@@ -386,7 +391,9 @@ def test_collectives_table():
         x_event("record_param_comms", args=comm_args),
         x_event("record_param_comms", args={"Process Group Ranks": [0, 1]}),
     ]
-    comms = parse_trace_bytes(as_bytes(trace(events)), "t.json").collectives
+    # the description comes from distributedInfo (decoding it from every event's args costs time)
+    info = {"pg_config": [{"pg_name": "0", "pg_desc": "default_pg"}]}
+    comms = parse_trace_bytes(as_bytes(trace(events, distributedInfo=info)), "t.json").collectives
     assert dtypes(comms) == COLLECTIVE_COLUMNS
     assert comms.to_dict("records") == [
         {
@@ -399,6 +406,7 @@ def test_collectives_table():
             "pg_name": "0",
             "pg_desc": "default_pg",
             "pg_ranks": "[0, 1, 2, 3, 4, 5, 6, 7]",
+            "seq": -1,
         },
         {
             "event": 2,
@@ -410,8 +418,29 @@ def test_collectives_table():
             "pg_name": "",
             "pg_desc": "",
             "pg_ranks": "[0, 1]",  # as written
+            "seq": -1,
         },
     ]
+
+
+def test_collective_rows_of_kernels_and_gloo_annotations():
+    kernel_args = {"stream": 20, "correlation": 7, "Collective name": "allgather",
+                   "In msg nelems": 4, "Out msg nelems": 16, "dtype": "BFloat16", "Group size": 4,
+                   "Process Group Name": "3", "Seq": 11}
+    events = [
+        x_event("ncclDevKernel_AllGather", cat="kernel", args=kernel_args),
+        x_event("ncclDevKernel_AllReduce", cat="kernel", args={"stream": 20, "correlation": 8}),
+        x_event("gloo:all_reduce", cat="user_annotation",
+                args={"Input Dims": [[64, 2], []], "Input type": ["float", ""]}),
+        x_event("gloo:all_gather", cat="user_annotation", args={"Input Dims": "odd"}),
+    ]
+    comms = parse_trace_bytes(as_bytes(trace(events)), "t.json").collectives
+    assert dtypes(comms) == COLLECTIVE_COLUMNS
+    assert comms["event"].tolist() == [0, 2, 3]  # the kernel without args is not a row
+    assert comms.loc[0, ["collective", "in_nelems", "out_nelems", "dtype", "group_size",
+                         "pg_name", "seq"]].tolist() == ["allgather", 4, 16, "BFloat16", 4, "3", 11]
+    assert comms.loc[1, ["in_nelems", "dtype"]].tolist() == [128, "float"]
+    assert comms.loc[2, ["in_nelems", "dtype"]].tolist() == [-1, ""]  # shape unreadable
 
 
 def test_empty_event_list_gives_empty_tables_with_the_contract_dtypes():
@@ -435,3 +464,17 @@ def test_gzip_is_detected_by_content_and_members_are_joined():
 def test_accepts_bytearray_and_a_byte_order_mark():
     doc = b"\xef\xbb\xbf" + as_bytes(trace([x_event()]))
     assert len(parse_trace_bytes(bytearray(doc), "t.json").events) == 1
+
+
+def test_sync_wait_columns():
+    """Stream Wait Event / Event Sync name the stream and the cudaEventRecord they wait on."""
+    doc = {"traceEvents": [
+        {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 20, "ts": 10,
+         "dur": 3, "args": {"stream": 20, "correlation": 5, "wait_on_stream": 7,
+                            "wait_on_cuda_event_record_corr_id": 4}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 3,
+         "args": {"stream": 7, "correlation": 3}},
+    ]}  # fmt: skip
+    events = parse_trace_bytes(json.dumps(doc).encode(), "wait.json").events
+    assert events["wait_on_stream"].tolist() == [7, -1]
+    assert events["wait_on_record"].tolist() == [4, -1]

@@ -63,7 +63,7 @@ def test_window_with_last_step_equals_hta(hta_traces_dir):
 def rank_trace(rows, rank=0) -> RankTrace:
     """A RankTrace from (name, cat, ts_ns, dur_ns, stream, correlation) tuples."""
     frame = pd.DataFrame(rows, columns=["name", "cat", "ts", "dur", "stream", "correlation"])
-    frame = frame.assign(pid=1, tid=1, external_id=-1, device=0)
+    frame = frame.assign(pid=1, tid=1, external_id=-1, device=0, wait_on_stream=-1, wait_on_record=-1)
     return RankTrace(meta=RankMeta(rank=rank, source="hand-made"),
                      events=frame[list(EVENT_COLUMNS)].astype(EVENT_COLUMNS))
 

@@ -59,24 +59,27 @@ def test_gpu_idle_host_bound_silent_when_fed():
 
 
 # ------------------------------------------------------------------------ exposed communication
+STEPS = [(1, 0, 100), (2, 100, 1)]  # one complete 100 µs step, and the last (partial) one
+
+
 def test_exposed_communication_fires_with_the_exposed_share():
-    # compute [0, 60) µs, NCCL [60, 100) µs on another stream: 40 % of the span exposed
+    # compute [0, 60) µs, NCCL [60, 100) µs on another stream: 40 % of the step exposed
     kernels = [("gemm", "kernel", 0, 60, 7, -5), ("ncclDevKernel_AllReduce", "kernel", 60, 40, 20, -4)]
-    f = by_rule(analyse(rank_of(kernels)).findings(), "exposed_comm_pct")
+    f = by_rule(analyse(rank_of(kernels, steps=STEPS)).findings(), "exposed_comm_pct")
     assert f["value"] == pytest.approx(40.0)
-    assert "ncclDevKernel_AllReduce (0.0 ms, all ranks)" in f["evidence"]
+    assert "step_breakdown: exposed communication rank 0 (40.0 %)" in f["evidence"]
 
 
 def test_exposed_communication_silent_when_overlapped():
     kernels = [("gemm", "kernel", 0, 100, 7, -5), ("ncclDevKernel_AllReduce", "kernel", 20, 40, 20, -4)]
-    table = analyse(rank_of(kernels)).findings()
+    table = analyse(rank_of(kernels, steps=STEPS)).findings()
     assert "exposed_comm_pct" not in set(table["metric"])
 
 
 def test_exposed_communication_says_why_without_collectives():
-    table = analyse(rank_of(fed())).findings()
+    table = analyse(rank_of(fed(), steps=STEPS)).findings()
     assert table.attrs["not_run"]["exposed_communication"] == (
-        "no communication kernels in the analysed window")
+        "no exposed communication kernels in the profiler steps")
 
 
 # --------------------------------------------------------------------------- host-to-device copies
@@ -146,9 +149,9 @@ def test_table_shape_order_and_display():
 
 
 def test_display_escapes_names_from_the_trace():
-    kernels = [("Memcpy HtoD (Pageable -> Device)<script>x</script>", "gpu_memcpy", 0, 20, 7, -5),
-               ("gemm", "kernel", 20, 80, 7, -4)]
-    html = analyse(rank_of(kernels)).findings()._repr_html_()
+    rt = rank_of(fed())
+    rt.meta.source = "<script>x</script>.json"  # quoted in the checks that could not run
+    html = analyse(rt).findings()._repr_html_()
     assert "<script>x" not in html and "&lt;script&gt;x" in html
 
 
@@ -193,3 +196,91 @@ def test_step_start_gap_table():
     assert gaps["step"].tolist() == [1, 2, 3, 4, 5]
     assert gaps["first_launch_us"].tolist() == [400.0] * 5
     assert gaps["dataloader_us"].tolist() == [100.0] * 5
+
+
+# ------------------------------------------------------------------------------------ roofline
+def one_big_gemm(kernel_us, step_us):
+    """One bf16 8192³ ``aten::mm`` (1.1 TFLOP; 1112 µs at an H100's 989 TFLOP/s) in one step."""
+    from roofline_traces import BASE, BF16, _gpu, _launch, _op
+
+    n = 8192
+    return [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": BASE, "dur": step_us,
+         "pid": 1, "tid": 1},
+        _op("aten::mm", 10, 50, [[n, n], [n, n]], [BF16, BF16]),
+        _launch(20, 1),
+        _gpu(100, kernel_us, 1),
+    ]
+
+
+def test_far_from_roofline_fires_with_the_time_lost_and_low_mfu():
+    from roofline_traces import hand_made_rank
+
+    table = analyse(hand_made_rank(events=one_big_gemm(5000, 6000))).findings()
+    f = by_rule(table, "roofline_time_lost_pct")
+    flops = 2 * 8192**3
+    at_roofline_us = flops / 989e12 * 1e6
+    assert f["value"] == pytest.approx(round(100 * (5000 - at_roofline_us) / 5000, 2))
+    assert "aten::mm" in f["evidence"] and "compute-bound" in f["evidence"]
+    mfu = by_rule(table, "mfu_pct")
+    assert mfu["severity"] == "info"
+    assert mfu["value"] == pytest.approx(round(100 * flops / (6000e-6 * 989e12), 2))
+
+
+def test_far_from_roofline_silent_near_the_roofline():
+    from roofline_traces import hand_made_rank
+
+    table = analyse(hand_made_rank(events=one_big_gemm(1150, 1300))).findings()
+    assert not {"roofline_time_lost_pct", "mfu_pct"} & set(table["metric"])
+
+
+def test_far_from_roofline_says_why_without_shapes():
+    table = analyse(rank_of(fed())).findings()
+    assert "far_from_roofline" in table.attrs["not_run"]
+
+
+# ---------------------------------------------------------------------- stragglers, bus bandwidth
+def collective_job(tmp_path, **config):
+    import warnings
+
+    from analysis import TraceAnalysis
+    from analysis.testing.collectives import CollectiveJobConfig, generate_collective_job
+
+    job = generate_collective_job(CollectiveJobConfig(**config))
+    job.write(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return job, TraceAnalysis(str(tmp_path), use_cache=False, progress=False)
+
+
+def test_straggler_fires_with_its_lateness(tmp_path):
+    delayed = tuple((s, j) for s in range(3) for j in range(3))
+    job, ta = collective_job(tmp_path, straggler_delay_us=2000, delayed=delayed, cause="compute")
+    f = by_rule(ta.findings(), "straggler_lateness_pct")
+    top = ta.get_stragglers(visualize=False).iloc[0]
+    steps = ta.get_step_breakdown(visualize=False)
+    median_step = steps.groupby("step")["step_time_us"].median().median()
+    assert f["title"] == "Rank 2 is a straggler: the others wait for it"
+    assert f["value"] == pytest.approx(round(100 * top["mean_lateness_us"] / median_step, 2))
+    assert "busy" in f["detail"]
+
+
+def test_straggler_silent_when_nobody_is_late(tmp_path):
+    _, ta = collective_job(tmp_path, straggler_delay_us=0)
+    assert "straggler_lateness_pct" not in set(ta.findings()["metric"])
+
+
+def test_low_bus_bandwidth_fires_and_respects_the_expected_figure(tmp_path, monkeypatch):
+    # 2 MiB all-to-alls in ~300 µs on 4 ranks: about 2 MiB / 300 µs × 3/4 = 5.2 GB/s of bus
+    # bandwidth, the slowest of the collectives of 1 MiB or more (4 MiB all-reduces: 12.6 GB/s)
+    _, ta = collective_job(tmp_path, straggler_delay_us=0)
+    f = by_rule(ta.findings(), "busbw_median_gbps")
+    summary = ta.get_collective_summary()
+    large = summary[summary["bucket_bytes"] >= 2**20]
+    assert f["value"] == pytest.approx(round(large["busbw_median_gbps"].min(), 2))
+    assert f["value"] == pytest.approx(2 * 2**20 / 300e-6 * 0.75 / 1e9, rel=0.01)
+    assert "all_to_all of 2 MiB" in f["detail"]
+    assert f["threshold"] == F.BUSBW_FRACTION * F.EXPECTED_BUSBW_GBPS["H100"]
+    # on a link whose all-reduce reaches 8 GB/s, 5.2 GB/s is more than half of it: silent
+    monkeypatch.setitem(F.EXPECTED_BUSBW_GBPS, "H100", 8.0)
+    assert "busbw_median_gbps" not in set(ta.findings()["metric"])

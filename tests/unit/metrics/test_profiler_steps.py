@@ -14,7 +14,7 @@ from analysis.testing.synthetic import SynthConfig, generate, write_traces
 def rank_trace(rows, rank=0) -> RankTrace:
     """A RankTrace from (name, cat, ts_ns, dur_ns, stream, correlation) tuples."""
     df = pd.DataFrame(rows, columns=["name", "cat", "ts", "dur", "stream", "correlation"])
-    df = df.assign(pid=1, tid=1, external_id=-1, device=0)
+    df = df.assign(pid=1, tid=1, external_id=-1, device=0, wait_on_stream=-1, wait_on_record=-1)
     df = df[list(EVENT_COLUMNS)].astype(EVENT_COLUMNS)
     return RankTrace(meta=RankMeta(rank=rank, source="hand-made"), events=df)
 

@@ -26,6 +26,14 @@ FIGURES = [
     "kernel_launch_stats",
     "kernel_type_breakdown",
     "kernel_breakdown",
+    "queue_length",
+    "memcpy_summary",
+    "collective_busbw",
+    "collective_skew",
+    "collective_wait",
+    "step_time_heatmap",
+    "step_breakdown",
+    "critical_path",
 ]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 EVIL_KERNEL = "<script>alert(1)</script>"
@@ -115,10 +123,13 @@ def test_report_writes_the_page_one_svg_per_figure_and_every_table(report):
     for name in ["trace_metadata", "headline", "profiler_steps", "temporal_breakdown",
                  "idle_time_breakdown", "idle_interval_stats", "comm_comp_overlap",
                  "kernel_launch_summary", "kernel_launch_stats", "kernel_type_breakdown",
-                 "kernel_breakdown", "findings"]:
+                 "kernel_breakdown", "findings", "collective_summary", "stragglers",
+                 "collectives", "step_breakdown"]:
         assert report.tables[name] == report.out_dir / "tables" / f"{name}.csv"
         assert len(pd.read_csv(report.tables[name])) > 0, name
-    assert report.unavailable == {}
+    # the sample traces were recorded without record_shapes=True: no operator roofline
+    assert list(report.unavailable) == ["How close to the hardware"]
+    assert "record_shapes=True" in report.unavailable["How close to the hardware"]
 
 
 def test_report_tables_hold_the_facades_numbers(report, sample_ta):

@@ -1,0 +1,48 @@
+"""``trace-analysis check TRACES``: the trace-health findings; exit status 1 when any is an error.
+
+Parses the arguments, runs ``analysis.metrics.trace_health`` over every rank's whole trace and prints
+the table, so that a CI job can gate on the exit status. Nothing is computed here.
+"""
+
+from __future__ import annotations
+
+import click
+
+from analysis.cli.options import open_analysis, trace_loading_options
+
+
+@click.command("check")
+@click.argument("traces")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
+              show_default=True, help="How to print the findings.")
+@click.option("--min-severity", type=click.Choice(["error", "warning", "info"]), default="info",
+              show_default=True, help="Print findings of this severity or worse.")
+@trace_loading_options
+@click.pass_context
+def command(ctx: click.Context, traces: str, fmt: str, min_severity: str, **options) -> None:
+    """Check TRACES (a directory, a file or a gs:// URL) for problems that make analyses wrong.
+
+    Exit status: 0 when no finding is an error, 1 otherwise.
+    """
+    from analysis.metrics import trace_health
+
+    ta = open_analysis(traces, **options)
+    parts = ta.engine.map_ranks(
+        trace_health.trace_health_rank, ta.ranks, window="full", patterns=ta.patterns
+    )
+    findings = trace_health.combine(parts)
+    keep = trace_health.SEVERITIES[: trace_health.SEVERITIES.index(min_severity) + 1]
+    shown = findings[findings["severity"].isin(keep)]
+    if fmt == "csv":
+        click.echo(shown.to_csv(index=False), nl=False)
+    elif fmt == "json":
+        click.echo(shown.to_json(orient="records", force_ascii=False))
+    elif shown.empty:
+        click.echo(f"no findings ({len(ta.ranks)} ranks checked)")
+    else:
+        for row in shown.itertuples(index=False):
+            where = "all ranks" if row.rank < 0 else f"rank {row.rank}"
+            click.echo(f"{row.severity.upper():7} {where:9} {row.check}: {row.message}")
+            if row.evidence:
+                click.echo(f"{'':18}{row.evidence}")
+    ctx.exit(trace_health.exit_code(findings))

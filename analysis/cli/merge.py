@@ -1,0 +1,44 @@
+"""``trace-analysis merge TRACES OUT``: every rank in one gzip Chrome-trace JSON for Perfetto.
+
+Parses the arguments and calls ``analysis.kineto.merge.merge_traces``; nothing is computed here.
+"""
+
+from __future__ import annotations
+
+import click
+
+from analysis.cli.options import open_analysis, trace_loading_options
+
+
+def _ints(ctx, param, value: str | None) -> list[int] | None:
+    if value in (None, "", "all"):
+        return None
+    try:
+        return [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"expected a comma-separated list of integers, not {value!r}"
+        ) from None
+
+
+@click.command("merge")
+@click.argument("traces")
+@click.argument("out", type=click.Path(dir_okay=False))
+@click.option("--ranks", default=None, callback=_ints, help="Ranks to keep, e.g. 0,1,7 (default all).")
+@click.option("--steps", default=None, callback=_ints,
+              help="ProfilerStep numbers to keep, e.g. 12,13 (default all).")
+@click.option("--gpu-only", is_flag=True, help="Keep only the GPU processes.")
+@click.option("--align", type=click.Choice(["none", "first_collective"]), default="none",
+              show_default=True, help="Shift each rank's clock so the first collectives end together.")
+@trace_loading_options
+def command(traces: str, out: str, ranks, steps, gpu_only: bool, align: str, **options) -> None:
+    """Merge the ranks of TRACES into OUT (a .json.gz to open in ui.perfetto.dev)."""
+    from analysis.kineto.merge import merge_traces
+
+    ta = open_analysis(traces, **options)
+    sources = {r: meta.source for r, meta in ta.engine.metas.items()}
+    done = merge_traces(sources, out, ranks=ranks, steps=steps, gpu_only=gpu_only,
+                        align=None if align == "none" else align, storage_options=ta.storage_options)
+    if not options["quiet"]:
+        events = sum(d.events for d in done)
+        click.echo(f"wrote {out}: {len(done)} ranks, {events} events")

@@ -1,0 +1,232 @@
+"""Small Kineto traces whose critical path is known by construction, for testing the critical path.
+
+Each builder returns ``(trace, truth)``: ``trace`` is a Kineto JSON document (a dict; write it with
+``json.dumps``) of one rank with ``steps`` profiler steps, and ``truth`` is a ``PathTruth`` with the
+expected path length and time per ``bound_by`` category of every step, in µs, worked out by hand
+from the rules in ``analysis.metrics.critical_path_graph``.
+
+Every step is wrapped in one CPU operator (``train_step``) that spans it exactly, so that the path
+runs from the step's start to its end and its length equals the step time.
+
+- ``cpu_bound``: operators with short kernels the CPU never waits for;
+- ``gpu_bound``: three queued kernels, then ``cudaDeviceSynchronize`` until the GPU is done;
+- ``communication_bound``: the same with a long NCCL kernel in the middle;
+- ``launch_bound``: tiny kernels that start long after their launch, each waited for with
+  ``cudaStreamSynchronize``;
+- ``data_loading_bound``: a ``DataLoader`` span that takes most of the step;
+- ``cuda_graph``: one ``cudaGraphLaunch`` running four kernels back to back (HTA #290);
+- ``rocm``: ``gpu_bound`` as an AMD trace records it: ``hip*`` calls, stream 0, no sync events;
+- ``triton``: ten kernels launched with ``cuLaunchKernelEx`` (HTA #271), each after the previous one
+  finished: the stream idles between them because the CPU is late, not because of GPU overhead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+CPU_PID, CPU_TID = 100, 100
+GPU_PID, STREAM = 0, 7
+STEP_US = 1000  # every step lasts 1 ms
+_BASE_US = 1_700_000_000_000_000  # an epoch time in µs, like a real trace
+
+
+@dataclass
+class PathTruth:
+    """Expected per-step critical path (µs)."""
+
+    length: float
+    bound_by: dict[str, float]  # µs per category
+    hta_length: float | None = None  # HTA 0.5.0's path length, where it differs (a known failure)
+
+    @property
+    def dominant(self) -> str:
+        return max(self.bound_by, key=self.bound_by.get)
+
+
+@dataclass
+class _Builder:
+    events: list[dict[str, Any]] = field(default_factory=list)
+    corr: int = 0
+
+    def cpu(self, name, ts, dur, cat="cpu_op", **args):
+        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": CPU_PID, "tid": CPU_TID,
+                            "ts": _BASE_US + ts, "dur": dur, "args": args})  # fmt: skip
+
+    def launch(self, api, ts, dur, kernels, stream=STREAM, cat="cuda_runtime"):
+        """A launch call and the GPU events it ran: ``kernels`` = [(name, ts, dur), ...]."""
+        self.corr += 1
+        self.cpu(api, ts, dur, cat=cat, correlation=self.corr)
+        for name, kts, kdur in kernels:
+            self.gpu(name, kts, kdur, stream=stream, correlation=self.corr)
+
+    def gpu(self, name, ts, dur, stream=STREAM, cat="kernel", **args):
+        tid = stream if stream >= 0 else -1
+        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": GPU_PID, "tid": tid,
+                            "ts": _BASE_US + ts, "dur": dur,
+                            "args": {"stream": stream, "device": 0, **args}})  # fmt: skip
+
+    def sync(self, api, kind, ts, dur, gpu_ts, gpu_dur, stream=STREAM):
+        """A blocking runtime call and its ``cuda_sync`` GPU event (``Stream``/``Context Sync``)."""
+        self.corr += 1
+        self.cpu(api, ts, dur, cat="cuda_runtime", correlation=self.corr)
+        self.gpu(kind, gpu_ts, gpu_dur, stream=stream, cat="cuda_sync", correlation=self.corr)
+
+    def document(self) -> dict[str, Any]:
+        return {"schemaVersion": 1, "distributedInfo": {"rank": 0, "world_size": 1},
+                "traceEvents": self.events}  # fmt: skip
+
+
+def _steps(body: Callable[[_Builder, int], PathTruth], steps: int):
+    b = _Builder()
+    truth = None
+    for i in range(steps):
+        t0 = i * STEP_US
+        b.cpu(f"ProfilerStep#{i + 1}", t0, STEP_US, cat="user_annotation")
+        b.cpu("train_step", t0, STEP_US)
+        truth = body(b, t0)
+    return b.document(), truth
+
+
+def cpu_bound(steps: int = 3):
+    def body(b, t):
+        b.cpu("aten::op1", t + 10, 390)
+        b.launch("cudaLaunchKernel", t + 300, 10, [("elementwise_kernel", t + 320, 10)])
+        b.cpu("aten::op2", t + 410, 580)
+        b.launch("cudaLaunchKernel", t + 900, 10, [("elementwise_kernel", t + 915, 10)])
+        return PathTruth(STEP_US, {"cpu_bound": STEP_US})
+
+    return _steps(body, steps)
+
+
+def _queued_then_sync(b, t, second: str, durations=(300, 300, 356)):
+    """Three kernels queued back to back (2 µs apart), then cudaDeviceSynchronize until the end."""
+    k1, k2, k3 = durations
+    b.launch("cudaLaunchKernel", t + 10, 10, [("ampere_sgemm_128x64_tn", t + 30, k1)])
+    b.launch("cudaLaunchKernel", t + 25, 10, [(second, t + 32 + k1, k2)])
+    b.launch("cudaLaunchKernel", t + 40, 10, [("ampere_sgemm_128x64_tn", t + 34 + k1 + k2, k3)])
+    end = t + 34 + k1 + k2 + k3  # = t + 990
+    b.sync("cudaDeviceSynchronize", "Context Sync", t + 60, end - (t + 60), end - 5, 5, stream=-1)
+    # path: 10 CPU, 20 launch delay, the kernels, 2 x 2 µs gaps, sync edge, 10 CPU
+    return {"cpu_bound": 20, "gpu_kernel_launch_overhead": 20, "gpu_kernel_kernel_overhead": 4}
+
+
+def gpu_bound(steps: int = 3):
+    def body(b, t):
+        truth = _queued_then_sync(b, t, "ampere_sgemm_128x64_tn")
+        # HTA: no launch edge (k2 was queued before k1 started): the path starts at k1
+        return PathTruth(STEP_US, {**truth, "gpu_compute_bound": 956}, hta_length=STEP_US - 30)
+
+    return _steps(body, steps)
+
+
+def communication_bound(steps: int = 3):
+    def body(b, t):
+        nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+        truth = _queued_then_sync(b, t, nccl, durations=(100, 756, 100))
+        return PathTruth(STEP_US, {**truth, "gpu_compute_bound": 200,
+                                   "gpu_communication_bound": 756},
+                         hta_length=STEP_US - 30)  # fmt: skip
+
+    return _steps(body, steps)
+
+
+def launch_bound(steps: int = 3):
+    def body(b, t):
+        for i in range(5):
+            s = t + 200 * i
+            b.launch("cudaLaunchKernel", s, 5, [("tiny_kernel", s + 150, 5)])
+            b.sync("cudaStreamSynchronize", "Stream Sync", s + 6, 149, s + 154, 1)
+        # per 200 µs: 150 launch delay, 5 kernel, 45 CPU until the next launch (or the step's end)
+        return PathTruth(STEP_US, {"gpu_kernel_launch_overhead": 750, "gpu_compute_bound": 25,
+                                   "cpu_bound": 225})  # fmt: skip
+
+    return _steps(body, steps)
+
+
+def data_loading_bound(steps: int = 3):
+    def body(b, t):
+        b.cpu("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t + 5, 595,
+              cat="user_annotation")  # fmt: skip
+        b.cpu("aten::stack", t + 10, 580)
+        b.cpu("aten::linear", t + 600, 390)
+        b.launch("cudaLaunchKernel", t + 700, 10, [("ampere_sgemm_128x64_tn", t + 720, 10)])
+        # 10 CPU (train_step until the stack), 580 stack + 10 after it inside the DataLoader span,
+        # then 390 + 10 CPU
+        return PathTruth(STEP_US, {"cpu_bound": 410, "data_loading": 590})
+
+    return _steps(body, steps)
+
+
+def cuda_graph(steps: int = 3):
+    def body(b, t):
+        kernels = [(f"graph_kernel_{i}", t + 30 + 101 * i, 100) for i in range(4)]
+        b.launch("cudaGraphLaunch", t + 10, 10, kernels)
+        end = t + 30 + 303 + 100  # the last kernel's end = t + 433
+        b.sync("cudaStreamSynchronize", "Stream Sync", t + 25, end - (t + 25), end - 1, 1)
+        b.cpu("aten::add", t + 443, STEP_US - 453)
+        # 10 CPU, 20 launch delay, 4 x 100 kernels, 3 x 1 µs gaps, sync, then CPU to the end
+        return PathTruth(STEP_US, {"cpu_bound": 10 + STEP_US - 433, "gpu_kernel_launch_overhead": 20,
+                                   "gpu_compute_bound": 400, "gpu_kernel_kernel_overhead": 3},
+                         hta_length=STEP_US - 433 + 100)  # fmt: skip
+
+    return _steps(body, steps)
+
+
+def triton(steps: int = 3):
+    def body(b, t):
+        for i in range(10):
+            s = t + 100 * i + 10
+            b.launch("cuLaunchKernelEx", s, 10, [("triton_poi_fused_add_0", s + 15, 5)],
+                     cat="cuda_driver")  # fmt: skip
+        return PathTruth(STEP_US, {"cpu_bound": STEP_US})
+
+    return _steps(body, steps)
+
+
+def rocm(steps: int = 3):
+    """The GPU-bound step of an AMD trace: ``hip*`` calls, stream 0 and no sync events at all."""
+
+    def body(b, t):
+        hip = {"cudaLaunchKernel": "hipLaunchKernel"}
+        k = [("Cijk_Alik_Bljk_SB", t + 30, 300), ("elementwise_kernel", t + 332, 300),
+             ("Cijk_Alik_Bljk_SB", t + 634, 356)]  # fmt: skip
+        b.launch(hip["cudaLaunchKernel"], t + 10, 10, [k[0]], stream=0)
+        b.launch(hip["cudaLaunchKernel"], t + 25, 10, [k[1]], stream=0)
+        b.launch(hip["cudaLaunchKernel"], t + 40, 10, [k[2]], stream=0)
+        b.cpu("hipDeviceSynchronize", t + 60, 930, cat="cuda_runtime")
+        # as gpu_bound; HTA: no sync edge and the call's 930 µs count as CPU time
+        return PathTruth(STEP_US, {"cpu_bound": 20, "gpu_kernel_launch_overhead": 20,
+                                   "gpu_kernel_kernel_overhead": 4, "gpu_compute_bound": 956})
+
+    return _steps(body, steps)
+
+
+def out_of_order_stack(steps: int = 1):
+    """HTA #113: ``cudaStreamSynchronize`` ends after its parent operator (an out-of-order call
+    stack), and HTA's stack pops the wrong event: the next operator becomes the sync call's sibling
+    *after* it, so the sync call's end precedes, in the walk, a kernel it waits for, and the sync
+    edge closes a cycle. No path is right for such a trace: the test only asks for the cycle to be
+    found, reported and broken the same way every time (``truth`` is not checked)."""
+
+    def body(b, t):
+        b.cpu("aten::op_a", t + 10, 90)  # [10, 100]
+        b.sync("cudaStreamSynchronize", "Stream Sync", t + 50, 100, t + 149, 1)  # [50, 150]
+        b.cpu("aten::op_c", t + 105, 845)  # [105, 950]
+        b.launch("cudaLaunchKernel", t + 110, 5, [("kernel", t + 120, 20)])  # kernel [120, 140]
+        return PathTruth(STEP_US, {})
+
+    return _steps(body, steps)
+
+
+SCENARIOS = {
+    "cpu_bound": cpu_bound,
+    "gpu_bound": gpu_bound,
+    "communication_bound": communication_bound,
+    "launch_bound": launch_bound,
+    "data_loading_bound": data_loading_bound,
+    "cuda_graph": cuda_graph,
+    "triton": triton,
+    "rocm": rocm,
+}

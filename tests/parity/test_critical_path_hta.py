@@ -1,0 +1,166 @@
+"""Critical path vs HolisticTraceAnalysis 0.5.0, run live on HTA's own critical-path test traces.
+
+HTA 0.5.0's critical path raises under pandas 3, so it runs in a separate pandas<3 environment
+(``scripts/make-hta-oracle-venv.sh``, built once per checkout into ``.venv-hta-pandas2``) through
+``hta_critical_path_oracle.py``. With ``kernel_patterns="hta"`` we must produce the same graph
+(every edge: endpoints, weight, type, attributed event), the same path and the same breakdown.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analysis.kineto.model import Trace
+from analysis.kineto.parse import parse_trace_bytes
+from analysis.kineto.window import profiler_step_window
+from analysis.metrics.critical_path import critical_path_rank
+from analysis.metrics.critical_path_graph import EDGE_TYPES
+from tests.conftest import HTA_TRACES, REPO_ROOT
+
+ORACLE = Path(__file__).with_name("hta_critical_path_oracle.py")
+VENV = REPO_ROOT / ".venv-hta-pandas2"
+
+CASES = {
+    # HTA's tests/test_critical_path_analysis.py uses these annotations and instances
+    "critical_path/simple_add": ("[param|pytorch.model.alex_net|0|0|0|measure|forward]", 1),
+    "critical_path/alexnet": ("[param|pytorch.model.alex_net|0|0|0|measure|forward]", 1),
+    "critical_path/cuda_event_sync": ("ProfilerStep", 0),
+    "critical_path/cuda_event_sync_multi_stream": ("", 0),
+    # more real traces: AMD (hip*), nanosecond timestamps, CUDA graphs and five streams
+    "amd_trace": ("ProfilerStep", 0),
+    "ns_resolution_trace": ("ProfilerStep", 0),
+    "negative_queue_length_values_check": ("ProfilerStep", 0),
+}
+
+
+@pytest.fixture(scope="session")
+def hta_python() -> Path:
+    """The pandas<3 venv with HTA 0.5.0, built on first use (needs PyPI)."""
+    try:
+        subprocess.run(
+            [str(REPO_ROOT / "scripts" / "make-hta-oracle-venv.sh"), str(VENV)],
+            check=True, capture_output=True, timeout=900,
+        )  # fmt: skip
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as e:
+        pytest.skip(f"cannot build the HTA 0.5.0 + pandas<3 oracle venv: {e}")
+    return VENV / "bin" / "python"
+
+
+def trace_file(case: str) -> Path:
+    folder = HTA_TRACES / case
+    if not folder.is_dir():
+        pytest.skip(f"real GPU traces not available: {folder} does not exist")
+    return next(folder.glob("*.json*"))
+
+
+def run_hta(python: Path, path: Path, annotation: str, instance: int) -> dict:
+    out = subprocess.run(
+        [str(python), str(ORACLE), str(path), annotation, str(instance)],
+        check=True, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    return json.loads(out.stdout)
+
+
+def ours(path: Path, annotation: str, instance: int):
+    rt = parse_trace_bytes(path.read_bytes(), str(path))
+    rt = profiler_step_window(Trace({rt.rank: rt}))[rt.rank]  # HTA's analysed steps
+    (graph,) = critical_path_rank(
+        rt, annotation=annotation, instance_id=instance, patterns="hta", rounding="hta"
+    ).values()
+    return rt, graph
+
+
+def _key(g, names, p):
+    if p < 0:
+        return None
+    ev, start, end = g.events, g.start[p], g.end[p]  # ns, rounded as HTA rounds
+    return (names[p], int(start) // 1000, int(end - start) // 1000,
+            int(ev["pid"].iat[p]), int(ev["tid"].iat[p]))  # fmt: skip
+
+
+def our_edges(graph) -> Counter:
+    g = graph.graph
+    ev = g.events
+    names = ev["name"].astype(str).to_numpy()
+    on_path = set(graph.path_edges.tolist())
+    out = Counter()
+    for i in range(len(g.edge_src)):
+        u, v = g.edge_src[i], g.edge_dst[i]
+        out[(
+            _key(g, names, g.node_event[u]), bool(g.node_is_start[u]),
+            _key(g, names, g.node_event[v]), bool(g.node_is_start[v]),
+            int(g.edge_weight[i]) // 1000, EDGE_TYPES[g.edge_type[i]],
+            _key(g, names, g.edge_event[i]), i in on_path,
+        )] += 1  # fmt: skip
+    return out
+
+
+def hta_edges(h: dict) -> Counter:
+    t = lambda k: None if k is None else tuple(k)  # noqa: E731
+    return Counter(
+        (t(e["src"]), e["src_start"], t(e["dst"]), e["dst_start"], e["weight"], e["type"],
+         t(e["event"]), e["critical"])
+        for e in h["edges"]
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_same_graph_path_and_breakdown_as_hta(case, hta_python):
+    path = trace_file(case)
+    annotation, instance = CASES[case]
+    h = run_hta(hta_python, path, annotation, instance)
+    rt, graph = ours(path, annotation, instance)
+    assert h["success"] and graph.success
+    assert graph.num_nodes == h["nodes"]
+    assert len(graph.critical_path_nodes) == h["path_nodes"]
+    assert len(graph.path_edges) == h["path_edges"]
+    assert our_edges(graph) == hta_edges(h)
+    ev = rt.events
+    names = ev["name"].astype(str).to_numpy()
+    labels = {lab: i for i, lab in enumerate(ev.index)}
+    events = sorted((_key(graph.graph, names, labels[lab]) for lab in graph.critical_path_events_set),
+                    key=lambda k: (k[1], k[0], k[3]))  # fmt: skip
+    assert events == [tuple(k) for k in h["path_events"]]
+    s = graph.summary()
+    assert set(s.index) == set(h["summary"])
+    for k, v in h["summary"].items():
+        assert s[k] == pytest.approx(v, abs=1e-9)
+    assert graph.get_critical_path_breakdown()["duration"].sum() == h["breakdown_total"]
+
+
+def test_simple_add_counts_from_hta_test_file(hta_traces_dir):
+    """HTA's own test documents 315 path nodes, 159 critical events and 314 critical edges."""
+    path = trace_file("critical_path/simple_add")
+    _, graph = ours(path, *CASES["critical_path/simple_add"])
+    assert (len(graph.critical_path_nodes), len(graph.critical_path_events_set),
+            len(graph.path_edges)) == (315, 159, 314)  # fmt: skip
+    bd = graph.get_critical_path_breakdown()
+    assert np.isclose(bd["duration"].sum(), graph.path_length_us)
+
+
+def test_out_of_order_call_stack_cycle(hta_python, tmp_path):
+    """HTA #113: an operator ending after its parent makes the graph cyclic; HTA raises
+    ``ValueError: Graph is not valid``, we break the cycle (the same way every time) and go on."""
+    import gzip
+    import warnings
+
+    from analysis.testing.critical_path_traces import out_of_order_stack
+
+    doc, _ = out_of_order_stack()
+    path = tmp_path / "rank0.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    h = run_hta(hta_python, path, "ProfilerStep", 0)
+    assert h["success"] is False and "Graph is not valid" in h["error"]
+    rt = parse_trace_bytes(path.read_bytes(), str(path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (graph,) = critical_path_rank(rt, patterns="hta", instance_id=0).values()
+    assert graph.success and graph.cycles_broken == 1
+    again = critical_path_rank(rt, patterns="hta", instance_id=0)
+    assert next(iter(again.values())).critical_path_nodes == graph.critical_path_nodes

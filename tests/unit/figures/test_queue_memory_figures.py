@@ -1,0 +1,62 @@
+"""Figures of the queue length and the memory copies: they plot the results' numbers, and say so
+when there is nothing to plot."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from analysis.figures import memory_bandwidth as mbf
+from analysis.figures import queue_length as qlf
+from analysis.kineto.extras import extra_table
+from analysis.kineto.loader import load_trace
+from analysis.metrics import memory_bandwidth, queue_length
+from analysis.testing import health_traces as ht
+
+
+def _parts(tmp_path):
+    ht.write_job(ht.healthy_job(ranks=2), tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trace = load_trace(tmp_path, use_cache=False, progress=False, max_workers=1)
+    for rt in trace.values():
+        extra_table(rt, "memory_ops", use_cache=False)
+    return ({r: queue_length.queue_length_rank(rt) for r, rt in trace.items()},
+            {r: memory_bandwidth.memory_bandwidth_rank(rt) for r, rt in trace.items()})
+
+
+def test_queue_length_figures(tmp_path):
+    ql_parts, _ = _parts(tmp_path)
+    streams = queue_length.stream_summary(ql_parts)
+    fig = qlf.draw(streams)["queue_length"]
+    assert isinstance(fig, go.Figure)
+    mean = next(t for t in fig.data if t.name == "mean")
+    assert list(mean.x) == [f"rank {r} · stream {s}" for r, s in zip(streams["rank"],
+                                                                      streams["stream"], strict=True)]
+    np.testing.assert_allclose(mean.y, streams["mean_queue_length"])
+    empty = next(t for t in fig.data if t.name == "empty while idle")
+    np.testing.assert_allclose(empty.y, streams["empty_idle_pctg"])
+    series = qlf.queue_length_time_series(queue_length.time_series(ql_parts))
+    assert len(series.data) == len(streams)  # one line per rank and stream
+
+
+def test_memcpy_figures(tmp_path):
+    _, mb_parts = _parts(tmp_path)
+    copies = memory_bandwidth.copy_summary(mb_parts)
+    fig = mbf.draw(copies)["memcpy_summary"]
+    (bar,) = fig.data  # one copy kind: pinned host-to-device
+    assert bar.name == "HtoD (Pinned → Device)"
+    assert list(bar.x) == ["0", "1"]
+    np.testing.assert_allclose(bar.y, [1_000_000 * 4 / (50_000 * 4)] * 2)  # bytes per ns = GB/s
+    assert len(mbf.memory_bw_time_series(memory_bandwidth.time_series(mb_parts)).data) == 2
+
+
+def test_empty_inputs_say_so():
+    for fig in (qlf.queue_length_streams(pd.DataFrame(columns=queue_length.STREAM_SUMMARY_COLUMNS)),
+                qlf.queue_length_time_series({}),
+                mbf.memcpy_summary(pd.DataFrame(columns=memory_bandwidth.COPY_COLUMNS)),
+                mbf.memory_bw_time_series({0: None})):
+        assert fig.layout.annotations and not fig.data

@@ -1,0 +1,165 @@
+"""The operator roofline on a hand-made trace whose shapes and kernel times are known exactly."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from roofline_traces import hand_made_rank, trace_events
+
+from analysis.errors import MissingExtraError, NoShapesError
+from analysis.metrics import operator_roofline as roofline
+from analysis.metrics.gpu_specs import lookup
+
+
+@pytest.fixture(scope="module")
+def result():
+    return roofline.combine({0: roofline.operator_roofline_rank(hand_made_rank())})
+
+
+def _row(ops, name):
+    rows = ops[ops["name"] == name]
+    assert len(rows) == 1
+    return rows.iloc[0]
+
+
+def test_kernel_time_is_the_busy_time_of_what_the_op_launched(result):
+    linear, addmm = _row(result.ops, "aten::linear"), _row(result.ops, "aten::addmm")
+    assert linear["kernel_time_us_sum"] == addmm["kernel_time_us_sum"] == 43.0  # memset included
+    mm = _row(result.ops, "aten::mm")
+    assert mm["count"] == 2
+    assert (mm["kernel_time_us_sum"], mm["kernel_time_us_mean"], mm["kernel_time_us_median"]) == (
+        50.0,
+        25.0,
+        25.0,
+    )
+
+
+def test_flops_bytes_and_achieved_rates(result):
+    addmm = _row(result.ops, "aten::addmm")
+    flops = 2 * 64 * 256 * 128 + 64 * 256
+    moved = (256 + 64 * 128 + 128 * 256 + 64 * 256) * 2
+    assert addmm["gflops"] == flops / 1e9 and addmm["data_moved_mb"] == moved / 2**20
+    assert addmm["flops_per_byte"] == flops / moved
+    assert addmm["tflops_per_s"] == pytest.approx(flops / 43e-6 / 1e12, rel=1e-12)
+    assert addmm["tb_per_s"] == pytest.approx(moved / 43e-6 / 1e12, rel=1e-12)
+    mm = _row(result.ops, "aten::mm")
+    assert mm["tflops_per_s"] == pytest.approx(2 * 131072 / 50e-6 / 1e12, rel=1e-12)
+    assert (mm["family"], mm["precision"]) == ("gemm", "fp32")
+
+
+def test_roofline_bound_and_percent_of_peak(result):
+    h100 = lookup("H100")
+    mm = _row(result.ops, "aten::mm")
+    moved = (32 * 64 + 64 * 32 + 32 * 32) * 4
+    memory_us = moved / (h100.memory_tb_s * 1e6)
+    compute_us = 131072 / (h100.peak_tflops("fp32") * 1e6)
+    assert memory_us > compute_us and mm["bound"] == "memory"
+    assert mm["roofline_time_us"] == pytest.approx(memory_us, rel=1e-12)
+    assert mm["pct_of_peak"] == pytest.approx(100 * 2 * memory_us / 50, rel=1e-12)
+    assert mm["time_lost_us"] == pytest.approx(50 - 2 * memory_us, rel=1e-12)
+    addmm = _row(result.ops, "aten::addmm")
+    flops, moved = 2 * 64 * 256 * 128 + 64 * 256, (256 + 64 * 128 + 128 * 256 + 64 * 256) * 2
+    expected = max(flops / (989e6), moved / (3.35e6))
+    assert addmm["roofline_time_us"] == pytest.approx(expected, rel=1e-12)
+    assert addmm["bound"] == ("compute" if flops / 989e6 > moved / 3.35e6 else "memory")
+    assert result.gpu.name == "H100 SXM"
+
+
+def test_ops_without_a_model_are_listed_never_guessed(result):
+    assert "aten::cat" not in set(result.ops["name"])
+    unmodelled = result.unmodelled.set_index("name")
+    assert unmodelled.loc["aten::cat", "kernel_time_us"] == 7.0
+    assert unmodelled.loc["aten::foo", "kernel_time_us"] == 3.0
+    assert unmodelled.loc[roofline.NO_OPERATOR, "kernel_time_us"] == 4.0
+
+
+def test_coverage(result):
+    cov = result.coverage.iloc[0]
+    assert cov["gpu_kernel_time_us"] == 5 + 40 + 10 + 10 + 30 + 7 + 3 + 4 + 6
+    assert cov["launched_before_trace_us"] == 6
+    assert cov["modelled_kernel_time_us"] == 95
+    assert cov["coverage_pct"] == pytest.approx(100 * 95 / 109, rel=1e-12)
+
+
+def test_mfu_counts_outermost_modelled_ops_once(result):
+    step = result.steps.iloc[0]
+    flops = (2 * 64 * 256 * 128 + 64 * 256) + 2 * 131072  # linear (not addmm inside it) + 2 mm
+    assert (step["rank"], step["step"], step["step_time_us"]) == (0, 1, 1000.0)
+    assert step["model_tflop"] == pytest.approx(flops / 1e12, rel=1e-12)
+    assert step["precision"] == "bf16" and step["peak_tflops"] == 989.0
+    assert step["mfu_pct"] == pytest.approx(100 * flops / 1e-3 / 1e12 / 989.0, rel=1e-12)
+
+
+def test_unknown_gpu_gives_nan_roofline_but_the_measured_numbers():
+    r = roofline.combine({0: roofline.operator_roofline_rank(hand_made_rank("Mystery GPU"))})
+    mm = _row(r.ops, "aten::mm")
+    assert (
+        mm["kernel_time_us_sum"] == 50.0 and math.isnan(mm["pct_of_peak"]) and mm["bound"] is None
+    )
+    assert r.gpu is None and math.isnan(r.steps.iloc[0]["mfu_pct"])
+    tuned = roofline.combine(
+        {0: roofline.operator_roofline_rank(hand_made_rank("Mystery GPU"))},
+        gpu={"fp32": 10.0, "bf16": 100.0, "memory_tb_s": 1.0},
+    )
+    assert _row(tuned.ops, "aten::mm")["roofline_time_us"] == pytest.approx(20480 / 1e6)
+
+
+def test_ranks_are_pooled_per_op_group():
+    parts = {r: roofline.operator_roofline_rank(hand_made_rank()) for r in (0, 1)}
+    r = roofline.combine(parts)
+    mm = _row(r.ops, "aten::mm")
+    assert mm["count"] == 4 and mm["kernel_time_us_sum"] == 100.0
+    assert list(r.steps["rank"]) == [0, 1] and list(r.coverage["rank"]) == [0, 1]
+
+
+def test_needs_the_op_shapes_extra():
+    rt = hand_made_rank()
+    rt.extras.clear()
+    with pytest.raises(MissingExtraError, match="op_shapes"):
+        roofline.operator_roofline_rank(rt)
+
+
+def test_trace_without_steps_uses_its_span():
+    events = [e for e in trace_events() if e["name"] != "ProfilerStep#1"]
+    r = roofline.combine({0: roofline.operator_roofline_rank(hand_made_rank(events=events))})
+    step = r.steps.iloc[0]
+    assert step["step"] == -1 and step["step_time_us"] == 966 - 10  # first start → last end
+
+
+@pytest.mark.filterwarnings("ignore:.*no launching call")
+def test_through_the_facade_shapes_are_read_only_when_asked(tmp_path):
+    import gzip
+    import json
+
+    from analysis import TraceAnalysis
+
+    trace = {
+        "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+        "distributedInfo": {"rank": 0, "world_size": 1},
+        "traceEvents": trace_events(),
+    }
+    path = tmp_path / "rank0.pt.trace.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(trace).encode()))
+    ta = TraceAnalysis(str(path), cache_dir=tmp_path / "cache", gpu_events="all")
+    assert ta.full_trace[0].extras == {}  # opening the trace does not decode the shapes
+    result = ta.get_operator_roofline(visualize=False)
+    assert "op_shapes" in ta.full_trace[0].extras
+    assert list((tmp_path / "cache").glob("*/extras/op_shapes-*.arrow"))
+    direct = roofline.combine({0: roofline.operator_roofline_rank(hand_made_rank())})
+    cols = ["name", "count", "gflops", "data_moved_mb", "kernel_time_us_sum", "pct_of_peak"]
+    assert result.ops[cols].equals(direct.ops[cols])
+    assert result.steps.equals(direct.steps)
+
+
+def test_ranks_without_recorded_shapes_are_named():
+    events = [dict(e) for e in trace_events()]
+    for e in events:
+        if e.get("cat") == "cpu_op":
+            e["args"] = {"External id": 1}
+    bare = roofline.operator_roofline_rank(hand_made_rank(events=events))
+    with pytest.raises(NoShapesError, match=r"rank\(s\) \[3\].*record_shapes=True"):
+        roofline.combine({3: bare})
+    with pytest.warns(UserWarning, match=r"rank\(s\) \[1\].*record_shapes=True"):
+        r = roofline.combine({0: roofline.operator_roofline_rank(hand_made_rank()), 1: bare})
+    assert r.steps.set_index("rank").loc[1, "model_tflop"] == 0
