@@ -58,6 +58,11 @@ _WORKER_PRELOAD = [
     "analysis.kineto.cache",
     "analysis.kineto.sources",
 ]
+# One file's chunks are decoded on several cores by default only from this many: on 2 cores the
+# main process's serial part (decompressing, the top-level pass, joining) and the chunks' trip
+# through pipes leave little to gain, and on a busy 2-core machine it measured slower (a 1 M-event
+# file: 4.1 s against 3.2 s in one process, load average 2-3). ``max_workers=`` asks for it anyway.
+MIN_CHUNK_POOL_CPUS = 4
 # Chunks in flight per worker when one file's chunks are decoded in parallel: enough to keep
 # every worker busy, few enough that the chunks waiting in pipes stay a few MiB each.
 _CHUNKS_IN_FLIGHT_PER_WORKER = 2
@@ -386,8 +391,9 @@ def load_trace(
     as ``(path, reason)``. Parsed files are cached in ``cache_dir`` (see :class:`TraceCache`)
     unless ``use_cache=False``. Files are parsed by ``max_workers`` processes (default: one per
     CPU, at most one per file; 1 parses in this process); when there are at least twice as many
-    workers as files, the files are parsed one by one, each file's chunks decoded by all the
-    workers (one big rank on a laptop). ``progress``: None shows a bar only for
+    workers as files (and, unless ``max_workers`` is given, at least ``MIN_CHUNK_POOL_CPUS``
+    CPUs), the files are parsed one by one, each file's chunks decoded by all the workers (one
+    big rank on a laptop). ``progress``: None shows a bar only for
     loads over a second, True always, False never.
     """
     if on_error not in ON_ERROR_CHOICES:
@@ -440,13 +446,22 @@ def load_trace(
         sizes = [f.size for f in files if f.url in {t[0] for t in tasks}]
         small_job = max_workers is None and None not in sizes and sum(sizes) < SMALL_JOB_BYTES
         # memory:// lives in this process only; workers would find it empty.
-        in_process = cpus <= 1 or small_job or any(t[0].startswith("memory://") for t in tasks)
+        # one file's chunks over several cores: asked for, or enough cores to pay off
+        chunks_in_parallel = cpus >= 2 * len(tasks) and (
+            max_workers is not None or cpus >= MIN_CHUNK_POOL_CPUS
+        )
+        in_process = (
+            (workers <= 1 and not chunks_in_parallel)
+            or cpus <= 1
+            or small_job
+            or any(t[0].startswith("memory://") for t in tasks)
+        )
         if not tasks:
             pass
         elif in_process:
             for task in tasks:
                 on_outcome(task, load_file(*task, return_trace=True))
-        elif cpus >= 2 * len(tasks):
+        elif chunks_in_parallel:
             # fewer files than cores: one file at a time, its chunks decoded on every core
             with ChunkPool(cpus, ctx) as chunk_pool:
                 for task in tasks:

@@ -319,10 +319,22 @@ def test_one_big_file_is_decoded_in_chunks_on_every_worker(hta_traces_dir, monke
     path = hta_traces_dir / "df_index_resolver" / "df_index_resolver.json.gz"
     sequential = load_trace(path, use_cache=False, max_workers=1)
     monkeypatch.setattr(loader, "ChunkPool", _CountingChunkPool)
-    chunked = load_trace(path, use_cache=False, max_workers=2)
+    _CountingChunkPool.chunks = _CountingChunkPool.in_pool = 0
+    chunked = load_trace(path, use_cache=False, max_workers=2)  # asked for: used on 2 cores too
     assert _CountingChunkPool.chunks > 4  # 54 MB of JSON in 4 MiB chunks
     assert 0 < _CountingChunkPool.in_pool <= _CountingChunkPool.chunks
     _assert_same_trace(chunked, sequential)
+
+
+@pytest.mark.parametrize(("cpus", "chunked"), [(2, False), (4, True)])
+def test_chunks_on_several_cores_by_default_only_from_four(hta_traces_dir, monkeypatch, cpus, chunked):
+    path = hta_traces_dir / "df_index_resolver" / "df_index_resolver.json.gz"
+    monkeypatch.setattr(loader, "_available_cpus", lambda: cpus)
+    monkeypatch.setattr(loader, "SMALL_JOB_BYTES", 0)  # the 4 MB of gzip would be parsed here
+    monkeypatch.setattr(loader, "ChunkPool", _CountingChunkPool)
+    _CountingChunkPool.chunks = 0
+    load_trace(path, use_cache=False, progress=False)
+    assert (_CountingChunkPool.chunks > 0) == chunked
 
 
 _PARENT = os.getpid()
