@@ -16,6 +16,8 @@ load over both:
   open does; then the same five analyses.
 - ``cached``: the same again in a new process, reading the cache the ``ours`` run just wrote
   (a second open).
+- ``serial`` (one-file datasets only): ``ours`` with ``max_workers=1``, i.e. the file parsed in one
+  process, to compare with the default, which decodes one file's chunks on every core.
 - ``floor``: only read, decompress and JSON-decode each file with this package's own parser
   (``analysis.kineto.parse``'s msgspec decoder), in the same process pool the loader uses; no tables,
   no model, no analysis. The least any loader built on that decoder can take.
@@ -28,17 +30,19 @@ workers), sampled every 50 ms with psutil from this process. That sum is what th
 a sum). A sum of RSS counts shared pages once per process (HTA's forked workers share the
 parent's pages), so the sum of PSS (proportional set size, shared pages divided among sharers)
 is sampled too, as the fairer figure; both are reported. Medians over the runs are shown.
+
+Each record also carries the machine it ran on (``environment.machine_info()``: CPU, usable
+cores, RAM, versions, commit, load), and each invocation first measures the start-up
+(``environment.startup()``: ``trace-analysis --help`` and ``from analysis import TraceAnalysis`` as
+whole processes, with ``-X importtime``). ``report.py`` turns the records into ``RESULTS.md``.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,9 +55,11 @@ REPO = BENCH_DIR.parent
 sys.path[:0] = [str(REPO), str(BENCH_DIR)]
 
 import datasets  # noqa: E402  (needs the path above)
+import environment  # noqa: E402
+import report  # noqa: E402
 
-ANALYSES = ("temporal", "idle", "overlap", "launch", "kernels")
-KINDS = ("hta", "ours", "cached", "floor")
+ANALYSES = report.ANALYSES
+KINDS = ("hta", "ours", "cached", "floor", "serial")
 SAMPLE_S = 0.05  # memory sampling period
 RESULTS_MD = BENCH_DIR / "RESULTS.md"
 RAW_JSON = datasets.DATA_DIR / "results.json"
@@ -110,14 +116,15 @@ def worker_hta(data: Path, cache_dir: Path, timings: dict) -> dict:
     return _check(_five_analyses(ta, ranks, timings))
 
 
-def worker_ours(data: Path, cache_dir: Path, timings: dict) -> dict:
+def worker_ours(data: Path, cache_dir: Path, timings: dict, max_workers: int | None = None) -> dict:
     t = time.perf_counter()
     from analysis.api import TraceAnalysis
 
     timings["import"] = time.perf_counter() - t
     t = time.perf_counter()
     ta = TraceAnalysis(
-        trace_dir=str(data), kernel_patterns="hta", cache_dir=cache_dir, use_cache=True, progress=False
+        trace_dir=str(data), kernel_patterns="hta", cache_dir=cache_dir, use_cache=True, progress=False,
+        max_workers=max_workers,
     )
     timings["load"] = time.perf_counter() - t
     return _check(_five_analyses(ta, "all", timings))
@@ -153,7 +160,14 @@ def worker_floor(data: Path, cache_dir: Path, timings: dict) -> dict:
     return {"events": events}
 
 
-WORKERS = {"hta": worker_hta, "ours": worker_ours, "cached": worker_ours, "floor": worker_floor}
+def worker_serial(data: Path, cache_dir: Path, timings: dict) -> dict:
+    """A first open parsed in one process (``max_workers=1``), into a cache of its own."""
+    with tempfile.TemporaryDirectory(dir=cache_dir.parent) as own_cache:
+        return worker_ours(data, Path(own_cache), timings, max_workers=1)
+
+
+WORKERS = {"hta": worker_hta, "ours": worker_ours, "cached": worker_ours, "floor": worker_floor,
+           "serial": worker_serial}
 
 
 def worker_main(kind: str, data: str, cache_dir: str, out: str) -> None:
@@ -247,17 +261,20 @@ def measure(kind: str, data: Path, cache_dir: Path, log_path: Path, profile: Pat
 
 def run_dataset(ds: datasets.Dataset, runs: int, kinds: list[str], log_path: Path, echo) -> list[dict]:
     data = datasets.ensure(ds, log=echo)
+    machine = environment.machine_info()
     records = []
     for i in range(runs):
         cache_dir = Path(tempfile.mkdtemp(prefix=f"cache-{ds.name}-", dir=datasets.DATA_DIR))
         # ours then cached, always in that order (cached reads ours' cache); HTA before or after
-        order = [k for k in kinds if k != "hta"]
+        # serial (one parsing process) only where it differs from ours: one file, chunks in parallel
+        order = [k for k in kinds if k != "hta" and (k != "serial" or ds.ranks == 1)]
         if "hta" in kinds:
             order = ["hta", *order] if i % 2 == 0 else [*order, "hta"]
         try:
             for kind in order:
                 rec = measure(kind, data, cache_dir, log_path)
-                rec.update(dataset=ds.name, round=i, load_avg=os.getloadavg()[0])
+                rec.update(dataset=ds.name, round=i, load_avg=os.getloadavg()[0], time=time.time(),
+                           machine=machine)
                 records.append(rec)
                 t = rec["timings"]
                 for name, why in rec.get("failed", {}).items():
@@ -268,164 +285,6 @@ def run_dataset(ds: datasets.Dataset, runs: int, kinds: list[str], log_path: Pat
         finally:
             shutil.rmtree(cache_dir, ignore_errors=True)
     return records
-
-
-# ----------------------------------------------------------------------------------- reporting
-
-def _median(records: list[dict], kind: str, key: str) -> float | None:
-    values = [
-        (r["timings"][key] if key in r["timings"] else r.get(key))
-        for r in records
-        if r["kind"] == kind
-    ]
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
-
-
-def _fmt(v: float | None, unit: str = "s") -> str:
-    if v is None:
-        return "–"
-    return f"{v:.0f}" if unit == "MiB" else (f"{v:.3f}" if v < 1 else f"{v:.2f}")
-
-
-def _ratio(a: float | None, b: float | None) -> str:
-    return "–" if a is None or b is None or b == 0 else f"{a / b:.1f}×"
-
-
-def dataset_table(ds: datasets.Dataset, records: list[dict]) -> list[str]:
-    st = datasets.stats(ds.path)
-    runs = max((r["round"] for r in records), default=-1) + 1
-    lines = [
-        f"### {ds.name}: {ds.description}",
-        "",
-        f"{st['files']} files, {st['json_mb']:.0f} MB of JSON ({st['disk_mb']:.0f} MB gzip); "
-        f"median of {runs} runs per column.",
-        "",
-        "| phase | HTA 0.5.0 | ours (first open) | HTA / ours | ours (second open, cache) | HTA / cached |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    rows = [("load", "load"), *[(a, a) for a in ANALYSES], ("five analyses", "analyses"),
-            ("**end-to-end**", "e2e"), ("import (not in end-to-end)", "import"),
-            ("whole process (start to exit)", "process"), ("CPU time, whole process tree", "cpu")]
-    for label, key in rows:
-        h, o, c = (_median(records, k, key) for k in ("hta", "ours", "cached"))
-        lines.append(f"| {label} (s) | {_fmt(h)} | {_fmt(o)} | {_ratio(h, o)} | {_fmt(c)} | {_ratio(h, c)} |")
-    for label, key in (("peak memory, sum of RSS", "peak_rss_mib"), ("peak memory, sum of PSS", "peak_pss_mib")):
-        h, o, c = (_median(records, k, key) for k in ("hta", "ours", "cached"))
-        lines.append(f"| {label} (MiB) | {_fmt(h, 'MiB')} | {_fmt(o, 'MiB')} | {_ratio(h, o)} "
-                     f"| {_fmt(c, 'MiB')} | {_ratio(h, c)} |")
-    floor = _median(records, "floor", "load")
-    ours_e2e, ours_load = _median(records, "ours", "e2e"), _median(records, "ours", "load")
-    if floor is not None:
-        lines += ["", f"Floor (read + decompress + msgspec decode only, same pool): {_fmt(floor)} s; "
-                  f"ours end-to-end / floor = {_ratio(ours_e2e, floor)}, ours load / floor = "
-                  f"{_ratio(ours_load, floor)}; in CPU seconds of the whole process tree, ours / floor = "
-                  f"{_ratio(_median(records, 'ours', 'cpu'), _median(records, 'floor', 'cpu'))}; "
-                  f"floor peak RSS {_fmt(_median(records, 'floor', 'peak_rss_mib'), 'MiB')} MiB."]
-    checks = {r["kind"]: r["check"] for r in records if r["kind"] in ("hta", "ours", "cached")}
-    if "hta" in checks and "ours" in checks:
-        agree = _agree(checks["hta"], checks["ours"]) and _agree(checks["hta"], checks.get("cached", checks["ours"]))
-        lines += ["", "Results agree with HTA (kernel and idle time per rank, launch and idle-row counts): "
-                  + ("yes" if agree else f"**NO** (HTA {checks['hta']} vs ours {checks['ours']})")]
-    failed = {f"{r['kind']}: {name}": why for r in records for name, why in r.get("failed", {}).items()}
-    if failed:
-        lines += ["", "**Failed analyses (left out of the sums above):**", ""]
-        lines += [f"- {k}: `{v}`" for k, v in sorted(failed.items())]
-    loads = [r["load_avg"] for r in records]
-    lines += ["", f"1-minute load average during the runs: {min(loads):.1f}–{max(loads):.1f} (2 cores).", ""]
-    return lines
-
-
-def _agree(a: dict, b: dict) -> bool:
-    if a.keys() != b.keys():
-        return False
-    if any(a[k] != b[k] for k in ("ranks", "launches", "idle_rows") if k in a):
-        return False
-    pairs = zip(a.get("kernel_time_us", []) + a.get("idle_time_us", []),
-                b.get("kernel_time_us", []) + b.get("idle_time_us", []), strict=True)
-    return all(abs(x - y) <= 1e-6 * max(1.0, abs(x)) for x, y in pairs)
-
-
-def targets(records: list[dict]) -> list[str]:
-    """The issue's targets, on dataset (a) and the events sweep."""
-    real = [r for r in records if r["dataset"] == datasets.REAL.name]
-    med = lambda kind, key, rs=real: _median(rs, kind, key)  # noqa: E731
-    lines = ["| target | measured | met |", "|---|---:|:---:|"]
-
-    def row(label, value, ok):
-        lines.append(f"| {label} | {value} | {'yes' if ok else '**no**'} |")
-
-    h_e2e, o_e2e, floor = med("hta", "e2e"), med("ours", "e2e"), med("floor", "load")
-    if h_e2e and o_e2e:
-        row("end-to-end ≥ 15× faster than HTA", f"{h_e2e / o_e2e:.1f}×", h_e2e / o_e2e >= 15)
-    h_cpu, o_cpu = med("hta", "cpu"), med("ours", "cpu")
-    if h_cpu and o_cpu:
-        lines.append(f"| (for reference) CPU seconds of the whole process tree, HTA / ours | "
-                     f"{h_cpu / o_cpu:.1f}× | |")
-    h_mem, o_mem = med("hta", "peak_rss_mib"), med("ours", "peak_rss_mib")
-    if h_mem and o_mem:
-        row("peak memory (sum of RSS) ≤ 0.4× HTA's", f"{o_mem / h_mem:.2f}×", o_mem / h_mem <= 0.4)
-    h_pss, o_pss = med("hta", "peak_pss_mib"), med("ours", "peak_pss_mib")
-    if h_pss and o_pss:
-        row("peak memory (sum of PSS) ≤ 0.4× HTA's", f"{o_pss / h_pss:.2f}×", o_pss / h_pss <= 0.4)
-    if o_e2e and floor:
-        row("end-to-end ≤ 1.5× the floor", f"{o_e2e / floor:.2f}×", o_e2e / floor <= 1.5)
-    h_load, c_load = med("hta", "load"), med("cached", "load")
-    if h_load and c_load:
-        row("second open (cache) ≥ 50× faster than HTA's load", f"{h_load / c_load:.0f}×", h_load / c_load >= 50)
-    for small, big in (("synth-r1-e250k", "synth-r1-e1m"), ("synth-r1-e1m", "synth-r1-e4m")):
-        a = [r for r in records if r["dataset"] == small]
-        b = [r for r in records if r["dataset"] == big]
-        if not a or not b:
-            continue
-        events = datasets.BY_NAME[big].events_per_rank / datasets.BY_NAME[small].events_per_rank
-        for what, key in (("time (end-to-end)", "e2e"), ("memory (sum of RSS)", "peak_rss_mib")):
-            x, y = _median(a, "ours", key), _median(b, "ours", key)
-            if x and y:
-                row(f"{events:.0f}× events ({small} → {big}): {what} ≤ 4.4×", f"{y / x:.2f}×", y / x <= 4.4)
-    return lines
-
-
-def machine() -> list[str]:
-    from importlib.metadata import version
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    pkgs = ["trace-analysis", "holistictraceanalysis", "pandas", "numpy", "pyarrow", "msgspec", "isal"]
-    versions = ", ".join(f"{p} {version(p)}" for p in pkgs)
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                                text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = "unknown"
-    return [
-        f"- Date: {dt.datetime.fromtimestamp(RAW_JSON.stat().st_mtime).strftime('%Y-%m-%d %H:%M')}",
-        f"- Machine: {cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.platform()}",
-        f"- Python {platform.python_version()}; {versions}; repo commit {commit} (plus working tree)",
-    ]
-
-
-def report(records: list[dict], dsets: list[datasets.Dataset]) -> str:
-    loads = [r["load_avg"] for r in records]
-    commands = dict.fromkeys(r.get("command", "") for r in records)
-    lines = ["# Benchmark results", "", *machine(),
-             "- Commands: " + ", ".join(f"`.venv/bin/python benchmarks/run.py{' ' + c if c else ''}`"
-                                        for c in commands),
-             f"- Machine load: 1-minute load average {min(loads):.1f}–{max(loads):.1f} on 2 cores during "
-             "the runs (other jobs shared the machine: wall times are inflated, CPU seconds much less so)",
-             "",
-             "## Targets (dataset real-8 unless stated)", "", *targets(records), "",
-             "## Per dataset", ""]
-    for ds in dsets:
-        rs = [r for r in records if r["dataset"] == ds.name]
-        if rs:
-            lines += dataset_table(ds, rs)
-    return "\n".join(lines) + "\n"
 
 
 # -------------------------------------------------------------------------------------- main
@@ -442,6 +301,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--write-results", action="store_true", help=f"write the tables to {RESULTS_MD}")
     p.add_argument("--profile", metavar="DATASET",
                    help="instead: py-spy our first-open end-to-end on DATASET (raw stacks in .data/)")
+    p.add_argument("--no-startup", action="store_true", help="skip the start-up measurement")
     p.add_argument("--from-json", action="store_true",
                    help=f"no runs: rebuild the report from the last run's {RAW_JSON.name}")
     args = p.parse_args(argv)
@@ -467,15 +327,22 @@ def main(argv: list[str] | None = None) -> None:
         dsets = datasets.selected(args.full, args.datasets)
         kinds = [k for k in KINDS if not (args.no_hta and k == "hta")]
         command = " ".join(sys.argv[1:])
-        kept = [r for r in saved if r["dataset"] not in {d.name for d in dsets}]
+        replaced = {d.name for d in dsets} | (set() if args.no_startup else {report.STARTUP})
+        kept = [r for r in saved if r["dataset"] not in replaced]
         fresh = []
+        if not args.no_startup:
+            runs = environment.STARTUP_RUNS
+            fresh.append({"dataset": report.STARTUP, "kind": report.STARTUP, "runs": runs,
+                          "startup": environment.startup(runs), "machine": environment.machine_info(),
+                          "time": time.time(), "command": command})
+            echo("  start-up: " + ", ".join(f"{k} {v['process_s']:.2f} s" for k, v in fresh[-1]["startup"].items()))
         for ds in dsets:
             for rec in run_dataset(ds, args.runs, kinds, log_path, echo):
                 fresh.append({**rec, "command": command})
             RAW_JSON.write_text(json.dumps(kept + fresh, indent=1))
         saved = kept + fresh
     present = {r["dataset"] for r in saved}
-    text = report(saved, [d for d in datasets.ALL if d.name in present])
+    text = report.report(saved, [d for d in datasets.ALL if d.name in present])
     print("\n" + text)
     if args.write_results:
         # the hand-written analysis below NOTES_HEADING survives a rewrite of the tables

@@ -1,25 +1,29 @@
 """Loading a set of trace files into a :class:`~analysis.kineto.model.Trace`, in parallel, through the cache.
 
 ``load_trace`` finds the files (:mod:`analysis.kineto.sources`), takes what it can from the cache
-(:mod:`analysis.kineto.cache`), parses the rest in a process pool -- one file per task; each worker reads
-the bytes through fsspec, parses them, writes the cache entry and returns only the entry's key, so
-big tables cross the process boundary as a memory-mapped Arrow file instead of a pickle -- and then
-gives every file its rank.
+(:mod:`analysis.kineto.cache`), parses the rest in this process and a process pool -- one file per
+task; each worker reads the bytes, parses them, writes the cache entry and returns only the entry's
+key, so big tables cross the process boundary as a memory-mapped Arrow file instead of a pickle --
+and then gives every file its rank. With fewer files than cores, the files are parsed here one
+after another instead, each file's chunks of events decoded on every core (``ChunkPool``).
 
-The pool uses the "forkserver" start method where there is one, else "spawn"; never "fork", which
-can deadlock on the threads that gcsfs and fsspec run. As with any such pool, a *script* that
-calls ``load_trace`` at import time must guard it with ``if __name__ == "__main__":``.
+The pool forks when every file is local and no other thread runs; else it uses "forkserver" where
+there is one, else "spawn" (a fork can deadlock on the threads that gcsfs and fsspec run). As with
+any such pool, a *script* that calls ``load_trace`` at import time must guard it with
+``if __name__ == "__main__":``.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import multiprocessing
 import os
 import threading
 import traceback
 import warnings
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
@@ -52,7 +56,24 @@ ON_ERROR_CHOICES = arguments.ON_ERROR_CHOICES
 SMALL_JOB_BYTES = 8 * 2**20
 # Progress appears only for loads slower than this (seconds), so quick loads print nothing.
 # Imported once by the forkserver, so every worker starts with them already loaded.
-_WORKER_PRELOAD = ["analysis.kineto.parse", "analysis.kineto.cache", "analysis.kineto.sources"]
+_WORKER_PRELOAD = [
+    "analysis.kineto.parse",
+    "analysis.kineto.columns",
+    "analysis.kineto.cache",
+    "analysis.kineto.sources",
+]
+# One file's chunks are decoded on several cores by default only from this many: on 2 cores the
+# main process's serial part (decompressing, the top-level pass, joining) and the chunks' trip
+# through pipes leave little to gain, and on a busy 2-core machine it measured slower (a 1 M-event
+# file: 4.1 s against 3.2 s in one process, load average 2-3). ``max_workers=`` asks for it anyway.
+MIN_CHUNK_POOL_CPUS = 4
+# Chunks in flight per worker when one file's chunks are decoded in parallel: enough to keep
+# every worker busy, few enough that the chunks waiting in pipes stay a few MiB each.
+_CHUNKS_IN_FLIGHT_PER_WORKER = 2
+# Chunks a ChunkPool worker decodes for each one this process decodes: this process also has the
+# serial part of a parse (decompressing, the top-level pass, joining the tables). Measured with
+# 2 cores on a 1 M-event file: this process 1.6-2.0 CPU-s against its worker's 0.5-1.2 at 1:1.
+_LOCAL_SHARE = 2
 
 
 class WorkerTraceback(Exception):
@@ -69,9 +90,11 @@ def load_file(
     cache_dir: str | None,
     key: str | None,
     return_trace: bool,
+    map_chunks=None,
 ) -> tuple:
     """Read, parse and cache one file. Returns ``("trace", RankTrace, notes)``,
     ``("cached", key, notes)`` or ``("error", error class, path, reason, traceback text)``.
+    ``map_chunks``: how the parser decodes the file's chunks (default: here, one after another).
 
     Errors are returned, not raised: the project's exceptions take (path, reason) and would not
     survive pickling back to the parent as they are.
@@ -82,7 +105,7 @@ def load_file(
             parse_trace_bytes,  # here, so sources-only callers never import it
         )
 
-        trace = parse_trace_bytes(data, url)
+        trace = parse_trace_bytes(data, url, map_chunks=map_chunks)
     except InputFileError as exc:
         return ("error", type(exc), exc.path, exc.reason, None)
     except MemoryError:
@@ -161,17 +184,39 @@ def _is_local(url: str) -> bool:
 
 
 def _run_pool(tasks: list[tuple], workers: int, on_outcome, ctx) -> None:
-    """Run ``load_file`` over ``tasks``; a dead worker fails its own file only, never hangs."""
+    """Run ``load_file`` over ``tasks`` on ``workers`` processes: this one and ``workers - 1`` in
+    a pool. Parsing here too saves a process (its ~100 MiB of imports) at the same parallelism.
+    A dead pool worker fails its own file only, never hangs."""
     pool_args = {"mp_context": ctx, "initializer": _use_environment, "initargs": (dict(os.environ),)}
     broken: list[tuple] = []
-    pool = ProcessPoolExecutor(max_workers=workers, **pool_args)
+    queue = collections.deque(tasks)
+    helpers = workers - 1
+    in_flight: dict = {}
+    pool = ProcessPoolExecutor(max_workers=helpers, **pool_args)
     try:
-        futures = {pool.submit(load_file, *task): task for task in tasks}
-        for future in as_completed(futures):
-            try:
-                on_outcome(futures[future], future.result())
-            except BrokenProcessPool:
-                broken.append(futures[future])
+        while queue or in_flight:
+            # a file for each idle pool worker, leaving one for this process
+            while len(queue) > 1 and len(in_flight) < helpers and not broken:
+                task = queue.popleft()
+                try:
+                    in_flight[pool.submit(load_file, *task)] = task
+                except BrokenProcessPool:
+                    broken.append(task)
+            if broken:  # after a crash, every file left is isolated below
+                broken += queue
+                queue.clear()
+            if queue:
+                task = queue.pop()  # from the end: the pool takes the front
+                on_outcome(task, load_file(*task[:4], return_trace=True))
+                done = [f for f in in_flight if f.done()]
+            else:
+                done = wait(in_flight, return_when=FIRST_COMPLETED).done if in_flight else []
+            for future in done:
+                task = in_flight.pop(future)
+                try:
+                    on_outcome(task, future.result())
+                except BrokenProcessPool:
+                    broken.append(task)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     # A broken pool fails every unfinished task; rerun those one per fresh single-worker pool to
@@ -185,6 +230,77 @@ def _run_pool(tasks: list[tuple], workers: int, on_outcome, ctx) -> None:
             except BrokenProcessPool:
                 outcome = _worker_died(task[0])
         on_outcome(task, outcome)
+
+
+class ChunkPool:
+    """Decodes the chunks of one file at a time in this process and ``workers - 1`` others
+    (``parse``'s ``map_chunks``).
+
+    Used when there are fewer files than cores: the files are then read and parsed one after
+    another in this process, and each file's chunks spread over every core. This process decodes
+    a chunk whenever the pool has enough queued, so it is not idle and a process is saved. A
+    worker that dies does not lose the file: its chunks are decoded here instead.
+    """
+
+    def __init__(self, workers: int, ctx):
+        self.helpers = max(1, workers - 1)
+        self._pool = ProcessPoolExecutor(max_workers=self.helpers, mp_context=ctx)
+        self._broken = False
+        # Start the workers now, while this process is small: a worker forked later would count
+        # the file being parsed here in its resident memory too.
+        self._submit(int, b"0")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __call__(self, fn, pieces):
+        """``fn`` over ``pieces``, results in order."""
+        queued = self.helpers * _CHUNKS_IN_FLIGHT_PER_WORKER
+        pending: collections.deque = collections.deque()  # [piece, future, result]
+        submitted = local = 0
+        try:
+            for piece in pieces:
+                busy = sum(1 for _, future, _ in pending if future is not None and not future.done())
+                # This process also cuts, sends and joins the chunks: it decodes at most one
+                # chunk for every _LOCAL_SHARE chunks sent to each worker, else waits its turn.
+                while busy >= queued and local * _LOCAL_SHARE * self.helpers >= submitted and pending:
+                    yield self._result(fn, *pending.popleft())
+                    busy = sum(1 for _, f, _ in pending if f is not None and not f.done())
+                if busy < queued and not self._broken:
+                    pending.append([piece, self._submit(fn, piece), None])
+                    submitted += 1
+                else:
+                    pending.append([None, None, fn(piece)])  # the pool has enough: decode here
+                    local += 1
+                while pending and (pending[0][1] is None or pending[0][1].done()):
+                    yield self._result(fn, *pending.popleft())
+            while pending:
+                yield self._result(fn, *pending.popleft())
+        finally:
+            for _, future, _ in pending:
+                if future is not None:
+                    future.cancel()
+
+    def _submit(self, fn, piece):
+        if self._broken:
+            return None
+        try:
+            return self._pool.submit(fn, piece)
+        except BrokenProcessPool:
+            self._broken = True
+            return None
+
+    def _result(self, fn, piece, future, result):
+        if future is not None:
+            try:
+                return future.result()
+            except BrokenProcessPool:
+                self._broken = True
+            return fn(piece)
+        return result if piece is None else fn(piece)
 
 
 def assign_ranks(loaded: list[tuple[TraceFile, RankTrace]]) -> dict[int, RankTrace]:
@@ -292,7 +408,10 @@ def load_trace(
     ``on_error="skip"`` keeps every good rank, warns once and lists the rest in ``Trace.skipped``
     as ``(path, reason)``. Parsed files are cached in ``cache_dir`` (see :class:`TraceCache`)
     unless ``use_cache=False``. Files are parsed by ``max_workers`` processes (default: one per
-    CPU, at most one per file; 1 parses in this process). ``progress``: None shows a bar only for
+    CPU, at most one per file; 1 parses in this process); when there are at least twice as many
+    workers as files (and, unless ``max_workers`` is given, at least ``MIN_CHUNK_POOL_CPUS``
+    CPUs), the files are parsed one by one, each file's chunks decoded by all the workers (one
+    big rank on a laptop). ``progress``: None shows a bar only for
     loads over a second, True always, False never.
     """
     arguments.load_options(
@@ -312,7 +431,17 @@ def load_trace(
 
     # chosen before the progress bar starts, whose monitor thread would rule out fork
     ctx = _pool_context([f.url for f in files])
-    with progress_bar(len(files), progress) as bar:
+    # cache hits first: a second open starts no progress bar (tqdm's import alone is ~0.05 s)
+    tasks = []
+    for file in files:
+        key = cache_key(file.url, file.size, file.version) if cache and file.version else None
+        cached = cache.get(key) if key is not None else None
+        if cached is not None:
+            traces[file.url] = cached
+        else:
+            tasks.append((file.url, storage_options, cache_dir_str, key))
+
+    with progress_bar(len(tasks), progress) if tasks else contextlib.nullcontext() as bar:
 
         def on_outcome(task: tuple, outcome: tuple) -> None:
             url = task[0]
@@ -332,24 +461,31 @@ def load_trace(
             if bar is not None:
                 bar.update(1)
 
-        tasks = []
-        for file in files:
-            key = cache_key(file.url, file.size, file.version) if cache and file.version else None
-            cached = cache.get(key) if key is not None else None
-            if cached is not None:
-                traces[file.url] = cached
-                if bar is not None:
-                    bar.update(1)
-            else:
-                tasks.append((file.url, storage_options, cache_dir_str, key))
-
-        workers = min(max_workers or _available_cpus(), len(tasks))
+        cpus = max_workers or _available_cpus()
+        workers = min(cpus, len(tasks))
         sizes = [f.size for f in files if f.url in {t[0] for t in tasks}]
         small_job = max_workers is None and None not in sizes and sum(sizes) < SMALL_JOB_BYTES
         # memory:// lives in this process only; workers would find it empty.
-        if workers <= 1 or small_job or any(task[0].startswith("memory://") for task in tasks):
+        # one file's chunks over several cores: asked for, or enough cores to pay off
+        chunks_in_parallel = cpus >= 2 * len(tasks) and (
+            max_workers is not None or cpus >= MIN_CHUNK_POOL_CPUS
+        )
+        in_process = (
+            (workers <= 1 and not chunks_in_parallel)
+            or cpus <= 1
+            or small_job
+            or any(t[0].startswith("memory://") for t in tasks)
+        )
+        if not tasks:
+            pass
+        elif in_process:
             for task in tasks:
                 on_outcome(task, load_file(*task, return_trace=True))
+        elif chunks_in_parallel:
+            # fewer files than cores: one file at a time, its chunks decoded on every core
+            with ChunkPool(cpus, ctx) as chunk_pool:
+                for task in tasks:
+                    on_outcome(task, load_file(*task, return_trace=True, map_chunks=chunk_pool))
         else:
             _run_pool([(*task, False) for task in tasks], workers, on_outcome, ctx)
 

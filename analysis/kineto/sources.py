@@ -1,7 +1,8 @@
 """Finding trace files: a local directory, a ``gs://`` prefix or any fsspec URL, a list, a mapping.
 
-Everything here goes through fsspec (``fsspec.core.url_to_fs(url, **storage_options)``), so the
-same code lists a local folder, a GCS prefix or ``memory://`` in tests. Only file *names and
+URLs go through fsspec (``fsspec.core.url_to_fs(url, **storage_options)``), so the same code
+lists a GCS prefix or ``memory://`` in tests; plain local paths take a few ``os`` calls that give
+the same names, sizes and versions without importing fsspec. Only file *names and
 fingerprints* are gathered here; reading and parsing happen in :mod:`analysis.kineto.loader`.
 """
 
@@ -17,9 +18,6 @@ import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from fsspec.core import url_to_fs
-from fsspec.implementations.local import LocalFileSystem
 
 from analysis.errors import (
     ConfigError,
@@ -196,7 +194,7 @@ def _quiet_remote():
 
 def _metadata_call(fs, method: str, url: str, path: str, **kwargs):
     """``fs.<method>(path)``, bounded in time for remote (async) filesystems, quietly."""
-    if isinstance(fs, LocalFileSystem) or not getattr(fs, "async_impl", False):
+    if _is_local(fs) or not getattr(fs, "async_impl", False):
         return getattr(fs, method)(path, **kwargs)
     import asyncio
 
@@ -266,18 +264,73 @@ def as_load_error(url: str, exc: BaseException, action: str, trace: bool = True)
     return cls(url, f"cannot {action}: {type(exc).__name__}: {exc}")
 
 
+class _LocalFiles:
+    """Plain local paths without fsspec (whose import costs ~0.1-0.2 s of every start-up):
+    the few calls used here, with fsspec ``LocalFileSystem``'s names, types, sizes and mtimes, so
+    that file names and cache keys are the same either way."""
+
+    @staticmethod
+    def name(path: str) -> str:
+        # fsspec's make_path_posix + _strip_protocol on POSIX: absolute, no trailing slash
+        if path.startswith("~"):
+            path = os.path.expanduser(path)
+        elif not path.startswith("/"):
+            path = path[2:] if path.startswith("./") else ("" if path == "." else path)
+            path = f"{os.getcwd()}/{path}"
+        return path.rstrip("/") or "/"
+
+    def info(self, path: str) -> dict[str, Any]:
+        st = os.stat(path, follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            st = os.stat(path)
+        kind = "directory" if stat.S_ISDIR(st.st_mode) else "file" if stat.S_ISREG(st.st_mode) else "other"
+        return {"name": self.name(path), "size": st.st_size, "type": kind, "mtime": st.st_mtime}
+
+    def ls(self, path: str, detail: bool = True) -> list[dict[str, Any]]:
+        # as fsspec lists: entries typed without following links (a link is "other")
+        infos = []
+        with os.scandir(path) as entries:
+            for entry in entries:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                    kind = (
+                        "directory"
+                        if entry.is_dir(follow_symlinks=False)
+                        else "file" if entry.is_file(follow_symlinks=False) else "other"
+                    )
+                except FileNotFoundError:  # removed meanwhile
+                    continue
+                infos.append(
+                    {"name": self.name(entry.path), "size": st.st_size, "type": kind,
+                     "mtime": st.st_mtime}
+                )
+        return infos
+
+    def cat_file(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+
 def _filesystem(url: str, storage_options: Mapping[str, Any] | None):
+    if os.sep == "/" and ":" not in url and not storage_options:
+        return _LocalFiles(), _LocalFiles.name(url)
+    from fsspec.core import url_to_fs  # only for URLs: its import is a tenth of a second
+
     try:
         return url_to_fs(url, **dict(storage_options or {}))
     except (ValueError, ImportError) as exc:  # unknown protocol, missing gcsfs/s3fs, bad options
         raise TraceLoadError(url, f"cannot open this URL with fsspec: {exc}") from exc
 
 
+def _is_local(fs) -> bool:
+    """A local file system: ours (plain paths) or fsspec's (``file://`` URLs), without importing
+    fsspec for the question."""
+    return isinstance(fs, _LocalFiles) or type(fs).__module__ == "fsspec.implementations.local"
+
+
 def display_url(fs, path: str, given: str) -> str:
     """Local files are reported as plain absolute paths, remote ones as the URL the user gave."""
-    if isinstance(fs, LocalFileSystem):
-        return path
-    return given
+    return path if _is_local(fs) else given
 
 
 def _list_directory(url: str, fs, path: str) -> list[TraceFile]:
@@ -360,7 +413,7 @@ def _check_regular(url: str, info: Mapping[str, Any], fs=None, path: str = "") -
     if info.get("type") in ("file", None):
         return
     kind = f"a {info.get('type')}"
-    if isinstance(fs, LocalFileSystem):
+    if _is_local(fs):
         with contextlib.suppress(OSError):
             kind = f"a {_file_kind(os.stat(path).st_mode)}"
     raise NotARegularFileError(url, f"not a regular file but {kind}; only regular files are read")
@@ -432,7 +485,7 @@ def read_input_bytes(
     """
     cap = read_limit(limit)
     fs, path = _filesystem(url, storage_options)
-    if isinstance(fs, LocalFileSystem):
+    if _is_local(fs):
         return _read_local(url, path, cap, sniff, trace)
     try:
         info = _metadata_call(fs, "info", url, path)

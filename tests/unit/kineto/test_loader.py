@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import multiprocessing
 import os
 import shutil
 from pathlib import Path
@@ -21,6 +22,7 @@ from analysis.errors import (
     TraceNotFoundError,
     TracePermissionError,
 )
+from analysis.kineto import loader
 from analysis.kineto.loader import TraceLoadWarning, load_trace
 
 TABLES = ("events", "flows", "collectives")
@@ -245,13 +247,28 @@ class _KillsTheWorker:
 
 
 def test_a_dying_worker_fails_its_file_instead_of_hanging(two_ranks):
-    # storage_options travel to every worker; this one kills whichever unpickles it.
-    with pytest.raises(MultipleLoadErrors, match="worker process") as info:
+    # storage_options travel to every worker; this one kills whichever unpickles it. This
+    # process parses one of the files itself (it unpickles nothing); the other fails.
+    with pytest.raises(TraceLoadError, match="worker process") as info:
         load_trace(two_ranks, storage_options={"x": _KillsTheWorker()}, use_cache=False,
-                   max_workers=2)
-    assert sorted(Path(e.path).name for e in info.value.errors) == [
-        "sampled_rank-0.json.gz", "sampled_rank-1.json.gz"]
-    assert all(type(e) is TraceLoadError for e in info.value.errors)
+                   max_workers=2, on_error="raise")
+    assert type(info.value) is TraceLoadError
+    assert Path(info.value.path).name == "sampled_rank-0.json.gz"  # the pool takes the first
+    with pytest.warns(TraceLoadWarning, match="sampled_rank-0.json.gz: the worker process"):
+        trace = load_trace(two_ranks, storage_options={"x": _KillsTheWorker()}, use_cache=False,
+                           max_workers=2, on_error="skip")
+    assert trace.rank_list() == [1]
+
+
+def test_this_process_parses_files_beside_the_pool_and_survives_its_crash(tmp_path):
+    for rank in range(5):
+        _write(tmp_path / f"rank{rank}.json", _kineto(rank))
+    with pytest.warns(TraceLoadWarning, match="worker process parsing this file died") as caught:
+        trace = load_trace(tmp_path, storage_options={"x": _KillsTheWorker()}, use_cache=False,
+                           max_workers=2, on_error="skip")
+    failed = [line for w in caught for line in str(w.message).splitlines() if "died" in line]
+    assert 1 <= len(trace) <= 4 and len(trace) + len(failed) == 5
+    assert trace.skipped and all("worker process" in reason for _, reason in trace.skipped)
 
 
 def test_parallel_load_equals_sequential_load(two_ranks):
@@ -279,3 +296,56 @@ def test_denied_access_maps_to_permission_error(exc):
     error = as_load_error("gs://bucket/run", exc, "list this directory")
     assert isinstance(error, TracePermissionError)
     assert error.path == "gs://bucket/run"
+
+
+class _CountingChunkPool(loader.ChunkPool):
+    chunks = 0
+    in_pool = 0
+
+    def __call__(self, fn, pieces):
+        def counted(pieces):
+            for piece in pieces:
+                _CountingChunkPool.chunks += 1
+                yield piece
+
+        return super().__call__(fn, counted(pieces))
+
+    def _submit(self, fn, piece):
+        _CountingChunkPool.in_pool += fn is not int  # not the warm-up task
+        return super()._submit(fn, piece)
+
+
+def test_one_big_file_is_decoded_in_chunks_on_every_worker(hta_traces_dir, monkeypatch):
+    path = hta_traces_dir / "df_index_resolver" / "df_index_resolver.json.gz"
+    sequential = load_trace(path, use_cache=False, max_workers=1)
+    monkeypatch.setattr(loader, "ChunkPool", _CountingChunkPool)
+    _CountingChunkPool.chunks = _CountingChunkPool.in_pool = 0
+    chunked = load_trace(path, use_cache=False, max_workers=2)  # asked for: used on 2 cores too
+    assert _CountingChunkPool.chunks > 4  # 54 MB of JSON in 4 MiB chunks
+    assert 0 < _CountingChunkPool.in_pool <= _CountingChunkPool.chunks
+    _assert_same_trace(chunked, sequential)
+
+
+@pytest.mark.parametrize(("cpus", "chunked"), [(2, False), (4, True)])
+def test_chunks_on_several_cores_by_default_only_from_four(hta_traces_dir, monkeypatch, cpus, chunked):
+    path = hta_traces_dir / "df_index_resolver" / "df_index_resolver.json.gz"
+    monkeypatch.setattr(loader, "_available_cpus", lambda: cpus)
+    monkeypatch.setattr(loader, "SMALL_JOB_BYTES", 0)  # the 4 MB of gzip would be parsed here
+    monkeypatch.setattr(loader, "ChunkPool", _CountingChunkPool)
+    _CountingChunkPool.chunks = 0
+    load_trace(path, use_cache=False, progress=False)
+    assert (_CountingChunkPool.chunks > 0) == chunked
+
+
+_PARENT = os.getpid()
+
+
+def _double_unless_in_a_worker(x: int) -> int:
+    if os.getpid() != _PARENT:
+        os._exit(3)  # a worker dies, as one killed for lack of memory would
+    return 2 * x
+
+
+def test_chunks_of_a_dead_chunk_worker_are_decoded_here():
+    with loader.ChunkPool(2, multiprocessing.get_context("fork")) as pool:
+        assert list(pool(_double_unless_in_a_worker, range(10))) == [2 * x for x in range(10)]
