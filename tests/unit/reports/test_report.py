@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from analysis.api import TraceAnalysis
-from analysis.errors import BrowserNotFoundError, ConfigError, ExportError, UnknownRankError
+from analysis.errors import BrowserNotFoundError, ConfigError, UnknownRankError
 from analysis.reports import write_report
 from analysis.testing.synthetic import SynthConfig, write_traces
 
@@ -186,8 +186,8 @@ def test_bad_ranks_raise_the_projects_errors(sample_ta, tmp_path, ranks, error):
         write_report(sample_ta, tmp_path, formats=("html",), ranks=ranks, progress=False)
 
 
-def test_unknown_format_is_an_export_error(sample_ta, tmp_path):
-    with pytest.raises(ExportError, match="xml"):
+def test_unknown_format_is_a_config_error(sample_ta, tmp_path):
+    with pytest.raises(ConfigError, match="unknown format.*xml"):
         write_report(sample_ta, tmp_path, formats=("svg", "xml"), progress=False)
 
 
