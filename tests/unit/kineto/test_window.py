@@ -182,3 +182,43 @@ def test_gpu_side_step_copies_are_not_step_boundaries(tmp_path):
         # the step table and the metadata list each step once
         assert copies.get_trace_metadata()["steps"].iloc[0] == clean.get_trace_metadata()["steps"].iloc[0]
         assert copies.get_profiler_step_table()["step"].is_unique
+
+
+def test_amd_trace_lists_each_step_once_everywhere(hta_traces_dir):
+    """amd_trace has GPU-side copies of its step annotations: the metadata, the step table and
+    HTA's step list read the one definition of a step (the metadata used to say "1, 1, 2")."""
+    import warnings
+
+    from analysis import TraceAnalysis
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ta = TraceAnalysis(str(hta_traces_dir / "amd_trace"), use_cache=False, progress=False)
+    table = ta.get_profiler_step_table()
+    assert table["step"].tolist() == sorted(set(table["step"]))
+    assert ta.get_trace_metadata()["steps"].iloc[0] == ", ".join(map(str, table["step"]))
+    assert ta.get_profiler_steps() == table["step"].tolist()[:-1]  # the last step is dropped
+
+
+def test_kernels_outside_the_window_are_named_as_such():
+    """A rank whose kernels exist but none of whose launches fall in the analysed steps: the
+    error says so, instead of calling it a CPU-only trace."""
+    from trace_helpers import analyse, rank_trace
+
+    from analysis.errors import NoGPUEventsError
+
+    us = 1000
+    rt = rank_trace([
+        ("ProfilerStep#1", "user_annotation", 0, 100 * us, -1, -1),
+        ("ProfilerStep#2", "user_annotation", 100 * us, 100 * us, -1, -1),
+        ("ProfilerStep#3", "user_annotation", 200 * us, 10 * us, -1, -1),
+        ("cudaLaunchKernel", "cuda_runtime", 205 * us, 2 * us, -1, 7),  # in the last step only
+        ("gemm", "kernel", 208 * us, 5 * us, 7, 7),
+    ])
+    ta = analyse(rt, gpu_events="launched")
+    with pytest.raises(NoGPUEventsError, match=r"the traces have GPU events \(rank 0: 1\) but none "
+                                               r"inside the analysed window"):
+        ta.get_idle_time_breakdown(visualize=False)
+    # with the last step, the kernel is analysed
+    assert len(analyse(rt, gpu_events="launched", include_last=True)
+               .get_idle_time_breakdown(visualize=False)[0])
