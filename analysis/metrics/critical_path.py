@@ -47,6 +47,7 @@ from analysis.metrics.critical_path_graph import (
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.longest_path import longest_path
 from analysis.metrics.timebase import Rounding
+from analysis.metrics.trace_diff_hta import shorten_name  # HTA's short kernel names
 
 BOUND_BY = (
     "cpu_bound",
@@ -171,24 +172,6 @@ def _labels(events: pd.DataFrame, positions: np.ndarray) -> pd.array:
     return out
 
 
-_SHORTEN_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
-
-
-def shorten_name(name: str) -> str:
-    """HTA's short name: template and call arguments removed, the last word kept."""
-    if _SHORTEN_MEMORY.match(name) or ("<" not in name and "(" not in name):
-        return name
-    stack: list[str] = []
-    for c in name.replace("->", ""):
-        if c in ">)":
-            opener = "<" if c == ">" else "("
-            while stack and stack[-1] != opener:
-                stack.pop()
-            if stack:
-                stack.pop()
-        else:
-            stack.append(c)
-    return "".join(stack).split(" ")[-1]
 
 
 # --- windows ------------------------------------------------------------------------------------
