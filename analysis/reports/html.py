@@ -31,8 +31,10 @@ h1 { margin-bottom: 4px; } h2 { margin-top: 40px; border-bottom: 1px solid #ddd;
 .card { border: 1px solid #ddd; border-radius: 6px; padding: 10px 16px; min-width: 140px; }
 .card .value { font-size: 1.5em; font-weight: 600; } .card .label { color: #555; font-size: .85em; }
 .how { color: #444; max-width: 950px; } .error { color: #a00; font-weight: 600; }
-table.dataframe { border-collapse: collapse; font-size: .85em; margin: 8px 0; }
-table.dataframe th, table.dataframe td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
+table.dataframe { border-collapse: collapse; font-size: .85em; margin: 8px 0; display: block;
+                  max-width: 100%; overflow-x: auto; }
+table.dataframe th, table.dataframe td { border: 1px solid #ddd; padding: 3px 8px; text-align: right;
+                                         max-width: 36em; overflow-wrap: break-word; }
 table.dataframe th { background: #f4f4f4; }
 details { margin: 8px 0 16px; } summary { cursor: pointer; color: #0072B2; }
 nav a { margin-right: 14px; } .note { color: #666; font-size: .85em; }
