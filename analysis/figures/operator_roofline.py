@@ -89,7 +89,7 @@ def _add_roofs(fig: go.Figure, gpu: GpuSpec, ops: pd.DataFrame) -> None:
         peak = gpu.peak_tflops(precision)
         if not np.isfinite(peak) or not np.isfinite(bw):
             continue
-        ridge = peak / bw
+        ridge = gpu.ridge_flops_per_byte(precision)
         hi = max(ops["flops_per_byte"].max(), ridge) * 4
         fig.add_trace(
             go.Scatter(
