@@ -304,15 +304,9 @@ class TraceAnalysis:
 
     def summary(self, ranks: RankSpec = "all") -> Any:
         """The headline numbers per rank: every analysis's headline columns, merged on ``rank``."""
-        names = [n for n, s in registry.analyses().items() if s.headline is not None]
-        results = self.run_many({n: {} for n in names}, ranks, errors="return")
-        table = None
-        for name in names:
-            if isinstance(results[name], Exception):
-                continue
-            part = registry.get(name).headline(results[name])
-            table = part if table is None else table.merge(part, on="rank", how="left")
-        return table.round(2)
+        names = registry.headline_names()
+        return registry.headline_table(self.run_many(dict.fromkeys(names, {}), ranks,
+                                                     errors="return"))
 
     def export_merged_trace(
         self,

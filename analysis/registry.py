@@ -154,6 +154,25 @@ def get(name: str) -> Analysis:
         raise ConfigError(f"unknown analysis {name!r}; choose from {sorted(analyses())}") from None
 
 
+def headline_names() -> list[str]:
+    """The analyses that contribute columns to the headline table (``Analysis.headline``)."""
+    return [n for n, s in analyses().items() if s.headline is not None]
+
+
+def headline_table(results: Mapping[str, Any]):
+    """The headline numbers per rank from analyses' ``results`` (name → result, or the error it
+    raised, which contributes nothing): every headline part merged on ``rank``, rounded to 2
+    decimals; None when no analysis gave one."""
+    table = None
+    for name in headline_names():
+        result = results.get(name)
+        if result is None or isinstance(result, Exception):
+            continue
+        part = get(name).headline(result)
+        table = part if table is None else table.merge(part, on="rank", how="left")
+    return None if table is None else table.round(2)
+
+
 def section_names() -> list[str]:
     """The analyses that are report sections, in report order (what ``--analyses`` accepts)."""
     return [n for n, s in analyses().items() if s.placement == "section"]

@@ -129,21 +129,16 @@ def build_report(
             progress.set_postfix_str(catalogue[name].title or name)
             progress.update(1)
 
-    headline, key_numbers = None, [("ranks", str(len(chosen)))]
+    key_numbers = [("ranks", str(len(chosen)))]
     for name, spec in catalogue.items():
         result = results.get(name)
-        if result is None or isinstance(result, Exception):
-            continue
-        if spec.headline is not None:
-            part = spec.headline(result)
-            headline = part if headline is None else headline.merge(part, on="rank", how="left")
-        if spec.key_numbers is not None:
+        if spec.key_numbers is not None and not (result is None or isinstance(result, Exception)):
             key_numbers += spec.key_numbers(result)
     return ReportContent(
         source=str(ta.engine.source),
         ranks=chosen,
         kernel_patterns=getattr(ta.patterns, "name", str(ta.patterns)),
-        headline=None if headline is None else headline.round(2),
+        headline=registry.headline_table(results),
         key_numbers=key_numbers,
         context=context,
         lead=lead,
