@@ -161,6 +161,24 @@ class MissingExtraError(TraceAnalysisError, KeyError):
         return (type(self), (self.name, self.rank, self.source))
 
 
+class NoMemoryProfileError(TraceAnalysisError):
+    """No rank analysed has ``[memory]`` events (the trace was recorded without memory profiling)."""
+
+    def __init__(self, ranks, sources):
+        self.ranks, self.sources = list(ranks), list(sources)
+        where = self.sources[0] if self.sources else "?"
+        if len(self.sources) > 1:
+            where += f" and {len(self.sources) - 1} more"
+        super().__init__(
+            f"rank(s) {self.ranks} ({where}): the trace has no [memory] events, so there is no "
+            "memory view; record it with torch.profiler.profile(profile_memory=True) (with "
+            "record_shapes=True and with_stack=True to see which operators allocate)"
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.ranks, self.sources))
+
+
 class NoShapesError(TraceAnalysisError):
     """No operator of the ranks analysed has recorded shapes (``record_shapes=False``)."""
 
