@@ -118,6 +118,19 @@ def differences(snap: dict, trace_path: str) -> dict[str, float]:
         out["operator_memory_rows"] = abs(len(view.operators) - theirs_n)
         n_events = sum(snap["memory_events"]["n_rows"].values())
         out["memory_event_rows"] = abs(len(view.events) - n_events)
-        n_curve = sum(snap["memory_curve"]["n_rows"].values())
-        out["memory_timeline_rows"] = abs(len(view.timeline) - n_curve)
+        start = snap["profiler_start_ts"]
+        worst_t, mismatched = 0.0, 0
+        for dev, rows in snap["memory_events"]["rows"].items():
+            mine = view.events[view.events["device"] == dev].head(len(rows))
+            for ours, theirs in zip(mine.itertuples(index=False), rows, strict=True):
+                mismatched += (ours.operator != theirs[0]) or (ours.bytes != theirs[1])
+                for value, ref in ((ours.allocated_us, theirs[2]), (ours.freed_us, theirs[3])):
+                    if ref is not None:  # the plugin rounds times to whole µs
+                        worst_t = max(worst_t, abs(value - start - ref))
+        out["memory_event_mismatches"] = mismatched
+        out["memory_event_time_us"] = worst_t
+        peak_curve = {dev: float(text.split(": ")[1].rstrip("B")) for dev, text
+                      in snap["memory_curve"]["peaks"].items()}
+        tl = view.timeline.groupby("device")["allocated_bytes"].max()
+        out["memory_curve_peak_bytes"] = max(abs(tl.get(d, np.inf) - v) for d, v in peak_curve.items())
     return out

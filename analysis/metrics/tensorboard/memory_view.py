@@ -35,6 +35,8 @@ import pandas as pd
 
 from analysis.errors import NoMemoryProfileError
 from analysis.kineto.model import RankTrace
+from analysis.metrics.tensorboard.plugin_steps import COMM_NAMES, KERNEL_ARGS
+from analysis.metrics.tensorboard.ranges import plugin_us
 
 EXTRA = "memory_events"
 UNKNOWN = "<unknown>"
@@ -88,51 +90,117 @@ def _records(rt: RankTrace) -> pd.DataFrame | None:
     return m
 
 
-def _operator_nodes(rt: RankTrace) -> pd.DataFrame:
-    """The CPU operator calls the plugin builds its tree from, with ``is_op`` (counted as an
-    operator: not a ProfilerStep, module wrapper or ``Optimizer.*``)."""
+def _tree_nodes(rt: RankTrace) -> pd.DataFrame:
+    """The events the plugin builds its per-thread call trees from: CPU operators (``ProfilerStep#N``
+    included), the step and collective annotations and 2021 ``Python`` events, in the plugin's
+    order (by thread, start, longest first). ``is_op``: counted as an operator (a ``cpu_op`` that is
+    not a step, a module wrapper or ``Optimizer.*``); ``op_type``: of the plugin's operator type
+    (``cpu_op`` other than a step: only those merge with a same-named only child)."""
     ev = rt.events
-    ops = ev.loc[ev["cat"].to_numpy() == "cpu_op", ["ts", "dur", "tid", "name"]].copy()
-    name = ops["name"].astype(str)
-    ops["name"] = name.to_numpy(object)
-    ops["is_op"] = ~(name.str.startswith("ProfilerStep#") | name.isin(NOT_OPERATORS)
-                     | name.str.startswith("Optimizer.")).to_numpy(bool)
-    ops["end"] = ops["ts"] + ops["dur"]
-    ops = ops.sort_values(["tid", "ts", "end"], ascending=[True, True, False], kind="stable")
-    return ops.reset_index(drop=True)
+    cat = ev["cat"].astype(str)
+    name = ev["name"].astype(str)
+    step = name.str.startswith("ProfilerStep#")
+    annotation = cat.isin(("user_annotation", "gpu_user_annotation")) & (step | name.isin(COMM_NAMES))
+    legacy_python = np.zeros(len(ev), bool)
+    raw = rt.extras.get(KERNEL_ARGS)
+    if raw is not None and len(raw):
+        python = raw.index[(raw["raw_cat"].astype(str).str.lower() == "python").to_numpy()]
+        legacy_python[ev.index.get_indexer(python)] = True
+    keep = ((cat == "cpu_op") | annotation).to_numpy(bool) | legacy_python
+    nodes = pd.DataFrame({
+        "name": name.to_numpy(object)[keep],
+        "tid": ev["tid"].to_numpy(np.int64)[keep],
+        "start": plugin_us(ev["ts"].to_numpy(np.int64)[keep]),
+        "op_type": ((cat == "cpu_op") & ~step).to_numpy(bool)[keep],
+    })
+    nodes["end"] = nodes["start"] + plugin_us(ev["dur"].to_numpy(np.int64)[keep])
+    nodes["is_op"] = nodes["op_type"] & ~(nodes["name"].isin(NOT_OPERATORS)
+                                          | nodes["name"].str.startswith("Optimizer."))
+    nodes = nodes.sort_values("start", kind="stable")  # the plugin's event order
+    nodes["neg_end"] = -nodes["end"]
+    nodes = nodes.sort_values(["tid", "start", "neg_end"], kind="stable").drop(columns="neg_end")
+    return nodes.reset_index(drop=True)
+
+
+def _build_trees(nodes: pd.DataFrame) -> tuple[np.ndarray, list[list[int]], list[int]]:
+    """The plugin's call trees over ``nodes``: ``parent`` per node (-1: a root child; -2: left out,
+    as a node that starts inside another and ends after it), ``children`` lists, root children.
+    A node whose only child has its name (both operators) absorbs the child (the plugin's
+    ``remove_dup_nodes``): the child is left out (-3) and its children become the node's."""
+    starts, ends = nodes["start"].to_numpy(), nodes["end"].to_numpy()
+    tids = nodes["tid"].to_numpy()
+    names = nodes["name"].to_numpy(object)
+    op_type = nodes["op_type"].to_numpy(bool)
+    parent = np.full(len(nodes), -2, np.int64)
+    children: list[list[int]] = [[] for _ in range(len(nodes))]
+    roots: list[int] = []
+    stack: list[int] = []
+    current_tid = None
+    for n in range(len(nodes)):
+        if tids[n] != current_tid:
+            current_tid, stack = tids[n], []
+        while stack and not starts[n] < ends[stack[-1]]:
+            stack.pop()
+        if stack and ends[n] > ends[stack[-1]]:
+            continue  # intersects its would-be parent: the plugin leaves it out
+        parent[n] = stack[-1] if stack else -1
+        (children[stack[-1]] if stack else roots).append(n)
+        stack.append(n)
+    todo = list(roots)
+    while todo:
+        n = todo.pop()
+        while (len(children[n]) == 1 and op_type[n] and op_type[children[n][0]]
+               and names[children[n][0]] == names[n]):
+            child = children[n][0]
+            parent[child] = -3
+            children[n] = children[child]
+            for c in children[n]:
+                parent[c] = n
+        todo.extend(children[n])
+    return parent, children, roots
 
 
 def _enclosing_operators(rt: RankTrace, m: pd.DataFrame):
-    """For each record: the innermost enclosing call on its thread (position in the nodes table,
-    -1 for none), the call enclosing that one (-1), and the nodes table with each node's parent."""
-    nodes = _operator_nodes(rt)
-    starts = nodes["ts"].to_numpy(np.int64)
-    ends = nodes["end"].to_numpy(np.int64)
-    tids = nodes["tid"].to_numpy(np.int64)
-    parent = np.full(len(nodes), -1, np.int64)
-    node_of = np.full(len(m), -1, np.int64)
-    rec_ts = m["ts"].to_numpy(np.int64)
+    """For each record: the innermost node of its thread's call tree that contains it (position in
+    the nodes table, -1 for none) and that node's parent (-1); and the nodes table with
+    ``parent`` and ``counted`` (the operators the plugin counts calls of: root children, and
+    children of nodes on the way to some record)."""
+    nodes = _tree_nodes(rt)
+    parent, children, roots = _build_trees(nodes)
+    starts, ends = nodes["start"].to_numpy(), nodes["end"].to_numpy()
+    tids = nodes["tid"].to_numpy()
+    rec_ts = plugin_us(m["ts"].to_numpy(np.int64))
     rec_tid = m["tid"].to_numpy(np.int64)
-    for tid in np.unique(rec_tid).tolist():
-        recs = np.flatnonzero(rec_tid == tid)
-        own = np.flatnonzero(tids == tid)
-        stack: list[int] = []
-        i = 0
-        for r in recs.tolist():
-            t = rec_ts[r]
-            while i < len(own) and starts[own[i]] <= t:
-                n = own[i]
-                while stack and ends[stack[-1]] <= starts[n]:
-                    stack.pop()
-                parent[n] = stack[-1] if stack else -1
-                stack.append(n)
-                i += 1
-            while stack and ends[stack[-1]] <= t:
-                stack.pop()
-            node_of[r] = stack[-1] if stack else -1
-        # parents of the nodes after the last record do not matter for the records
+    node_of = np.full(len(m), -1, np.int64)
+    visited = np.zeros(len(nodes), bool)
+    roots_by_tid: dict[int, list[int]] = {}
+    for r in roots:
+        roots_by_tid.setdefault(int(tids[r]), []).append(r)
+    level_starts: dict[int, np.ndarray] = {}  # starts of a node's children (-1 - tid: the roots)
+
+    def starts_of(key: int, level: list[int]) -> np.ndarray:
+        if key not in level_starts:
+            level_starts[key] = starts[level] if level else starts[:0]
+        return level_starts[key]
+
+    for i in range(len(m)):
+        tid = int(rec_tid[i])
+        level, key = roots_by_tid.get(tid, []), -1 - tid
+        t = rec_ts[i]
+        found = -1
+        while level:
+            k = int(np.searchsorted(starts_of(key, level), t, side="right")) - 1
+            if k < 0 or not t < ends[level[k]]:
+                break
+            found = level[k]
+            visited[found] = True
+            level, key = children[found], found
+        node_of[i] = found
     parent_of_record = np.where(node_of >= 0, parent[np.maximum(node_of, 0)], -1)
+    kept = parent >= -1
+    counted = kept & ((parent == -1) | visited[np.maximum(parent, 0)])
     nodes["parent"] = parent
+    nodes["counted"] = counted
     return node_of, parent_of_record, nodes
 
 
@@ -165,7 +233,7 @@ def operator_memory(m: pd.DataFrame, rank: int) -> pd.DataFrame:
     nodes: pd.DataFrame = m.attrs["nodes"]
     is_op = nodes["is_op"].to_numpy(bool)
     parent = nodes["parent"].to_numpy(np.int64)
-    calls = nodes.loc[is_op, "name"].value_counts()
+    calls = nodes.loc[is_op & nodes["counted"].to_numpy(bool), "name"].value_counts()
     node = m["node"].to_numpy(np.int64)
     use = (node >= 0) & (m["device"].to_numpy() != "")
     use &= np.where(node >= 0, is_op[np.maximum(node, 0)], False)
