@@ -28,6 +28,7 @@ from analysis.metrics import (
     trace_health,
     trace_metadata,
 )
+from analysis.metrics.tensorboard import catalogue as tensorboard_catalogue
 from analysis.registry import Analysis, Param, register
 
 # HTA's defaults for the launch statistics cut-offs (µs) and the report's top operators.
@@ -285,6 +286,10 @@ register(Analysis(
     ),
     report_options={"top": TOP_OPERATORS},
 ))
+
+# The retired TensorBoard plugin's views (their family's catalogue; issue 27 moves every family there)
+for _entry in tensorboard_catalogue.ENTRIES:
+    register(_entry)
 
 register(Analysis(
     name="operator_roofline",

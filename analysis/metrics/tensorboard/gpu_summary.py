@@ -57,7 +57,7 @@ def kernels_with_args(rt: RankTrace) -> pd.DataFrame:
     return rt.memoised("tensorboard_kernels", compute)
 
 
-def _sm_efficiency_ns(ts, end, blocks, w0, w1) -> float:
+def _sm_efficiency_us(ts, end, blocks, w0, w1) -> float:
     """∫ min(Σ blocks per SM of running kernels, 1) dt over [w0, w1), in µs (the plugin's sweep)."""
     if not len(ts):
         return 0.0
@@ -91,7 +91,7 @@ def gpu_summary_rank(rt: RankTrace) -> pd.DataFrame:
         util = length_within(busy, w0, w1) / span if span else np.nan
         blocks = g["blocks_per_sm"].to_numpy(float)
         has_blocks = blocks > 0  # NaN compares False: no arg
-        sm = (_sm_efficiency_ns(ts[has_blocks], end[has_blocks], blocks[has_blocks], w0, w1) / span
+        sm = (_sm_efficiency_us(ts[has_blocks], end[has_blocks], blocks[has_blocks], w0, w1) / span
               if has_blocks.any() and span else np.nan)
         occ = g["occupancy_pct"].to_numpy(float)
         has_occ = occ >= 0
@@ -126,3 +126,61 @@ def key_numbers(result: pd.DataFrame) -> list[tuple[str, str]]:
         return []
     return [("GPU utilization (TensorBoard)", f"{result['gpu_utilization_pct'].mean():.1f} %"),
             ("Est. SM efficiency", f"{result['sm_efficiency_pct'].mean():.1f} %")]
+
+
+TIMELINE_COLUMNS = ["rank", "gpu", "start_us", "end_us", "gpu_utilization_pct", "sm_efficiency_pct"]
+MAX_BUCKETS = 100  # the plugin's: 10**k µs buckets, at most 100 of them
+
+
+def bucket_edges(start: float, end: float) -> np.ndarray:
+    """The plugin's GPU-utilization buckets over ``[start, end)`` µs: width the smallest power of 10
+    µs giving at most 100 buckets; the last bucket runs to ``end``."""
+    width = 1.0
+    while (end - start) / width > MAX_BUCKETS:
+        width *= 10
+    count = max(int((end - start) / width), 1)
+    edges = start + width * np.arange(count + 1)
+    edges[-1] = end
+    return edges
+
+
+def gpu_utilization_timeline_rank(rt: RankTrace) -> pd.DataFrame:
+    """Per GPU and bucket of the whole trace (the profiler's span, else every event's): the share
+    of the bucket with a kernel running (``gpu_utilization_pct``) and the est. SM efficiency over
+    the bucket (``sm_efficiency_pct``: ∫ min(Σ blocks per SM, 1) dt / bucket width). The plugin
+    draws the first as counters in its trace view, the second per kernel interval."""
+    k = kernels_with_args(rt)
+    k = k[k["device"] >= 0]
+    ev = rt.events
+    if rt.meta.profiler_span is not None:
+        s0, d0 = rt.meta.profiler_span
+        start, end = plugin_us(s0), plugin_us(s0) + plugin_us(d0)
+    elif len(ev):
+        ts = plugin_us(ev["ts"].to_numpy(np.int64))
+        start, end = float(ts.min()), float((ts + plugin_us(ev["dur"].to_numpy(np.int64))).max())
+    else:
+        return pd.DataFrame(columns=TIMELINE_COLUMNS)
+    edges = bucket_edges(float(start), float(end))
+    rows = []
+    for gpu in sorted(k["device"].unique().tolist()):
+        g = k[(k["device"] == gpu).to_numpy()]
+        ts = plugin_us(g["ts"].to_numpy(np.int64))
+        stop = ts + plugin_us(g["dur"].to_numpy(np.int64))
+        busy = merge(ts, stop)
+        blocks = g["blocks_per_sm"].to_numpy(float)
+        has = blocks > 0
+        for a, b in zip(edges[:-1], edges[1:], strict=True):
+            width = b - a
+            sm = (_sm_efficiency_us(ts[has], stop[has], blocks[has], a, b) / width
+                  if has.any() else np.nan)
+            rows.append({"rank": rt.rank, "gpu": int(gpu), "start_us": a, "end_us": b,
+                         "gpu_utilization_pct": 100 * length_within(busy, a, b) / width,
+                         "sm_efficiency_pct": 100 * sm})
+    return pd.DataFrame(rows, columns=TIMELINE_COLUMNS)
+
+
+def combine_timeline(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
+    frames = [p for p in parts.values() if len(p)]
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in TIMELINE_COLUMNS})
+    return pd.concat(frames, ignore_index=True)[TIMELINE_COLUMNS]

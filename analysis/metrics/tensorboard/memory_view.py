@@ -310,8 +310,29 @@ def memory_events(m: pd.DataFrame, rank: int) -> pd.DataFrame:
     return out
 
 
+def _rank_part(rt: RankTrace, table) -> tuple[pd.DataFrame | None, str]:
+    m = memory_records(rt)
+    return (None if m is None else table(m, rt)), rt.meta.source
+
+
+def memory_timeline_rank(rt: RankTrace):
+    return _rank_part(rt, lambda m, rt: timeline(m, rt.rank))
+
+
+def memory_peaks_rank(rt: RankTrace):
+    return _rank_part(rt, lambda m, rt: peaks(m, rt.rank, rt.profiler_steps()))
+
+
+def operator_memory_rank(rt: RankTrace):
+    return _rank_part(rt, lambda m, rt: operator_memory(m, rt.rank))
+
+
+def memory_events_rank(rt: RankTrace):
+    return _rank_part(rt, lambda m, rt: memory_events(m, rt.rank))
+
+
 def memory_view_rank(rt: RankTrace) -> tuple[MemoryView | None, str]:
-    """One rank's memory view (None without ``[memory]`` events) and its source."""
+    """One rank's whole memory view (None without ``[memory]`` events) and its source."""
     m = memory_records(rt)
     if m is None:
         return None, rt.meta.source
@@ -320,31 +341,54 @@ def memory_view_rank(rt: RankTrace) -> tuple[MemoryView | None, str]:
     return view, rt.meta.source
 
 
-def combine(parts: Mapping[int, tuple[MemoryView | None, str]]) -> MemoryView:
-    """The ranks' views joined; ranks without ``[memory]`` events are left out with a warning,
+def combine(parts: Mapping[int, tuple[pd.DataFrame | None, str]]) -> pd.DataFrame:
+    """The ranks' tables joined; ranks without ``[memory]`` events are left out with a warning,
     and ``NoMemoryProfileError`` (saying how to record them) when no rank has any."""
     missing = {r: src for r, (v, src) in parts.items() if v is None}
-    views = [v for v, _ in parts.values() if v is not None]
-    if not views:
+    tables = [v for v, _ in parts.values() if v is not None]
+    if not tables:
         raise NoMemoryProfileError(list(missing), list(missing.values()))
     if missing:
         warnings.warn(f"memory view: rank(s) {list(missing)} left out: no [memory] events "
                       "(recorded without profile_memory=True)", stacklevel=3)
-    return MemoryView(*(pd.concat([getattr(v, f) for v in views], ignore_index=True)
-                        for f in MemoryView._fields))
+    return pd.concat(tables, ignore_index=True)
 
 
-def timeline_of(result: MemoryView) -> pd.DataFrame:
-    return result.timeline
+class MemoryReport(NamedTuple):
+    """What the report's memory section shows: the curve, the peaks, the operators, the steps."""
+
+    timeline: pd.DataFrame
+    peaks: pd.DataFrame
+    operators: pd.DataFrame
+    steps: pd.DataFrame  # rank, step, start(us), end(us)
 
 
-def peaks_of(result: MemoryView) -> pd.DataFrame:
-    return result.peaks
+REQUIRES = {"memory_timeline": {}, "memory_peaks": {}, "operator_memory": {},
+            "profiler_step_table": {}}
 
 
-def operators_of(result: MemoryView) -> pd.DataFrame:
-    return result.operators
+def memory_report(results: Mapping[str, object]) -> MemoryReport:
+    """The report's memory view from the memory analyses' results (their error re-raised)."""
+    for name in ("memory_timeline", "memory_peaks", "operator_memory"):
+        if isinstance(results[name], Exception):
+            raise results[name]
+    steps = results["profiler_step_table"]
+    steps = steps if not isinstance(steps, Exception) else pd.DataFrame(
+        columns=["rank", "step", "start(us)", "end(us)"])
+    return MemoryReport(results["memory_timeline"], results["memory_peaks"],
+                        results["operator_memory"], steps[["rank", "step", "start(us)", "end(us)"]])
 
 
-def events_of(result: MemoryView) -> pd.DataFrame:
-    return result.events
+def key_numbers(result: MemoryReport) -> list[tuple[str, str]]:
+    gpu = result.peaks[result.peaks["device"].str.startswith("GPU")]
+    if gpu.empty:
+        return []
+    top = gpu.loc[gpu["peak_allocated_bytes"].idxmax()]
+    return [("Peak GPU memory allocated", f"{top['peak_allocated_bytes'] / 2**30:.2f} GiB "
+             f"(rank {int(top['rank'])}, {top['device']})")]
+
+
+def top_operators(result: MemoryReport, top: int = 20) -> pd.DataFrame:
+    """The operators that allocate most (``allocation_bytes``), per device, for the page."""
+    ops = result.operators.sort_values("self_allocation_bytes", ascending=False, kind="stable")
+    return ops.groupby(["rank", "device"], sort=False).head(top).reset_index(drop=True)
