@@ -10,25 +10,29 @@ from analysis.figures.style import apply_layout, no_data_figure
 from analysis.metrics.tensorboard.memory_view import MemoryReport
 
 TITLE = "Memory over time"
-GIB = 2**30
+UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))
 ALLOCATED, RESERVED, STEP_FILL = "#0072B2", "#E69F00", "rgba(153,153,153,0.15)"
 
 
 def memory_over_time(result: MemoryReport) -> go.Figure:
-    """One panel per rank and device: allocated and reserved (GiB) against time (ms from the
-    device's first event), step lines, profiler steps shaded, the peak (``result.peaks``) marked."""
+    """One panel per rank and device: allocated and reserved (GiB, MiB, KiB or bytes, whichever
+    fits the device's largest value) against time (ms from the device's first event), step lines,
+    profiler steps shaded, the peak (``result.peaks``) marked."""
     tl = result.timeline if result is not None else None
     if tl is None or tl.empty:
         return no_data_figure(TITLE, "No [memory] events (record with profile_memory=True)")
     panels = list(tl.groupby(["rank", "device"], sort=True))
-    fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=False, vertical_spacing=0.08,
+    fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=False,
+                        vertical_spacing=min(0.3, 0.45 / len(panels)),
                         subplot_titles=[f"rank {int(r)} · {d}" for (r, d), _ in panels])
     for i, ((rank, device), g) in enumerate(panels, start=1):
         t0 = g["time_us"].min()
         t = (g["time_us"] - t0) / 1000
-        fig.add_scatter(x=t, y=g["allocated_bytes"] / GIB, mode="lines", line_shape="hv",
+        largest = max(g["allocated_bytes"].max(), g["reserved_bytes"].max())
+        unit, scale = next((u, f) for u, f in UNITS if largest >= f or f == 1)
+        fig.add_scatter(x=t, y=g["allocated_bytes"] / scale, mode="lines", line_shape="hv",
                         line_color=ALLOCATED, name="allocated", showlegend=i == 1, row=i, col=1)
-        fig.add_scatter(x=t, y=g["reserved_bytes"] / GIB, mode="lines", line_shape="hv",
+        fig.add_scatter(x=t, y=g["reserved_bytes"] / scale, mode="lines", line_shape="hv",
                         line_color=RESERVED, name="reserved", showlegend=i == 1, row=i, col=1)
         steps = result.steps[result.steps["rank"] == rank]
         for s in steps.itertuples(index=False):
@@ -39,11 +43,12 @@ def memory_over_time(result: MemoryReport) -> go.Figure:
         peak = result.peaks[(result.peaks["rank"] == rank) & (result.peaks["device"] == device)]
         if len(peak):
             p = peak.iloc[0]
-            fig.add_scatter(x=[(p["peak_time_us"] - t0) / 1000], y=[p["peak_allocated_bytes"] / GIB],
+            x = (p["peak_time_us"] - t0) / 1000
+            fig.add_scatter(x=[x], y=[p["peak_allocated_bytes"] / scale],
                             mode="markers+text", marker=dict(color="#D55E00", size=10, symbol="x"),
-                            text=[f"peak {p['peak_allocated_bytes'] / GIB:.3f} GiB"],
-                            textposition="top right", name="peak", showlegend=i == 1, row=i, col=1)
-        fig.update_yaxes(title_text="GiB", row=i, col=1)
+                            text=[f"peak {p['peak_allocated_bytes'] / scale:.3g} {unit}"],
+                            textposition="top left" if x > t.max() / 2 else "top right", name="peak", showlegend=i == 1, row=i, col=1)
+        fig.update_yaxes(title_text=unit, row=i, col=1)
         fig.update_xaxes(title_text="ms from the device's first memory event", row=i, col=1)
     fig.update_layout(height=max(420, 320 * len(panels)))
     return apply_layout(fig, f"{TITLE} (allocated and reserved, per device)")
