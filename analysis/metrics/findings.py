@@ -494,12 +494,12 @@ def low_gpu_utilization(results: Mapping[str, Any]) -> list[Finding]:
     return [Finding(
         "info", "Low GPU utilization",
         f"Rank {int(worst['rank'])}'s GPU {int(worst['gpu'])} runs a kernel "
-        f"{worst['gpu_utilization_pct']:.1f} % of the profiler steps' time "
+        f"{worst['gpu_utilization_pct']:.2f} % of the profiler steps' time "
         f"({len(low)} GPU(s) under {TB_GPU_UTILIZATION_PCT:.0f} %).",
         "gpu_utilization_pct", round(float(worst["gpu_utilization_pct"]), 2),
         TB_GPU_UTILIZATION_PCT,
         "gpu_summary: " + ", ".join(f"rank {int(r.rank)} GPU {int(r.gpu)} "
-                                    f"{r.gpu_utilization_pct:.1f} %"
+                                    f"{r.gpu_utilization_pct:.2f} %"
                                     for r in low.head(6).itertuples()),
         "Give the GPU more work per launch (a larger batch, if convergence allows) and find what "
         "it waits for in the idle time breakdown and the step time breakdown.",
