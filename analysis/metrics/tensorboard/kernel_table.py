@@ -38,17 +38,20 @@ class KernelTables(NamedTuple):
 
 def _stats(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     dur = frame["dur"].to_numpy(np.int64) / 1000
-    f = pd.DataFrame({k: frame[k].astype(str) if frame[k].dtype.name == "category" else frame[k]
-                      for k in keys})
+    f = pd.DataFrame({k: frame[k].cat.remove_unused_categories()
+                      if frame[k].dtype.name == "category" else frame[k] for k in keys})
     f["dur"] = dur
     for col, out in (("blocks_per_sm", "b"), ("occupancy_pct", "o")):
         f[out + "w"] = np.nan_to_num(frame[col].to_numpy(float)) * dur
-    g = f.groupby(keys, sort=False, dropna=False)
+    g = f.groupby(keys, sort=False, dropna=False, observed=True)
     out = g["dur"].agg(calls="count", total_us="sum", mean_us="mean", max_us="max", min_us="min")
     weight = out["total_us"].where(out["total_us"] > 0)
     out["mean_blocks_per_sm"] = (g["bw"].sum() / weight).fillna(0.0)
     out["mean_est_achieved_occupancy_pct"] = (g["ow"].sum() / weight).fillna(0.0)
     out = out.reset_index()
+    for k in keys:  # categories back to plain text
+        if out[k].dtype.name == "category":
+            out[k] = out[k].astype(str)
     out.insert(keys.index("name") + 1 if "name" in keys else 0, "tensor_cores_used",
                uses_tensor_cores(out["name"]))
     return out.sort_values("total_us", ascending=False, kind="stable")
@@ -57,8 +60,9 @@ def _stats(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 def kernel_table_rank(rt: RankTrace) -> KernelTables:
     k = kernels_with_args(rt)
     ev = rt.events
-    ops = ev.loc[ev["cat"].to_numpy() == "cpu_op", ["external_id", "name"]]
-    ops = ops[ops["external_id"] >= 0].drop_duplicates("external_id", keep="last")
+    ops = ev.loc[(ev["cat"] == "cpu_op").to_numpy(bool), ["external_id", "name"]]
+    ops = ops[ops["external_id"].isin(k["external_id"].unique())]
+    ops = ops.drop_duplicates("external_id", keep="last")
     op_of = pd.Series(ops["name"].astype(str).to_numpy(), index=ops["external_id"].to_numpy())
     with_op = k.assign(operator=k["external_id"].map(op_of).fillna(NO_OPERATOR).astype(str))
     with_op["registers_per_thread"] = with_op["registers_per_thread"].fillna(0)

@@ -35,7 +35,7 @@ import pandas as pd
 
 from analysis.errors import NoMemoryProfileError
 from analysis.kineto.model import RankTrace
-from analysis.metrics.tensorboard.plugin_steps import COMM_NAMES, KERNEL_ARGS
+from analysis.metrics.tensorboard.plugin_steps import COMM_NAMES, KERNEL_ARGS, by_category
 from analysis.metrics.tensorboard.ranges import plugin_us
 
 EXTRA = "memory_events"
@@ -97,21 +97,23 @@ def _tree_nodes(rt: RankTrace) -> pd.DataFrame:
     not a step, a module wrapper or ``Optimizer.*``); ``op_type``: of the plugin's operator type
     (``cpu_op`` other than a step: only those merge with a same-named only child)."""
     ev = rt.events
-    cat = ev["cat"].astype(str)
-    name = ev["name"].astype(str)
-    step = name.str.startswith("ProfilerStep#")
-    annotation = cat.isin(("user_annotation", "gpu_user_annotation")) & (step | name.isin(COMM_NAMES))
+    cat = ev["cat"]
+    step = by_category(ev["name"], lambda v: v.str.startswith("ProfilerStep#"))
+    annotation = (cat.isin(("user_annotation", "gpu_user_annotation")).to_numpy(bool)
+                  & (step | ev["name"].isin(COMM_NAMES).to_numpy(bool)))
     legacy_python = np.zeros(len(ev), bool)
     raw = rt.extras.get(KERNEL_ARGS)
     if raw is not None and len(raw):
-        python = raw.index[(raw["raw_cat"].astype(str).str.lower() == "python").to_numpy()]
+        python = raw.index[by_category(raw["raw_cat"], lambda v: v.str.lower() == "python")]
         legacy_python[ev.index.get_indexer(python)] = True
-    keep = ((cat == "cpu_op") | annotation).to_numpy(bool) | legacy_python
+    cpu_op = (cat == "cpu_op").to_numpy(bool)
+    keep = cpu_op | annotation | legacy_python
+    names = ev["name"][keep]
     nodes = pd.DataFrame({
-        "name": name.to_numpy(object)[keep],
+        "name": names.astype(str).to_numpy(object),
         "tid": ev["tid"].to_numpy(np.int64)[keep],
         "start": plugin_us(ev["ts"].to_numpy(np.int64)[keep]),
-        "op_type": ((cat == "cpu_op") & ~step).to_numpy(bool)[keep],
+        "op_type": (cpu_op & ~step)[keep],
     })
     nodes["end"] = nodes["start"] + plugin_us(ev["dur"].to_numpy(np.int64)[keep])
     nodes["is_op"] = nodes["op_type"] & ~(nodes["name"].isin(NOT_OPERATORS)
@@ -166,41 +168,42 @@ def _enclosing_operators(rt: RankTrace, m: pd.DataFrame):
     ``parent`` and ``counted`` (the operators the plugin counts calls of: root children, and
     children of nodes on the way to some record)."""
     nodes = _tree_nodes(rt)
-    parent, children, roots = _build_trees(nodes)
+    parent, _, _ = _build_trees(nodes)
     starts, ends = nodes["start"].to_numpy(), nodes["end"].to_numpy()
     tids = nodes["tid"].to_numpy()
     rec_ts = plugin_us(m["ts"].to_numpy(np.int64))
     rec_tid = m["tid"].to_numpy(np.int64)
     node_of = np.full(len(m), -1, np.int64)
+    # one sweep per thread over the tree's nodes in pre-order (start, longest first) and the
+    # records in time order: the open nodes on the stack are the path from the root
+    in_tree = np.flatnonzero(parent >= -1)
+    for tid in np.unique(rec_tid).tolist():
+        recs = np.flatnonzero(rec_tid == tid)
+        recs = recs[np.argsort(rec_ts[recs], kind="stable")]
+        own = in_tree[tids[in_tree] == tid].tolist()
+        stack: list[int] = []
+        i = 0
+        for r in recs.tolist():
+            t = rec_ts[r]
+            while i < len(own) and starts[own[i]] <= t:
+                n = own[i]
+                while stack and stack[-1] != parent[n]:
+                    stack.pop()
+                stack.append(n)
+                i += 1
+            while stack and not t < ends[stack[-1]]:
+                stack.pop()
+            node_of[r] = stack[-1] if stack else -1
     visited = np.zeros(len(nodes), bool)
-    roots_by_tid: dict[int, list[int]] = {}
-    for r in roots:
-        roots_by_tid.setdefault(int(tids[r]), []).append(r)
-    level_starts: dict[int, np.ndarray] = {}  # starts of a node's children (-1 - tid: the roots)
-
-    def starts_of(key: int, level: list[int]) -> np.ndarray:
-        if key not in level_starts:
-            level_starts[key] = starts[level] if level else starts[:0]
-        return level_starts[key]
-
-    for i in range(len(m)):
-        tid = int(rec_tid[i])
-        level, key = roots_by_tid.get(tid, []), -1 - tid
-        t = rec_ts[i]
-        found = -1
-        while level:
-            k = int(np.searchsorted(starts_of(key, level), t, side="right")) - 1
-            if k < 0 or not t < ends[level[k]]:
-                break
-            found = level[k]
-            visited[found] = True
-            level, key = children[found], found
-        node_of[i] = found
+    for n in np.unique(node_of[node_of >= 0]).tolist():
+        while n >= 0 and not visited[n]:  # the path down to each record's node
+            visited[n] = True
+            n = parent[n]
     parent_of_record = np.where(node_of >= 0, parent[np.maximum(node_of, 0)], -1)
-    kept = parent >= -1
-    counted = kept & ((parent == -1) | visited[np.maximum(parent, 0)])
+    counted = (parent == -1) | ((parent >= 0) & visited[np.maximum(parent, 0)])
     nodes["parent"] = parent
     nodes["counted"] = counted
+    nodes["visited"] = visited
     return node_of, parent_of_record, nodes
 
 
@@ -240,32 +243,38 @@ def operator_memory(m: pd.DataFrame, rank: int) -> pd.DataFrame:
     r = m[use]
     nbytes = r["bytes"].to_numpy(np.int64)
     alloc = nbytes > 0
-    totals: dict[tuple[str, int], np.ndarray] = {}  # (device, node) -> 6 numbers
-    for dev, n, b, a in zip(r["device"].to_numpy(), r["node"].to_numpy(), nbytes, alloc, strict=True):
-        values = (b, b if a else 0, 1 if a else 0)
-        key = (dev, n)
-        acc = totals.setdefault(key, np.zeros(6, np.int64))
-        acc[:3] += values
-        up = n
-        while up >= 0:  # the call itself and every enclosing call
-            acc_up = totals.setdefault((dev, up), np.zeros(6, np.int64))
-            acc_up[3:] += values
-            up = parent[up]
+    own = pd.DataFrame({"device": r["device"].to_numpy(), "node": r["node"].to_numpy(np.int64),
+                        "size": nbytes, "alloc_bytes": np.where(alloc, nbytes, 0),
+                        "alloc_count": alloc.astype(np.int64)})
+    self_sums = own.groupby(["device", "node"]).sum()
     names = nodes["name"].to_numpy(object)
-    by_name: dict[tuple[str, str], np.ndarray] = {}
-    for (dev, n), values in totals.items():
-        if not is_op[n]:
-            continue
-        acc = by_name.setdefault((dev, names[n]), np.zeros(6, np.int64))
-        acc += values
-    rows = [
-        {"rank": rank, "device": dev, "operator": name, "calls": int(calls.get(name, 0)),
-         "size_increase_bytes": v[3], "self_size_increase_bytes": v[0],
-         "allocation_count": v[5], "self_allocation_count": v[2],
-         "allocation_bytes": v[4], "self_allocation_bytes": v[1]}
-        for (dev, name), v in sorted(by_name.items()) if v.any()
-    ]
-    return pd.DataFrame(rows, columns=OP_COLUMNS)
+    # subtree sums: each visited node (the only ones with records below) adds its total to its
+    # parent's, children before parents (reverse pre-order)
+    path = np.flatnonzero(nodes["visited"].to_numpy(bool))[::-1]
+    rows = []
+    for device, table in self_sums.groupby(level="device"):
+        values = np.zeros((len(nodes), 3), np.int64)
+        mine = table.index.get_level_values("node").to_numpy()
+        values[mine] = table.to_numpy(np.int64)
+        total = values.copy()
+        for n in path.tolist():
+            if parent[n] >= 0:
+                total[parent[n]] += total[n]
+        ops = np.flatnonzero(is_op & (values.any(axis=1) | total.any(axis=1)))
+        frame = pd.DataFrame({"operator": names[ops]})
+        for i, col in enumerate(("size_increase_bytes", "allocation_bytes", "allocation_count")):
+            frame[col] = total[ops, i]
+            frame["self_" + col] = values[ops, i]
+        frame = frame.groupby("operator", sort=True).sum().reset_index()
+        frame = frame[frame.drop(columns="operator").to_numpy().any(axis=1)]
+        frame.insert(0, "device", device)
+        rows.append(frame)
+    if not rows:
+        return pd.DataFrame(columns=OP_COLUMNS)
+    out = pd.concat(rows, ignore_index=True)
+    out.insert(0, "rank", rank)
+    out["calls"] = out["operator"].map(calls).fillna(0).astype(np.int64)
+    return out[OP_COLUMNS]
 
 
 def memory_events(m: pd.DataFrame, rank: int) -> pd.DataFrame:

@@ -59,6 +59,16 @@ def plugin_view(rt: RankTrace) -> PluginView:
     return rt.memoised("tensorboard_plugin_view", lambda: _plugin_view(rt))
 
 
+def by_category(column: pd.Series, test) -> np.ndarray:
+    """``test(values)`` (a boolean array over distinct values) per row of a categorical column:
+    string tests run once per distinct name, not once per event."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        values = pd.Series(column.cat.categories.astype(str))
+        flags = np.append(np.asarray(test(values), dtype=bool), False)  # code -1: missing
+        return flags[column.cat.codes.to_numpy()]
+    return np.asarray(test(column.astype(str)), dtype=bool)
+
+
 def _dataloader(names: pd.Series) -> np.ndarray:
     return (
         (names.str.startswith("enumerate(DataLoader)#") & names.str.endswith(".__next__"))
@@ -69,25 +79,24 @@ def _dataloader(names: pd.Series) -> np.ndarray:
 def _plugin_view(rt: RankTrace) -> PluginView:
     ev = rt.events
     raw = rt.extra(KERNEL_ARGS)["raw_cat"]
-    legacy = raw.astype(str).str.lower()
-    cat = ev["cat"].astype(str).to_numpy()
-    name = ev["name"].astype(str)
+    cat = ev["cat"]
     is_legacy_runtime = np.zeros(len(ev), bool)
     is_legacy_python = np.zeros(len(ev), bool)
     where = ev.index.get_indexer(raw.index)
-    is_legacy_runtime[where[(legacy == "runtime").to_numpy()]] = True
-    is_legacy_python[where[(legacy == "python").to_numpy()]] = True
+    is_legacy_runtime[where[by_category(raw, lambda v: v.str.lower() == "runtime")]] = True
+    is_legacy_python[where[by_category(raw, lambda v: v.str.lower() == "python")]] = True
 
-    is_op = cat == "cpu_op"
-    is_annotation = np.isin(cat, ("user_annotation", "gpu_user_annotation"))
-    is_step_name = name.str.startswith(STEP_PREFIX).to_numpy(bool)
-    is_comm_name = name.isin(COMM_NAMES).to_numpy(bool)
+    is_op = (cat == "cpu_op").to_numpy(bool)
+    is_annotation = cat.isin(("user_annotation", "gpu_user_annotation")).to_numpy(bool)
+    names = ev["name"]
+    is_step_name = by_category(names, lambda v: v.str.startswith(STEP_PREFIX))
+    is_comm_name = names.isin(COMM_NAMES).to_numpy(bool)
     is_step = (is_op | is_annotation) & is_step_name
-    is_loader = is_op & ~is_step & _dataloader(name)
+    is_loader = is_op & ~is_step & by_category(names, _dataloader)
     cpu_like = (is_op & ~is_step) | is_legacy_python
     comm_ops = (cpu_like | is_annotation) & ~is_step & is_comm_name
     is_cpu_exec = cpu_like & ~is_loader & ~comm_ops
-    kernel = cat == "kernel"
+    kernel = (cat == "kernel").to_numpy(bool)
     comm_ids = ev["external_id"].to_numpy()[comm_ops]
     comm_kernel = kernel & np.isin(ev["external_id"].to_numpy(), comm_ids)
 
@@ -95,8 +104,8 @@ def _plugin_view(rt: RankTrace) -> PluginView:
     end = ts + plugin_us(ev["dur"].to_numpy(np.int64))
     masks = {
         "kernel": kernel & ~comm_kernel,
-        "memcpy": cat == "gpu_memcpy",
-        "memset": cat == "gpu_memset",
+        "memcpy": (cat == "gpu_memcpy").to_numpy(bool),
+        "memset": (cat == "gpu_memset").to_numpy(bool),
         "communication": comm_kernel | comm_ops,
         "runtime": is_legacy_runtime,
         "dataloader": is_loader,
@@ -108,7 +117,7 @@ def _plugin_view(rt: RankTrace) -> PluginView:
     step_rows = order[is_step[order]]
     if len(step_rows):
         steps = pd.DataFrame({
-            "name": [str(int(n.split("#")[1])) for n in name.to_numpy()[step_rows]],
+            "name": [str(int(str(n).split("#")[1])) for n in names.to_numpy()[step_rows]],
             "start": ts[step_rows],
             "end": end[step_rows],
         })
@@ -121,7 +130,8 @@ def _plugin_view(rt: RankTrace) -> PluginView:
         steps = _device_steps(steps, ts, end, ev["correlation"].to_numpy(), is_legacy_runtime,
                               device, order)
     return PluginView(roles=roles, steps=steps.reset_index(drop=True),
-                      kernels=ev.loc[kernel])
+                      kernels=ev.loc[kernel, ["ts", "dur", "name", "device", "external_id",
+                                              "correlation"]])
 
 
 def _device_steps(steps, ts, end, corr, runtime, device, order) -> pd.DataFrame:
