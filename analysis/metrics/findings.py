@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import TraceAnalysisError
+from analysis.metrics.tensorboard.operator_table import TC_ELIGIBLE_OPS
 
 COLUMNS = ["severity", "title", "detail", "metric", "value", "threshold", "evidence", "suggestion"]
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -81,22 +82,6 @@ LAUNCH_CALL_CUTOFF_US = 50.0
 # attention kernels, which would make the finding say "no tensor cores" about kernels that use them.
 TC_KERNEL_MARKERS = ("tensorop", "wmma", "hmma", "gmma", "xmma", "imma", "nvjet", "flash_fwd",
                      "flash_bwd", "16816", "1688", "884", "conv1x1", "implicit_gemm")
-# Operators that can run on tensor cores (the plugin's list, from autocast's lower-precision ops).
-TC_ELIGIBLE_OPS = frozenset((
-    "aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_tbc",
-    "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d",
-    "aten::convolution", "aten::cudnn_convolution", "aten::cudnn_convolution_transpose",
-    "aten::prelu", "aten::addmm", "aten::addmv", "aten::addr", "aten::matmul", "aten::mm",
-    "aten::mv", "aten::linear", "aten::addbmm", "aten::baddbmm", "aten::bmm",
-    "aten::chain_matmul", "aten::linalg_multi_dot", "aten::_thnn_fused_lstm_cell",
-    "aten::_thnn_fused_gru_cell", "aten::lstm_cell", "aten::gru_cell", "aten::rnn_tanh_cell",
-    "aten::rnn_relu_cell", "CudnnConvolutionBackward", "BmmBackward0",
-    "aten::cudnn_convolution_transpose_backward", "CudnnConvolutionTransposeBackward",
-    "MmBackward", "aten::cudnn_convolution_backward_weight", "aten::addmm_", "AddmvBackward",
-    "MvBackward", "aten::cudnn_convolution_transpose_backward_weight",
-    "aten::cudnn_convolution_transpose_backward_input", "AddmmBackward",
-    "aten::cudnn_convolution_backward_input", "AddbmmBackward", "aten::cudnn_convolution_backward",
-))
 
 
 @dataclass

@@ -134,3 +134,33 @@ def differences(snap: dict, trace_path: str) -> dict[str, float]:
         tl = view.timeline.groupby("device")["allocated_bytes"].max()
         out["memory_curve_peak_bytes"] = max(abs(tl.get(d, np.inf) - v) for d, v in peak_curve.items())
     return out
+
+
+def operator_differences(snap: dict, trace_path: str) -> dict[str, float]:
+    """Largest absolute differences of the operator tables (by name; by name and input shape)."""
+    from analysis.kineto.extras import attach_extras
+    from analysis.metrics.tensorboard import operator_table
+
+    rt = attach_extras(rank_trace(trace_path), ["op_shapes"], use_cache=False)
+    out: dict[str, float] = {}
+    for key, group in (("op_by_name", "name"), ("op_by_name_input", "name_and_input_shape")):
+        ours = operator_table.operator_table_rank(rt, group_by=group)
+        index = ["name"] if group == "name" else ["name", "input_shape"]
+        ours = ours.set_index(index)
+        theirs = snap[key]
+        out[f"{key}_rows"] = abs(len(ours) - theirs["n_rows"])
+        worst_t, worst_n, missing = 0.0, 0.0, 0
+        for r in theirs["rows"]:
+            k = r["name"] if group == "name" else (r["name"], r["input_shape"])
+            if k not in ours.index:
+                missing += 1
+                continue
+            o = ours.loc[k]
+            worst_n = max(worst_n, abs(o["calls"] - r["calls"]), float(o["tc_eligible"] != r["tc_eligible"]))
+            for mine, ref in (("host_total_us", "host_total"), ("host_self_us", "host_self"),
+                              ("device_total_us", "device_total"), ("device_self_us", "device_self")):
+                worst_t = max(worst_t, abs(o[mine] - r[ref]))
+        out[f"{key}_us"] = worst_t
+        out[f"{key}_calls_or_flag"] = worst_n
+        out[f"{key}_missing"] = missing
+    return out

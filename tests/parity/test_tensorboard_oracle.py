@@ -15,7 +15,13 @@ import warnings
 import numpy as np
 import pytest
 from conftest import SHARED_TRACES
-from parity.tensorboard_oracle import differences, load_snapshot, rank_trace, snapshots
+from parity.tensorboard_oracle import (
+    differences,
+    load_snapshot,
+    operator_differences,
+    rank_trace,
+    snapshots,
+)
 
 from analysis.metrics.tensorboard import gpu_summary, kernel_table, memory_view, step_time_breakdown
 
@@ -48,6 +54,20 @@ def test_matches_the_plugin(snap):
         warnings.simplefilter("ignore")
         diffs = differences(snap, _trace(snap))
     over = {k: v for k, v in diffs.items() if not (v <= LIMITS[k] or np.isnan(v))}
+    assert not over, f"{snap['file']}: over the limits: {over}"
+
+
+@pytest.mark.parametrize("snap", [pytest.param(s, id=p.stem[:60]) for p, s in SNAPS if "error" not in s])
+def test_operator_tables_match_the_plugin(snap):
+    """Every operator (by name, and by name and input shapes): calls and the tensor-core flag
+    equal, host and device times within 1 µs; the same rows."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        diffs = operator_differences(snap, _trace(snap))
+    def limit(key: str) -> float:
+        return US if key.endswith("_us") else 0  # rows, calls / flag, missing operators: none
+
+    over = {k: v for k, v in diffs.items() if not v <= limit(k)}
     assert not over, f"{snap['file']}: over the limits: {over}"
 
 

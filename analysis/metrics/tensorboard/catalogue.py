@@ -3,7 +3,13 @@ order. Registered by :mod:`analysis.analyses` (issue 27 moves every family to th
 
 from __future__ import annotations
 
-from analysis.metrics.tensorboard import gpu_summary, kernel_table, memory_view, step_time_breakdown
+from analysis.metrics.tensorboard import (
+    gpu_summary,
+    kernel_table,
+    memory_view,
+    operator_table,
+    step_time_breakdown,
+)
 from analysis.registry import Analysis, Param
 
 KERNEL_ARGS = ("kernel_args",)
@@ -105,6 +111,31 @@ ENTRIES = (
         ),
         tables=lambda r: {"kernel_table": r.kernels.head(50)},
         csv_only=lambda r: {"kernel_table_all": r.kernels, "kernel_op_table": r.by_operator},
+    ),
+    Analysis(
+        name="operator_table",
+        method="get_operator_table",
+        doc="Per rank and operator name (``group_by=\"name\"``) or name and input shapes "
+            "(``\"name_and_input_shape\"``): calls, host self/total and device self/total time "
+            "(µs), tensor-core eligibility and the share of device time on tensor cores, as the "
+            "TensorBoard plugin's operator view. Device times need 2021-schema traces (the plugin's "
+            "limit). Window: the whole trace.",
+        rank_step=operator_table.operator_table_rank,
+        combine=operator_table.combine,
+        params=(Param("ranks", None, role="ranks"), Param("group_by", "name"), VISUALIZE,
+                Param("top", 20, role="figure")),
+        figures="analysis.figures.operator_table",
+        default_ranks="first",
+        window="full",
+        extras=("kernel_args", "op_shapes"),
+        title="Operators (TensorBoard)",
+        how_to_read=(
+            "The plugin's operator view: per operator, its calls and its time on the host (self: "
+            "not in the operators it calls) and on the device (the kernels its runtime calls "
+            "launched; the plugin links them only on 2021 traces, so 0 on current ones)."
+        ),
+        tables=lambda r: {"operator_table": r.head(50)},
+        csv_only=lambda r: {"operator_table_all": r},
     ),
     Analysis(
         name="memory_timeline",

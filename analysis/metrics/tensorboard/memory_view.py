@@ -35,13 +35,11 @@ import pandas as pd
 
 from analysis.errors import NoMemoryProfileError
 from analysis.kineto.model import RankTrace
-from analysis.metrics.tensorboard.plugin_steps import COMM_NAMES, KERNEL_ARGS, by_category
+from analysis.metrics.tensorboard.call_tree import call_tree
 from analysis.metrics.tensorboard.ranges import plugin_us
 
 EXTRA = "memory_events"
 UNKNOWN = "<unknown>"
-# Operators the plugin does not count as operators (module wrappers; ``Optimizer.*`` too)
-NOT_OPERATORS = ("DataParallel.forward", "DistributedDataParallel.forward")
 TIMELINE_COLUMNS = ["rank", "device", "time_us", "allocated_bytes", "reserved_bytes"]
 PEAK_COLUMNS = ["rank", "device", "peak_allocated_bytes", "peak_time_us", "step",
                 "peak_reserved_bytes"]
@@ -90,85 +88,13 @@ def _records(rt: RankTrace) -> pd.DataFrame | None:
     return m
 
 
-def _tree_nodes(rt: RankTrace) -> pd.DataFrame:
-    """The events the plugin builds its per-thread call trees from: CPU operators (``ProfilerStep#N``
-    included), the step and collective annotations and 2021 ``Python`` events, in the plugin's
-    order (by thread, start, longest first). ``is_op``: counted as an operator (a ``cpu_op`` that is
-    not a step, a module wrapper or ``Optimizer.*``); ``op_type``: of the plugin's operator type
-    (``cpu_op`` other than a step: only those merge with a same-named only child)."""
-    ev = rt.events
-    cat = ev["cat"]
-    step = by_category(ev["name"], lambda v: v.str.startswith("ProfilerStep#"))
-    annotation = (cat.isin(("user_annotation", "gpu_user_annotation")).to_numpy(bool)
-                  & (step | ev["name"].isin(COMM_NAMES).to_numpy(bool)))
-    legacy_python = np.zeros(len(ev), bool)
-    raw = rt.extras.get(KERNEL_ARGS)
-    if raw is not None and len(raw):
-        python = raw.index[by_category(raw["raw_cat"], lambda v: v.str.lower() == "python")]
-        legacy_python[ev.index.get_indexer(python)] = True
-    cpu_op = (cat == "cpu_op").to_numpy(bool)
-    keep = cpu_op | annotation | legacy_python
-    names = ev["name"][keep]
-    nodes = pd.DataFrame({
-        "name": names.astype(str).to_numpy(object),
-        "tid": ev["tid"].to_numpy(np.int64)[keep],
-        "start": plugin_us(ev["ts"].to_numpy(np.int64)[keep]),
-        "op_type": (cpu_op & ~step)[keep],
-    })
-    nodes["end"] = nodes["start"] + plugin_us(ev["dur"].to_numpy(np.int64)[keep])
-    nodes["is_op"] = nodes["op_type"] & ~(nodes["name"].isin(NOT_OPERATORS)
-                                          | nodes["name"].str.startswith("Optimizer."))
-    nodes = nodes.sort_values("start", kind="stable")  # the plugin's event order
-    nodes["neg_end"] = -nodes["end"]
-    nodes = nodes.sort_values(["tid", "start", "neg_end"], kind="stable").drop(columns="neg_end")
-    return nodes.reset_index(drop=True)
-
-
-def _build_trees(nodes: pd.DataFrame) -> tuple[np.ndarray, list[list[int]], list[int]]:
-    """The plugin's call trees over ``nodes``: ``parent`` per node (-1: a root child; -2: left out,
-    as a node that starts inside another and ends after it), ``children`` lists, root children.
-    A node whose only child has its name (both operators) absorbs the child (the plugin's
-    ``remove_dup_nodes``): the child is left out (-3) and its children become the node's."""
-    starts, ends = nodes["start"].to_numpy(), nodes["end"].to_numpy()
-    tids = nodes["tid"].to_numpy()
-    names = nodes["name"].to_numpy(object)
-    op_type = nodes["op_type"].to_numpy(bool)
-    parent = np.full(len(nodes), -2, np.int64)
-    children: list[list[int]] = [[] for _ in range(len(nodes))]
-    roots: list[int] = []
-    stack: list[int] = []
-    current_tid = None
-    for n in range(len(nodes)):
-        if tids[n] != current_tid:
-            current_tid, stack = tids[n], []
-        while stack and not starts[n] < ends[stack[-1]]:
-            stack.pop()
-        if stack and ends[n] > ends[stack[-1]]:
-            continue  # intersects its would-be parent: the plugin leaves it out
-        parent[n] = stack[-1] if stack else -1
-        (children[stack[-1]] if stack else roots).append(n)
-        stack.append(n)
-    todo = list(roots)
-    while todo:
-        n = todo.pop()
-        while (len(children[n]) == 1 and op_type[n] and op_type[children[n][0]]
-               and names[children[n][0]] == names[n]):
-            child = children[n][0]
-            parent[child] = -3
-            children[n] = children[child]
-            for c in children[n]:
-                parent[c] = n
-        todo.extend(children[n])
-    return parent, children, roots
-
-
 def _enclosing_operators(rt: RankTrace, m: pd.DataFrame):
     """For each record: the innermost node of its thread's call tree that contains it (position in
     the nodes table, -1 for none) and that node's parent (-1); and the nodes table with
     ``parent`` and ``counted`` (the operators the plugin counts calls of: root children, and
     children of nodes on the way to some record)."""
-    nodes = _tree_nodes(rt)
-    parent, _, _ = _build_trees(nodes)
+    nodes = call_tree(rt).copy()
+    parent = nodes["parent"].to_numpy(np.int64)
     starts, ends = nodes["start"].to_numpy(), nodes["end"].to_numpy()
     tids = nodes["tid"].to_numpy()
     rec_ts = plugin_us(m["ts"].to_numpy(np.int64))

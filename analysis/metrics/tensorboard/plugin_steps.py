@@ -69,7 +69,9 @@ def by_category(column: pd.Series, test) -> np.ndarray:
     return np.asarray(test(column.astype(str)), dtype=bool)
 
 
-def _dataloader(names: pd.Series) -> np.ndarray:
+def dataloader_names(names: pd.Series) -> np.ndarray:
+    """Which names are the plugin's DataLoader events (``enumerate(DataLoader)#*.__next__``,
+    ``enumerate(DataPipe)#*``)."""
     return (
         (names.str.startswith("enumerate(DataLoader)#") & names.str.endswith(".__next__"))
         | names.str.startswith("enumerate(DataPipe)#")
@@ -92,7 +94,7 @@ def _plugin_view(rt: RankTrace) -> PluginView:
     is_step_name = by_category(names, lambda v: v.str.startswith(STEP_PREFIX))
     is_comm_name = names.isin(COMM_NAMES).to_numpy(bool)
     is_step = (is_op | is_annotation) & is_step_name
-    is_loader = is_op & ~is_step & by_category(names, _dataloader)
+    is_loader = is_op & ~is_step & by_category(names, dataloader_names)
     cpu_like = (is_op & ~is_step) | is_legacy_python
     comm_ops = (cpu_like | is_annotation) & ~is_step & is_comm_name
     is_cpu_exec = cpu_like & ~is_loader & ~comm_ops

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from analysis import TraceAnalysis
-from analysis.errors import NoMemoryProfileError
+from analysis.errors import ConfigError, NoMemoryProfileError
 from analysis.testing import tensorboard_traces
+from analysis.testing.tensorboard_traces import LOADER
 
 
 def facade(tmp_path, **options) -> TraceAnalysis:
@@ -154,3 +155,33 @@ def test_figures_draw(ta):
     assert any("peak 4.39 KiB" in (t.text or [""])[0] for t in mem.data if t.name == "peak")
     stacked = figs["step_time_breakdown"]
     assert sum(sum(t.y) for t in stacked.data) == pytest.approx(2.0)  # ms over both steps
+
+
+def test_operator_table_2021_schema(tmp_path):
+    """Host self = duration - children - own runtime calls; device = the kernels, copies and sets
+    its runtime calls launched (2021 traces: the plugin links them through ``Runtime`` events)."""
+    table = facade(tmp_path, legacy=True).get_operator_table(visualize=False)
+    ops = table.set_index("name")
+    assert list(table.columns) == ["rank", "name", "calls",
+                                               "host_self_us", "host_total_us", "device_self_us",
+                                               "device_total_us", "tc_eligible", "tc_self_pct",
+                                               "tc_total_pct"]
+    mm = ops.loc["aten::mm"]
+    # 200 - 10 (aten::empty) - 10 (a launch), and 200 - 3 launches of 10
+    assert mm[["calls", "host_total_us", "host_self_us", "device_self_us"]].tolist() == [2, 400, 350, 820]
+    assert mm["tc_eligible"] and mm["tc_self_pct"] == pytest.approx(100 * 100 / 820)
+    assert ops.loc["aten::add", ["host_self_us", "device_total_us"]].tolist() == [80, 150]
+    assert LOADER not in ops.index  # the plugin's DataLoader node is not an operator
+
+
+def test_operator_table_current_schema_and_shapes(tmp_path):
+    """Today's traces: no device time (the plugin does not read cuda_runtime); grouped by shapes,
+    an operator without recorded shapes is "[]"."""
+    t = facade(tmp_path)
+    ops = t.get_operator_table(visualize=False).set_index("name")
+    assert ops["device_total_us"].eq(0).all()
+    assert ops.loc["aten::mm", ["host_self_us", "host_total_us"]].tolist() == [390, 400]
+    by_shape = t.get_operator_table(group_by="name_and_input_shape", visualize=False)
+    assert set(by_shape["input_shape"]) == {"[]"} and by_shape.columns[2] == "input_shape"
+    with pytest.raises(ConfigError, match="group_by"):
+        t.get_operator_table(group_by="shape", visualize=False)

@@ -33,6 +33,7 @@ FIGURES = [
     "step_time_breakdown",
     "tensor_core_share",
     "kernel_table",
+    "operator_table",
     "collective_busbw",
     "collective_skew",
     "collective_wait",
