@@ -411,9 +411,10 @@ def _facade_method(spec: registry.Analysis):
     method.__name__ = spec.method
     method.__qualname__ = f"TraceAnalysis.{spec.method}"
     method.__signature__ = signature
+    metric = (spec.rank_step or spec.derive).__module__
     method.__doc__ = (
         f"{spec.doc}\n\nThe registered analysis ``{spec.name}``: its definition is the docstring "
-        f"of ``analysis.metrics``' module for it (see ``analysis.analyses``)."
+        f"of ``{metric}`` (entry in ``{metric.rpartition('.')[0]}.catalogue``)."
     )
     return method
 

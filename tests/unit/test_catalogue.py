@@ -66,7 +66,9 @@ def test_every_entry_is_declared_by_its_family_and_has_its_facade_method():
         assert package.startswith("analysis.metrics.") and module == "catalogue"
         assert importlib.import_module(family.__name__.rpartition(".")[0]).__doc__
     for spec in catalogue.analyses().values():
-        assert callable(getattr(TraceAnalysis, spec.method)), spec.method
+        method = getattr(TraceAnalysis, spec.method)
+        assert callable(method), spec.method
+        assert f"``{(spec.rank_step or spec.derive).__module__}``" in method.__doc__
         for step in (spec.rank_step, spec.combine, spec.derive):
             if step is not None:  # the metric lives in the family that declares it
                 family = families[spec.name].rpartition(".")[0]
