@@ -12,12 +12,12 @@ from analysis.cli.options import open_analysis, trace_loading_options
 @trace_loading_options
 def command(traces: str, **options) -> None:
     """Findings, then the headline numbers per rank, for TRACES (a directory, a file or a gs:// URL)."""
-    from analysis import registry
-    from analysis.metrics.findings import headline_text
+    from analysis import analyses as catalogue
+    from analysis.metrics.findings.findings import headline_text
 
     ta = open_analysis(traces, **options)
     # one batch: the findings and the headline columns share their analyses (stragglers, ...)
-    results = ta.run_many(dict.fromkeys(["findings", *registry.headline_names()], {}), "all",
+    results = ta.run_many(dict.fromkeys(["findings", *catalogue.headline_names()], {}), "all",
                           errors="return")
     found = results["findings"]
     if isinstance(found, Exception):
@@ -27,5 +27,5 @@ def command(traces: str, **options) -> None:
     for rule, why in found.attrs.get("not_run", {}).items():
         click.echo(f"[not run] {rule}: {why}")
     click.echo("")
-    table = registry.headline_table(results)
+    table = catalogue.headline_table(results)
     click.echo(table.to_string(index=False))

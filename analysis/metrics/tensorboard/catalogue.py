@@ -1,5 +1,6 @@
-"""The tensorboard family's registry entries (the retired TensorBoard plugin's views), in report
-order. Registered by :mod:`analysis.analyses` (issue 27 moves every family to this layout)."""
+"""The registry entries of this family (the retired TensorBoard plugin's views: the package
+docstring), in report order. The top-level catalogue (:mod:`analysis.analyses`) registers them; the
+machinery is :mod:`analysis.registry`."""
 
 from __future__ import annotations
 

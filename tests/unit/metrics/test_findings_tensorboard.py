@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from analysis import TraceAnalysis
-from analysis.metrics import findings as F
+from analysis.metrics.findings import findings as F
 from analysis.testing import tensorboard_traces
 
 
