@@ -183,7 +183,11 @@ def extra_table(
                 CacheWarning,
                 stacklevel=2,
             )
-    if table is None:
+    if table is None and rt.meta.source_format != "kineto":
+        from analysis.formats import foreign_extra  # another profiler's file: its own reader
+
+        table = foreign_extra(rt, kind, read_trace_bytes(rt.meta.source, storage_options))
+    elif table is None:
         table = extract(read_trace_bytes(rt.meta.source, storage_options), rt.meta.source, kind)
         if path is not None:
             try:

@@ -1,0 +1,61 @@
+"""Other profilers' files, read into the same model as Kineto traces (``analysis.kineto.model``).
+
+- ``nsys.py``: Nsight Systems SQLite exports (``nsys export --type sqlite``), with ``sqlite3``;
+- ``xplane.py``: JAX/XLA XPlane protobufs (``*.xplane.pb``), with a small wire-format decoder;
+- ``rocprof.py``: rocprofv3 JSON (``--output-format json``), with msgspec;
+- ``detect.py``: which of these (or a Kineto trace) a file is, from its first bytes;
+- ``frame.py``: the columns every reader fills, turned into a ``RankTrace``.
+
+A reader turns one file's bytes into a list of ``RankTrace`` (one file may hold several GPUs and
+processes; each reader's docstring gives its rule for ranks). ``meta.source_format`` names the
+format; what a format does not carry (PyTorch operators, their shapes, collective args) is listed
+in :data:`LACKS`, and analyses that need it raise ``FormatNotSupportedError``.
+
+This layer knows no analysis, figure or report (an import-linter contract).
+"""
+
+from __future__ import annotations
+
+from analysis.formats.detect import FORMATS, detect  # noqa: F401  (re-exported)
+
+# What each format's files do not carry, in the words of ``Analysis.needs``: "operators" (PyTorch
+# CPU operators, ``cpu_op`` rows linked to their launches by External id), "shapes" (their recorded
+# input shapes), "steps" (``ProfilerStep#N`` annotations).
+LACKS: dict[str, frozenset[str]] = {
+    "kineto": frozenset(),
+    "nsys": frozenset({"operators", "shapes"}),
+    "xplane": frozenset({"operators", "shapes"}),
+    "rocprof": frozenset({"operators", "shapes"}),
+}
+
+
+def lacks(source_format: str, need: str) -> bool:
+    """True when files of ``source_format`` do not carry ``need`` (see :data:`LACKS`)."""
+    return need in LACKS.get(source_format, frozenset())
+
+
+def parse_foreign(data: bytes, source: str, source_format: str) -> list:
+    """The ranks of one file of ``source_format`` ("nsys", "xplane" or "rocprof")."""
+    if source_format == "nsys":
+        from analysis.formats.nsys import parse_nsys
+
+        return parse_nsys(data, source)
+    if source_format == "xplane":
+        from analysis.formats.xplane import parse_xplane
+
+        return parse_xplane(data, source)
+    from analysis.formats.rocprof import parse_rocprof
+
+    return parse_rocprof(data, source)
+
+
+def foreign_extra(rt, kind, data: bytes):
+    """The ``kind`` extra table (``analysis.kineto.extras.ExtraKind``) of a rank read from another
+    profiler's file ``data``: the reader fills ``memory_ops``; other kinds are empty here."""
+    ranks = parse_foreign(data, rt.meta.source, rt.meta.source_format)
+    part = int(rt.meta.other.get("part", 0))
+    if part < len(ranks) and kind.name in ranks[part].extras:
+        return ranks[part].extras[kind.name]
+    import numpy as np
+
+    return kind.build(np.empty(0, dtype=np.int64), [])
