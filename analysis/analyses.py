@@ -284,6 +284,7 @@ register(Analysis(
         "and self CPU time, and the GPU time of the kernels they launched (µs)."
     ),
     report_options={"top": TOP_OPERATORS},
+    needs=("operators",),
 ))
 
 register(Analysis(
@@ -295,6 +296,7 @@ register(Analysis(
         "``record_shapes=True``. ``gpu``: a GPU name, a ``GpuSpec`` or a dict of peaks overriding "
         "the detected GPU's. Returns ``RooflineResult(ops, steps, coverage, unmodelled, gpu)``.",
     rank_step=operator_roofline.operator_roofline_rank,
+    needs=("operators", "shapes"),
     combine=operator_roofline.combine,
     params=(
         Param("ranks", None, role="ranks"),
@@ -488,6 +490,7 @@ register(Analysis(
         "gpu_compute_bound, gpu_communication_bound, gpu_kernel_kernel_overhead, "
         "gpu_kernel_launch_overhead). ``annotation`` names the windows (every instance).",
     rank_step=critical_path.critical_path_summary_rank,
+    needs=("launches",),
     combine=critical_path.combine_summaries,
     params=(Param("annotation", "ProfilerStep"), VISUALIZE, RANKS_ALL),
     figures="analysis.figures.critical_path",
@@ -517,6 +520,7 @@ register(Analysis(
         "``analysis.figures.critical_path.write_overlay_trace(graph, path)`` writes the trace "
         "with the path marked, for Perfetto.",
     rank_step=critical_path.critical_path_rank,
+    needs=("launches",),
     combine=critical_path.combine_graphs,
     params=(
         Param("rank", None, role="ranks"),

@@ -20,7 +20,8 @@ from analysis.formats.detect import FORMATS, detect  # noqa: F401  (re-exported)
 
 # What each format's files do not carry, in the words of ``Analysis.needs``: "operators" (PyTorch
 # CPU operators, ``cpu_op`` rows linked to their launches by External id), "shapes" (their recorded
-# input shapes), "steps" (``ProfilerStep#N`` annotations).
+# input shapes). "launches" (launch calls whose correlation id is a GPU event's) depends on how the
+# file was recorded (a rocprofv3 kernel trace has none), so it is checked on the rank itself.
 LACKS: dict[str, frozenset[str]] = {
     "kineto": frozenset(),
     "nsys": frozenset({"operators", "shapes"}),
@@ -29,9 +30,40 @@ LACKS: dict[str, frozenset[str]] = {
 }
 
 
+# The needs in words, for error messages.
+NEEDS: dict[str, str] = {
+    "operators": "PyTorch CPU operators (cpu_op events linked to their kernels)",
+    "shapes": "recorded operator input shapes",
+    "launches": "launch calls linked to their GPU events (record the HIP/CUDA API too)",
+}
+
+
 def lacks(source_format: str, need: str) -> bool:
     """True when files of ``source_format`` do not carry ``need`` (see :data:`LACKS`)."""
     return need in LACKS.get(source_format, frozenset())
+
+
+def missing(rt, needs) -> list[str]:
+    """The ``needs`` (``Analysis.needs``) that rank ``rt`` of another profiler's file lacks, in
+    words; always empty for a Kineto trace."""
+    source_format = rt.meta.source_format
+    if source_format == "kineto":
+        return []
+    out = [NEEDS[n] for n in needs if lacks(source_format, n)]
+    if "launches" in needs and not _has_launches(rt):
+        out.append(NEEDS["launches"])
+    return out
+
+
+def _has_launches(rt) -> bool:
+    import numpy as np
+
+    from analysis.kineto.events import gpu_mask, runtime_mask
+
+    ev = rt.events
+    corr = ev["correlation"].to_numpy()
+    runtime = runtime_mask(ev) & (corr >= 0)
+    return bool(runtime.any()) and bool(np.isin(corr[gpu_mask(ev)], corr[runtime]).any())
 
 
 def parse_foreign(data: bytes, source: str, source_format: str) -> list:
