@@ -52,8 +52,22 @@ def _tid(global_tid: int) -> int:
     return int(global_tid) & _PID_MASK
 
 
+def _check_size(data: bytes, source: str) -> None:
+    """A truncated file, told by the header's page size (bytes 16-17) and page count (28-31)."""
+    if len(data) < 100:
+        raise CorruptTraceError(source, f"truncated SQLite database ({len(data)} bytes)")
+    page_size = int.from_bytes(data[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    expected = page_size * int.from_bytes(data[28:32], "big")
+    if len(data) < expected:
+        raise CorruptTraceError(
+            source, f"truncated SQLite database: its header announces {expected:,} bytes, the "
+            f"file has {len(data):,}")
+
+
 @contextlib.contextmanager
 def _connect(data: bytes, source: str):
+    _check_size(data, source)
     conn = sqlite3.connect(":memory:")
     path = None
     try:
@@ -92,7 +106,7 @@ def parse_nsys(data: bytes, source: str) -> list[RankTrace]:
         gpu = _gpu_rows(conn, tables, strings)
         cpu = _cpu_rows(conn, tables, strings)
         gpu_names = _gpu_names(conn, tables)
-    pairs = sorted({(p, d) for p, d in zip(gpu["process"], gpu["device"], strict=True)})
+    pairs = sorted({(int(p), int(d)) for p, d in zip(gpu["process"], gpu["device"], strict=True)})
     ranks = []
     for rank, (process, device) in enumerate(pairs):
         g = gpu["process"] == process

@@ -394,7 +394,7 @@ def settle_failures(
         raise TraceNotFoundError(
             source,
             f"none of the {len(files)} file(s) is a Kineto trace: "
-            + ", ".join(map(printable, not_traces)),
+            + ", ".join(f"{printable(url)} ({failures[url].reason})" for url in not_traces),
         )
     return skipped
 
