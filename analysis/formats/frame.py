@@ -2,7 +2,7 @@
 
 Readers give plain lists/arrays per column (times already in integer nanoseconds); columns they
 do not have are -1 (ids) as in a Kineto trace without those args. Rows are sorted by start time
-(stable). ``bytes`` (memcpy/memset sizes, -1 elsewhere) becomes the ``memory_ops`` extra table
+(stable); a negative duration becomes 0, counted in ``meta.anomalies``. ``bytes`` (memcpy/memset sizes, -1 elsewhere) becomes the ``memory_ops`` extra table
 (``analysis.kineto.extras``), indexed by row label like the Kineto one.
 """
 
@@ -32,6 +32,13 @@ def rank_trace(meta: RankMeta, columns: dict) -> RankTrace:
             data[name] = np.full(n, -1, dtype=np.int64)
         else:
             data[name] = np.asarray(values, dtype=np.int64)[order]
+    negative = data["dur"] < 0
+    if negative.any():  # as the Kineto parser does: set to 0, counted by name, reported
+        names = pd.Series(data["name"][negative]).astype(str).value_counts()
+        meta.negative_durations = {str(k): int(v) for k, v in names.items()}
+        meta.anomalies.append(
+            f"{int(negative.sum())} event(s) have a negative duration (end before start); set to 0")
+        data["dur"] = np.where(negative, 0, data["dur"])
     events = pd.DataFrame(data)
     nbytes = np.asarray(columns.get("bytes", np.full(n, -1)), dtype=np.int64)[order]
     memory = events["cat"].isin(MEMORY_CATS).to_numpy()
@@ -43,10 +50,3 @@ def rank_trace(meta: RankMeta, columns: dict) -> RankTrace:
     trace = RankTrace(meta=meta, events=events)
     trace.extras["memory_ops"] = ops
     return trace
-
-
-def concat(parts: list[dict]) -> dict:
-    """Column dicts of the same keys, joined row-wise (lists or arrays)."""
-    keys = parts[0].keys()
-    return {k: np.concatenate([np.asarray(p[k], dtype=object if k in ("cat", "name") else np.int64)
-                               for p in parts]) for k in keys}

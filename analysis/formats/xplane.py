@@ -28,6 +28,7 @@ one) that no launch call has. Host plane: each line is a thread (``tid`` = line 
 from __future__ import annotations
 
 import re
+import struct
 
 from analysis.errors import CorruptTraceError, NotATraceError
 from analysis.formats.frame import rank_trace
@@ -119,8 +120,8 @@ def _stat(message, stat_names: dict[int, str]) -> tuple[str, object]:
         if number == 1:
             key = stat_names.get(v, str(v))
         elif number == 2:
-            value = v  # a double's bits; not needed here
-        elif number in (3,):
+            value = struct.unpack("<d", v.to_bytes(8, "little"))[0]
+        elif number == 3:
             value = v
         elif number == 4:
             value = signed64(v)

@@ -152,3 +152,16 @@ def test_ranks_are_exact_ns(ta):
     ev = ta.trace[2].events
     assert ev["ts"].dtype == np.int64
     assert ev.loc[ev["cat"] == "kernel", "dur"].tolist() == [1000]
+
+
+def test_negative_duration_is_zero_and_reported(tmp_path):
+    path = tmp_path / "neg.sqlite"
+    write_nsys_sqlite(path, NsysReport(gpu=[
+        NsysGpuOp(1000, 900, device=0, stream=1, correlation=1, pid=5, name="backwards"),
+        NsysGpuOp(2000, 2500, device=0, stream=1, correlation=2, pid=5, name="fine"),
+    ]))
+    with pytest.warns(UserWarning, match="negative duration"):
+        ta = TraceAnalysis(trace_dir=str(path), use_cache=False, progress=False)
+    ev = ta.trace[0].events
+    assert ev.set_index(ev["name"].astype(str)).loc["backwards", "dur"] == 0
+    assert ta.trace[0].meta.negative_durations == {"backwards": 1}
