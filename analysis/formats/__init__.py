@@ -18,21 +18,20 @@ from __future__ import annotations
 
 from analysis.formats.detect import FORMATS, detect  # noqa: F401  (re-exported)
 
-# What each format's files do not carry, in the words of ``Analysis.needs``: "operators" (PyTorch
-# CPU operators, ``cpu_op`` rows linked to their launches by External id), "shapes" (their recorded
-# input shapes). "launches" (launch calls whose correlation id is a GPU event's) depends on how the
-# file was recorded (a rocprofv3 kernel trace has none), so it is checked on the rank itself.
+# What each format's files never carry, in the words of ``Analysis.needs``: "shapes" (recorded
+# operator input shapes). Two needs depend on how a file was recorded and are checked on the rank
+# itself: "operators" (PyTorch CPU operators, ``cpu_op`` rows: an nsys report has them when
+# recorded under ``emit_nvtx()``) and "launches" (launch calls whose correlation id is a GPU
+# event's: a rocprofv3 kernel trace has none).
 LACKS: dict[str, frozenset[str]] = {
     "kineto": frozenset(),
-    "nsys": frozenset({"operators", "shapes"}),
-    "xplane": frozenset({"operators", "shapes"}),
-    "rocprof": frozenset({"operators", "shapes"}),
+    "nsys": frozenset({"shapes"}),
+    "xplane": frozenset({"shapes"}),
+    "rocprof": frozenset({"shapes"}),
 }
-
-
 # The needs in words, for error messages.
 NEEDS: dict[str, str] = {
-    "operators": "PyTorch CPU operators (cpu_op events linked to their kernels)",
+    "operators": "PyTorch CPU operators (cpu_op events; for nsys, record under emit_nvtx())",
     "shapes": "recorded operator input shapes",
     "launches": "launch calls linked to their GPU events (record the HIP/CUDA API too)",
 }
@@ -50,6 +49,8 @@ def missing(rt, needs) -> list[str]:
     if source_format == "kineto":
         return []
     out = [NEEDS[n] for n in needs if lacks(source_format, n)]
+    if "operators" in needs and not rt.events["cat"].isin(("cpu_op",)).any():
+        out.append(NEEDS["operators"])
     if "launches" in needs and not _has_launches(rt):
         out.append(NEEDS["launches"])
     return out

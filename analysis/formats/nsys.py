@@ -13,7 +13,10 @@ is, and ``get_trace_metadata()`` shows it.
   Kineto names them (``Memcpy HtoD (Pinned -> Device)``, ``Memset (Device)``), with ``bytes``;
 - ``CUPTI_ACTIVITY_KIND_RUNTIME`` → ``cuda_runtime`` rows, names without nsys's version suffix
   (``cudaLaunchKernel_v7000`` → ``cudaLaunchKernel``), with their ``correlationId``;
-- ``NVTX_EVENTS`` push/pop and start/end ranges → ``user_annotation`` rows on their thread.
+- ``NVTX_EVENTS`` push/pop and start/end ranges → rows on their thread: ranges that PyTorch's
+  ``torch.autograd.profiler.emit_nvtx()`` writes for its operators (``aten::mm, seq = 12, op_id =
+  40``) are ``cpu_op`` rows named by the operator (``aten::mm``), so the operator summary works
+  (runtime calls belong to the operators open on their thread); other ranges ``user_annotation``.
 
 Not read: CUDA synchronisation events, OS runtime, CPU samples, GPU metrics.
 """
@@ -33,6 +36,8 @@ from analysis.formats.frame import rank_trace
 from analysis.kineto.model import RankMeta, RankTrace
 
 _VERSION_SUFFIX = re.compile(r"_v\d+$")
+# emit_nvtx's range text: the operator name, then ", seq = N", ", op_id = N", ", sizes = [...]"
+_PYTORCH_OP = re.compile(r"^(?P<op>[A-Za-z_][\w.]*::[\w.]+)(?:, (?:seq|op_id|sizes|stashed seq)\b.*)?$")
 # CUPTI's copyKind values (ENUM_CUDA_MEMCPY_OPER) as Kineto abbreviates them
 _COPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD",
                7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "HtoD", 12: "DtoH", 13: "DtoD"}
@@ -191,10 +196,12 @@ def _cpu_rows(conn, tables: set[str], strings: dict) -> dict:
         for start, end, text, text_id, gtid in _query(
             conn, "SELECT start, end, text, textId, globalTid FROM NVTX_EVENTS "
                   f"WHERE end IS NOT NULL AND eventType IN ({marks})"):
+            text = text if text is not None else strings.get(text_id, "")
+            op = _PYTORCH_OP.match(text)
             ts.append(start)
             dur.append(max(end - start, 0))
-            cat.append("user_annotation")
-            name.append(text if text is not None else strings.get(text_id, ""))
+            cat.append("cpu_op" if op else "user_annotation")
+            name.append(op.group("op") if op else text)
             tid.append(_tid(gtid or 0))
             corr.append(-1)
             process.append(_pid(gtid or 0))

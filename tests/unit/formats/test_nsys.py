@@ -165,3 +165,19 @@ def test_negative_duration_is_zero_and_reported(tmp_path):
     ev = ta.trace[0].events
     assert ev.set_index(ev["name"].astype(str)).loc["backwards", "dur"] == 0
     assert ta.trace[0].meta.negative_durations == {"backwards": 1}
+
+
+def test_emit_nvtx_ranges_are_pytorch_operators(tmp_path):
+    path = tmp_path / "ops.sqlite"
+    write_nsys_sqlite(path, NsysReport(
+        gpu=[NsysGpuOp(1000, 4000, device=0, stream=7, correlation=1, pid=10, name="gemm")],
+        cpu=[NsysCall(0, 500, pid=10, tid=11, name="aten::linear, seq = 3, op_id = 7", nvtx=True),
+             NsysCall(10, 400, pid=10, tid=11, name="aten::mm, op_id = 8", nvtx=True),
+             NsysCall(20, 30, pid=10, tid=11, name="cudaLaunchKernel_v7000", correlation=1)]))
+    ta = TraceAnalysis(trace_dir=str(path), use_cache=False, progress=False)
+    ops = ta.get_operator_summary().set_index("name")
+    assert ops.loc["aten::mm", "gpu_self_us"] == pytest.approx(3.0)
+    assert ops.loc["aten::linear", "gpu_total_us"] == pytest.approx(3.0)
+    assert ops.loc["aten::linear", "cpu_self_us"] == pytest.approx(0.11)
+    with pytest.raises(FormatNotSupportedError, match="no recorded operator input shapes"):
+        ta.get_operator_roofline()
