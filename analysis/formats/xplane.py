@@ -71,13 +71,15 @@ def parse_xplane(data: bytes, source: str) -> list[RankTrace]:
         meta = RankMeta(rank=0, source=source, rank_origin="xplane: host plane only",
                         source_format="xplane", other={"part": 0, "parts": 1})
         return [rank_trace(meta, host_rows)]
+    # the world is every GPU plane of the profile, idle ones included (ranks are plane indices)
+    world = max(len([p for p in planes if _GPU_PLANE.match(p["name"])]), gpus[-1][0] + 1)
     ranks = []
     fresh = _FRESH_CORRELATION
     for part, (index, plane) in enumerate(gpus):
         rows, fresh = _gpu_rows(plane, index, fresh)
         columns = {k: list(rows[k]) + list(host_rows[k]) for k in rows}
         meta = RankMeta(
-            rank=index, source=source, world_size=len(gpus),
+            rank=index, source=source, world_size=world,
             rank_origin=f"xplane: plane {plane['name']}",
             device_properties=[{"id": index, **plane["properties"]}],
             source_format="xplane",

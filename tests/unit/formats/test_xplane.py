@@ -58,6 +58,13 @@ def test_ranks_are_the_gpu_planes_with_events(ta):
     assert meta["rank"].tolist() == [3]
     assert meta["format"].tolist() == ["xplane"]
     assert meta["gpu_events"].tolist() == [4]
+    assert meta["world_size"].tolist() == [4]  # GPU planes 0..3 at least
+
+
+def test_health_check_has_no_errors(ta):
+    health = ta.check()
+    assert "error" not in set(health["severity"])
+    assert "missing_flows" not in set(health["check"])  # XPlane has no flows to miss
 
 
 def test_rows(ta):
