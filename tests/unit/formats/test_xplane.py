@@ -108,3 +108,11 @@ def test_wrong_protobuf_names_the_file(tmp_path, data):
     with pytest.raises(InputFileError, match="bad.xplane.pb") as info:
         TraceAnalysis(trace_dir=str(bad), use_cache=False, progress=False)
     assert isinstance(info.value, CorruptTraceError)
+
+
+def test_summary_names_the_format_and_hta_is_refused(ta):
+    from analysis.errors import FormatNotSupportedError
+
+    assert "(xplane: docs/formats.md)" in repr(ta)
+    with pytest.raises(FormatNotSupportedError, match="XPlane profiles"):
+        ta.hta  # noqa: B018
