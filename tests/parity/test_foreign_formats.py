@@ -152,13 +152,17 @@ def test_xplane_equals_tracelens_gpu_timeline():
         assert total_ms == pytest.approx(expected["total_time"], abs=TOLERANCE_MS)
         assert idle_ms == pytest.approx(expected["idle_time"], abs=TOLERANCE_MS)
         assert total_ms - idle_ms == pytest.approx(expected["busy_time"], abs=TOLERANCE_MS)
+        # TraceLens's memcpy time: the union of the copies and memsets (names Copy*/Memcpy*/Memset*)
         ev = ta.trace[rank].events
-        memcpy = ev[kernel_like_mask(ev) & (ev["cat"] == "gpu_memcpy").to_numpy()]
-        if len(memcpy):
-            busy, _ = merged_ns(zip(memcpy["ts"], memcpy["ts"] + memcpy["dur"], strict=True))
+        memory = ev[kernel_like_mask(ev) & ev["cat"].isin(["gpu_memcpy", "gpu_memset"]).to_numpy()]
+        if len(memory):
+            busy, _ = merged_ns(zip(memory["ts"], memory["ts"] + memory["dur"], strict=True))
         else:
             busy = 0
         assert busy / 1e6 == pytest.approx(expected["total_memcpy_time"], abs=TOLERANCE_MS)
+        if expected["total_comm_time"] == 0:  # then our non-compute time is that memcpy time
+            assert row["non_compute_time(us)"] / 1000 == pytest.approx(
+                expected["total_memcpy_time"], abs=TOLERANCE_MS)
 
 
 # --- rocprofv3 ----------------------------------------------------------------------------------

@@ -116,3 +116,22 @@ def test_summary_names_the_format_and_hta_is_refused(ta):
     assert "(xplane: docs/formats.md)" in repr(ta)
     with pytest.raises(FormatNotSupportedError, match="XPlane profiles"):
         ta.hta  # noqa: B018
+
+
+def test_eight_gpu_planes_are_eight_ranks(tmp_path):
+    planes = [xplane(f"/device:GPU:{g}", [
+        XLine(1, "Stream #1(Kernel)", [XEvent("k", BASE, 100 * (g + 1)),
+                                       XEvent("k", BASE + 2000, 100)], timestamp_ns=BASE),
+        XLine(2, "Stream #2(MemcpyD2D)", [XEvent("MemcpyD2D", BASE + 50, 1000)], timestamp_ns=BASE),
+    ]) for g in range(8)]
+    path = tmp_path / "eight.xplane.pb"
+    path.write_bytes(xspace_bytes(planes))
+    ta = TraceAnalysis(trace_dir=str(path), use_cache=False, progress=False)
+    assert ta.ranks == list(range(8))
+    temporal = ta.get_temporal_breakdown(visualize=False).set_index("rank")
+    for g in range(8):
+        busy = max(100 * (g + 1), 1050) + 100  # [0, max(100(g+1), 1050)) ∪ [2000, 2100)
+        assert temporal.loc[g, "kernel_time(us)"] == pytest.approx(2.1)
+        assert temporal.loc[g, "idle_time(us)"] == pytest.approx((2100 - busy) / 1000)
+    names = ta.trace[0].events.query("cat == 'gpu_memcpy'")["name"].astype(str).tolist()
+    assert names == ["Memcpy DtoD (Device -> Device)"]
