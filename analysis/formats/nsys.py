@@ -86,7 +86,9 @@ def _connect(data: bytes, source: str):
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         yield conn
     except sqlite3.DatabaseError as exc:
-        raise CorruptTraceError(source, f"unreadable SQLite database ({exc}): truncated or damaged?") from None
+        raise CorruptTraceError(
+            source, f"unreadable SQLite database ({exc}): truncated, damaged, or an nsys export "
+            "schema this reader does not know") from None
     finally:
         conn.close()
         if path:
@@ -112,12 +114,16 @@ def parse_nsys(data: bytes, source: str) -> list[RankTrace]:
         cpu = _cpu_rows(conn, tables, strings)
         gpu_names = _gpu_names(conn, tables)
     pairs = sorted({(int(p), int(d)) for p, d in zip(gpu["process"], gpu["device"], strict=True)})
+    if not pairs:
+        raise NotATraceError(source, "an nsys export without GPU activity (no kernel, memcpy or "
+                             "memset): record with --trace=cuda")
     ranks = []
     for rank, (process, device) in enumerate(pairs):
         g = gpu["process"] == process
         g &= gpu["device"] == device
         c = cpu["process"] == process
-        columns = {k: np.concatenate([np.asarray(gpu[k], dtype=object)[g], np.asarray(cpu[k], dtype=object)[c]])
+        columns = {k: np.concatenate([np.asarray(gpu[k], dtype=object)[g],
+                                      np.asarray(cpu[k], dtype=object)[c]])
                    for k in ("ts", "dur", "cat", "name", "pid", "tid", "stream", "correlation",
                              "device", "bytes")}
         meta = RankMeta(

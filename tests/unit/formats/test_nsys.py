@@ -181,3 +181,10 @@ def test_emit_nvtx_ranges_are_pytorch_operators(tmp_path):
     assert ops.loc["aten::linear", "cpu_self_us"] == pytest.approx(0.11)
     with pytest.raises(FormatNotSupportedError, match="no recorded operator input shapes"):
         ta.get_operator_roofline()
+
+
+def test_report_without_gpu_activity_is_refused(tmp_path):
+    path = tmp_path / "cpu.sqlite"
+    write_nsys_sqlite(path, NsysReport(cpu=[NsysCall(0, 5, pid=1, tid=1, name="x", nvtx=True)]))
+    with pytest.raises(InputFileError, match="without GPU activity"):
+        TraceAnalysis(trace_dir=str(path), use_cache=False, progress=False)
