@@ -108,8 +108,13 @@ def test_cached_load_is_identical(report_path, tmp_path):
         assert again.trace[rank].meta.from_cache
         assert again.trace[rank].meta.source_format == "nsys"
         assert again.trace[rank].events.equals(first.trace[rank].events)
-    # the memcpy sizes of a cached rank are read from the report again
-    assert again.get_memcpy_summary(visualize=False)["bytes"].max() == 4096
+    # the memcpy sizes of a cached rank are read from the report again, then cached per rank
+    for _ in range(2):
+        reopened = TraceAnalysis(trace_dir=str(report_path), cache_dir=tmp_path / "c",
+                                 progress=False)
+        summary = reopened.get_memcpy_summary(ranks="all", visualize=False)
+        assert summary.groupby("rank")["bytes"].sum().to_dict() == {0: 4096, 1: 64}
+    assert len(list((tmp_path / "c").glob("*/extras/memory_ops-*-part*.arrow"))) == 3
 
 
 def test_compare_names_the_kernel_that_changed(report_path, tmp_path):
