@@ -73,7 +73,7 @@ class _BufferRecords(msgspec.Struct, gc=False, frozen=True):
 
 
 class _Symbol(msgspec.Struct, gc=False):
-    kernel_id: int
+    kernel_id: int = -1
     kernel_name: str = ""
     formatted_kernel_name: str = ""
 
@@ -101,7 +101,8 @@ class _Metadata(msgspec.Struct, gc=False, frozen=True):
 class _Process(msgspec.Struct, gc=False):
     metadata: _Metadata = _Metadata()
     agents: list[_Agent] = []
-    kernel_symbols: list[_Symbol] = []
+    # a list indexed by kernel id; some writers use an object keyed by the id instead
+    kernel_symbols: list[_Symbol] | dict[str, _Symbol] = []
     strings: _Strings = _Strings()
     buffer_records: _BufferRecords = _BufferRecords()
 
@@ -158,8 +159,15 @@ def _operation(process: _Process, record: _Record) -> str:
 
 
 def _gpu_rows(process: _Process, pid: int) -> dict[int, dict]:
-    gpu_index = {a.id.handle: a.logical_node_type_id for a in process.agents if a.type == _GPU_AGENT}
-    names = {s.kernel_id: s.formatted_kernel_name or s.kernel_name for s in process.kernel_symbols}
+    gpus = [a for a in process.agents if a.type == _GPU_AGENT]
+    # the GPU's index (older files lack logical_node_type_id: then the order of the GPU agents)
+    gpu_index = {a.id.handle: a.logical_node_type_id if a.logical_node_type_id >= 0 else i
+                 for i, a in enumerate(gpus)}
+    symbols = process.kernel_symbols
+    if isinstance(symbols, dict):
+        symbols = [msgspec.structs.replace(s, kernel_id=int(k)) if k.isdigit() and s.kernel_id < 0
+                   else s for k, s in symbols.items()]
+    names = {s.kernel_id: s.formatted_kernel_name or s.kernel_name for s in symbols}
     out: dict[int, dict] = {}
 
     def add(device, values):

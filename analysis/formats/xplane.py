@@ -36,7 +36,7 @@ from analysis.formats.protobuf import WireError, fields, signed64
 from analysis.kineto.model import RankMeta, RankTrace
 
 HOST_PID = 1_000_000  # no OS pid in an XSpace; far from the GPU planes' pid (= device index)
-_GPU_PLANE = re.compile(r"^/device:GPU:(\d+)$")
+_GPU_PLANE = re.compile(r"^/device:GPU:(\d+)\b")
 _HOST_PLANE = "/host:CPU"
 _COPY_DIRECTIONS = {
     "copydevicetodevice": "Memcpy DtoD (Device -> Device)",

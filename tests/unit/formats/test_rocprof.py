@@ -86,3 +86,16 @@ def test_wrong_structure_names_the_file(tmp_path):
     p.write_text('{"rocprofiler-sdk-tool": [{"buffer_records": {"kernel_dispatch": [{}]}}]}')
     with pytest.raises(CorruptTraceError, match="broken.json.*rocprofv3"):
         TraceAnalysis(trace_dir=str(p), use_cache=False, progress=False)
+
+
+def test_symbols_keyed_by_id_and_agents_without_index(tmp_path):
+    doc = rocprof_json(dispatches=[(0, 10, 1, 1, 7, 1)], kernels={7: "k7"})
+    process = doc["rocprofiler-sdk-tool"][0]
+    process["kernel_symbols"] = {"7": {"formatted_kernel_name": "k7"}}
+    for agent in process["agents"]:
+        del agent["logical_node_type_id"]
+    p = tmp_path / "older.json"
+    p.write_text(json.dumps(doc))
+    ta = TraceAnalysis(trace_dir=str(p), use_cache=False, progress=False)
+    assert ta.get_trace_metadata()["rank_from"].tolist() == ["rocprof: process 4242, GPU 1"]
+    assert ta.trace[0].events["name"].astype(str).tolist() == ["k7"]
