@@ -20,7 +20,9 @@ are rounded half up to whole ns, which they are in practice). GPU plane: each li
 a ``gpu_memset``, anything else a ``kernel``; ``correlation_id`` stats link them to the host's
 launch calls. A GPU event without a correlation id gets a fresh one (the model's GPU events need
 one) that no launch call has. Host plane: each line is a thread (``tid`` = line id, ``pid`` =
-:data:`HOST_PID`); events with a ``correlation_id`` stat are ``cuda_runtime`` launch/copy calls,
+:data:`HOST_PID`); events with a ``correlation_id`` stat are ``cuda_runtime`` launch/copy calls
+(a kernel's launch, which XLA names after the kernel, is named ``cuLaunchKernel`` /
+``hipModuleLaunchKernel`` by the GPUs' vendor),
 ``$file.py:line function`` frames ``python_function``, the rest (XLA and runtime ranges)
 ``user_annotation``.
 """
@@ -73,10 +75,14 @@ def parse_xplane(data: bytes, source: str) -> list[RankTrace]:
         return [rank_trace(meta, host_rows)]
     # the world is every GPU plane of the profile, idle ones included (ranks are plane indices)
     world = max(len([p for p in planes if _GPU_PLANE.match(p["name"])]), gpus[-1][0] + 1)
-    ranks = []
     fresh = _FRESH_CORRELATION
-    for part, (index, plane) in enumerate(gpus):
+    gpu_rows = []
+    for index, plane in gpus:
         rows, fresh = _gpu_rows(plane, index, fresh)
+        gpu_rows.append(rows)
+    _name_launch_calls(host_rows, gpu_rows, gpus)
+    ranks = []
+    for part, ((index, plane), rows) in enumerate(zip(gpus, gpu_rows, strict=True)):
         columns = {k: list(rows[k]) + list(host_rows[k]) for k in rows}
         meta = RankMeta(
             rank=index, source=source, world_size=world,
@@ -238,6 +244,20 @@ def _gpu_rows(plane: dict, device: int, fresh: int) -> tuple[dict, int]:
             ), strict=True):
                 rows[key].append(value)
     return rows, fresh
+
+
+def _name_launch_calls(host_rows: dict, gpu_rows: list[dict], gpus: list) -> None:
+    """XLA's host plane names a kernel's launch call after the kernel; the call is the driver's
+    (``cuLaunchKernel`` on NVIDIA, ``hipModuleLaunchKernel`` on AMD, by the planes'
+    ``device_vendor``), which is what the launch statistics look for."""
+    kernels = {c for rows in gpu_rows
+               for c, cat in zip(rows["correlation"], rows["cat"], strict=True) if cat == "kernel"}
+    vendors = {str(p["properties"].get("device_vendor", "")).lower() for _, p in gpus}
+    api = "hipModuleLaunchKernel" if any("amd" in v for v in vendors) else "cuLaunchKernel"
+    names = host_rows["name"]
+    for i, (cat, corr) in enumerate(zip(host_rows["cat"], host_rows["correlation"], strict=True)):
+        if cat == "cuda_runtime" and corr in kernels and not names[i].startswith(("cu", "hip")):
+            names[i] = api
 
 
 def _host_rows(plane: dict) -> dict:

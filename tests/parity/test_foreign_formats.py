@@ -165,6 +165,15 @@ def test_xplane_equals_tracelens_gpu_timeline():
                 expected["total_memcpy_time"], abs=TOLERANCE_MS)
 
 
+def test_xplane_kernel_launches_are_matched():
+    need(XPLANE)
+    ta = TraceAnalysis(trace_dir=str(XPLANE), use_cache=False, progress=False)
+    stats = ta.get_cuda_kernel_launch_stats(ranks=[7], visualize=False)[7]
+    kernels = ta.trace[7].events.query("cat == 'kernel'")
+    assert sorted(stats["correlation"]) == sorted(kernels["correlation"])  # all 25 launches
+    assert (stats["launch_delay"] >= 0).all()
+
+
 # --- rocprofv3 ----------------------------------------------------------------------------------
 
 

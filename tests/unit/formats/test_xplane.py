@@ -29,7 +29,7 @@ SPACE = xspace_bytes([
         XLine(7, "python", timestamp_ns=BASE, events=[
             XEvent("$train.py:10 step", BASE, 900),
             XEvent("hipModuleLaunchKernel", BASE + 10, 20, {"correlation_id": 11}),
-            XEvent("hipModuleLaunchKernel", BASE + 40, 20, {"correlation_id": 12}),
+            XEvent("Cijk_gemm", BASE + 40, 20, {"correlation_id": 12}),  # XLA's launch name
             XEvent("hipMemcpyHtoDAsync", BASE + 70, 30, {"correlation_id": 13}),
             XEvent("ExecuteOnStream", BASE + 5, 800),
         ]),
@@ -95,6 +95,9 @@ def test_launch_stats_join_host_calls_by_correlation_id(ta):
     stats = ta.get_cuda_kernel_launch_stats(ranks=[3], visualize=False)[3].set_index("correlation")
     assert stats.loc[11, "launch_delay"] == pytest.approx(0.07)  # 100 - 10 - 20 ns
     assert stats.loc[12, "gpu_duration"] == pytest.approx(0.5)
+    runtime = ta.trace[3].events.query("cat == 'cuda_runtime'")["name"].astype(str).tolist()
+    # a launch named after its kernel becomes the driver's call (no device_vendor here: CUDA's)
+    assert runtime == ["hipModuleLaunchKernel", "cuLaunchKernel", "hipMemcpyHtoDAsync"]
 
 
 @pytest.mark.parametrize("data", [
