@@ -15,6 +15,8 @@ from analysis.registry import Analysis, Param
 
 KERNEL_ARGS = ("kernel_args",)
 MEMORY = ("memory_events", "kernel_args")
+# the extras are decoded from Kineto JSON: other profilers' files raise FormatNotSupportedError
+KINETO = ("kineto_args",)
 VISUALIZE = Param("visualize", True, role="visualize")
 PLUGIN_WINDOW = (
     " Window: every profiler step of the whole trace, the last included (the plugin's; "
@@ -39,6 +41,7 @@ ENTRIES = (
         window="full",
         needs_gpu=True,
         extras=KERNEL_ARGS,
+        needs=KINETO,
         title="GPU summary (TensorBoard)",
         how_to_read=(
             "The TensorBoard profiler plugin's GPU summary, per rank and GPU, over all profiler "
@@ -63,6 +66,7 @@ ENTRIES = (
         window="full",
         needs_gpu=True,
         extras=KERNEL_ARGS,
+        needs=KINETO,
         title="GPU utilization over time (TensorBoard)",
         how_to_read=(
             "GPU utilization and est. SM efficiency per time bucket, as the plugin's trace-view "
@@ -81,6 +85,7 @@ ENTRIES = (
         figures="analysis.figures.step_time_breakdown",
         window="full",
         extras=KERNEL_ARGS,
+        needs=KINETO,
         title="Step time breakdown (TensorBoard)",
         how_to_read=(
             "Each profiler step split as the plugin's overview: time with a kernel running, else a "
@@ -105,6 +110,7 @@ ENTRIES = (
         window="full",
         needs_gpu=True,
         extras=KERNEL_ARGS,
+        needs=KINETO,
         title="Kernels (TensorBoard)",
         how_to_read=(
             "The plugin's kernel view: the kernels with the most GPU time, whether they use tensor "
@@ -129,6 +135,7 @@ ENTRIES = (
         default_ranks="first",
         window="full",
         extras=("kernel_args", "op_shapes"),
+        needs=KINETO,
         title="Operators (TensorBoard)",
         how_to_read=(
             "The plugin's operator view: per operator, its calls and its time on the host (self: "
@@ -149,6 +156,8 @@ ENTRIES = (
         default_ranks="first",
         window="full",
         extras=MEMORY,
+        needs=KINETO,
+        title="Memory over time (TensorBoard)",
         placement="none",
     ),
     Analysis(
@@ -161,6 +170,8 @@ ENTRIES = (
         params=(Param("ranks", "all", role="ranks"),),
         window="full",
         extras=MEMORY,
+        needs=KINETO,
+        title="Memory peaks (TensorBoard)",
         placement="none",
     ),
     Analysis(
@@ -174,6 +185,8 @@ ENTRIES = (
         default_ranks="first",
         window="full",
         extras=MEMORY,
+        needs=KINETO,
+        title="Operator memory (TensorBoard)",
         placement="none",
     ),
     Analysis(
@@ -188,6 +201,8 @@ ENTRIES = (
         default_ranks="first",
         window="full",
         extras=MEMORY,
+        needs=KINETO,
+        title="Memory events (TensorBoard)",
         placement="none",
     ),
     Analysis(
