@@ -120,11 +120,12 @@ def extract(data: bytes, source: str, kind: ExtraKind) -> pd.DataFrame:
         k for k, v in LEGACY_CATEGORIES.items() if v in kind.categories
     }
     rows, args, cats = [], [], []
+    no_args = kind.args() if kind.raw_categories else None  # such kinds keep rows without args
     for label, position in enumerate(kept_rows(events)):
         e = events[position]
-        if e.args is not None and e.cat in wanted:
+        if e.cat in wanted and (e.args is not None or no_args is not None):
             rows.append(label)
-            args.append(e.args)
+            args.append(e.args if e.args is not None else no_args)
             cats.append(e.cat)
     if kind.raw_categories:
         return kind.build(np.array(rows, dtype=np.int64), args, cats)
@@ -364,6 +365,8 @@ class _KernelArgs(msgspec.Struct, gc=False):
     block: msgspec.Raw = _NULL
     registers: Any = msgspec.field(default=None, name="registers per thread")
     shared_memory: Any = msgspec.field(default=None, name="shared memory")
+    # Kineto's 2021 GPU and runtime events write "external id" (the model reads "External id")
+    external_id_lower: Any = msgspec.field(default=None, name="external id")
 
 
 KERNEL_ARG_COLUMNS = {
@@ -375,12 +378,20 @@ KERNEL_ARG_COLUMNS = {
     "block": "category",
     "registers_per_thread": "float64",
     "shared_memory": "float64",
+    "external_id_lower": "int64",
 }
 
 
 # Kineto's 2021 names of runtime and Python events (today "cuda_runtime", "python_function"):
 # tools that read raw categories (the TensorBoard plugin) treat them differently.
 _LEGACY_RAW = ("runtime", "python")
+
+
+def _int_or(value: Any, missing: int) -> int:
+    from analysis.kineto.columns import int_or_none
+
+    number = int_or_none(value)
+    return missing if number is None else number
 
 
 def _build_kernel_args(rows: np.ndarray, args: list[_KernelArgs], cats: list[str]) -> pd.DataFrame:
@@ -420,6 +431,8 @@ def _build_kernel_args(rows: np.ndarray, args: list[_KernelArgs], cats: list[str
             "block": texts("block"),
             "registers_per_thread": numbers("registers"),
             "shared_memory": numbers("shared_memory"),
+            "external_id_lower": np.array([_int_or(a.external_id_lower, -1) for a in args],
+                                          dtype=np.int64),
         },
         index=pd.Index(rows, dtype="int64"),
     ).astype(KERNEL_ARG_COLUMNS)
@@ -428,7 +441,7 @@ def _build_kernel_args(rows: np.ndarray, args: list[_KernelArgs], cats: list[str
 KERNEL_ARGS = register(
     ExtraKind(
         name="kernel_args",
-        version=1,
+        version=2,
         args=_KernelArgs,
         categories=("kernel", "cuda_runtime", "python_function"),
         build=_build_kernel_args,
@@ -439,7 +452,9 @@ KERNEL_ARGS = register(
 under Kineto's 2021 category names (``"Runtime"``, ``"Python"``): ``raw_cat`` (as written),
 ``blocks_per_sm``, ``warps_per_sm``, ``occupancy_pct`` (``est. achieved occupancy %``),
 ``registers_per_thread``, ``shared_memory`` (float64, NaN when absent), ``grid``, ``block``
-(categorical text such as ``"[88497, 1, 1]"``, "" when absent)."""
+(categorical text such as ``"[88497, 1, 1]"``, "" when absent), ``external_id_lower`` (the 2021
+schema's lower-case ``"external id"`` of GPU and runtime events, -1 when absent). Rows of these
+categories without args are kept too (all columns missing)."""
 
 
 # --- the memory events kind (profile_memory=True) ------------------------------------------------

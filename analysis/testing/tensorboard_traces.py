@@ -22,8 +22,8 @@ memcpy 50, DataLoader 100, CPU exec 100, other 350; step 2 = kernel 500, memset 
 100, CPU exec 100, other 280 (µs).
 
 ``legacy=True`` writes Kineto's 2021 category names (``Operator``, ``Runtime``, ``Kernel``,
-``Memcpy``, ``Memset``), for which the plugin also counts runtime calls and moves steps to the
-device side. ``launches`` adds that many extra 40 µs ``cudaLaunchKernel`` calls to step 1 (from
+``Memcpy``, ``Memset``, and ``external id`` on runtime and GPU events), for which the plugin
+also counts runtime calls and moves steps to the device side. ``launches`` adds that many extra 40 µs ``cudaLaunchKernel`` calls to step 1 (from
 1400 µs, every 29 µs), each launching a 1 µs ``tiny_kernel`` (from 1700 µs, every 2 µs);
 ``launch_us`` sets the other launch calls' duration. ``tail=True`` moves the tensor-core kernel to
 [2950, 3050) (past step 2's end) and adds a ``ProfilerStep#3`` [3000, 3100) that launches nothing:
@@ -49,6 +49,8 @@ def events(*, legacy: bool = False, memory: bool = True, launches: int = 0,
     if legacy:
         cats = {"op": "Operator", "rt": "Runtime", "k": "Kernel", "cp": "Memcpy", "ms": "Memset"}
     out: list[dict[str, Any]] = []
+    # Kineto 2021 wrote "external id" on runtime and GPU events ("External id" on operators)
+    ext_key = "external id" if legacy else "External id"
 
     def op(name, ts, dur, ext=-1):
         args = {"External id": ext} if ext >= 0 else {}
@@ -59,8 +61,8 @@ def events(*, legacy: bool = False, memory: bool = True, launches: int = 0,
         out.append({"ph": "X", "cat": cats["rt"],
                     "name": "cudaMemcpyAsync" if cat != "k" else "cudaLaunchKernel",
                     "pid": PID, "tid": TID, "ts": launch_ts, "dur": launch_us,
-                    "args": {"correlation": corr, "External id": ext}})
-        args = {"device": 0, "stream": STREAM, "correlation": corr, "External id": ext}
+                    "args": {"correlation": corr, ext_key: ext}})
+        args = {"device": 0, "stream": STREAM, "correlation": corr, ext_key: ext}
         if blocks is not None:
             args |= {"blocks per SM": blocks, "est. achieved occupancy %": occupancy,
                      "warps per SM": blocks * 4, "grid": [int(blocks * 132), 1, 1], "block": [128, 1, 1],

@@ -65,7 +65,8 @@ def _runtime_times(rt: RankTrace, nodes: pd.DataFrame) -> np.ndarray:
     ev = rt.events
     raw = rt.extra("kernel_args")["raw_cat"].astype(str).str.lower()
     rows = raw.index[(raw == "runtime").to_numpy()]
-    calls = ev.loc[rows, ["ts", "dur", "external_id", "correlation"]]
+    calls = ev.loc[rows, ["ts", "dur", "correlation"]]
+    calls["external_id"] = view.external_ids[ev.index.get_indexer(rows)]
     device = ev[ev["cat"].isin(("kernel", "gpu_memcpy", "gpu_memset")).to_numpy(bool)]
     dev_us = plugin_us(device["dur"].to_numpy(np.int64))
     tc = (device["cat"] == "kernel").to_numpy(bool) & uses_tensor_cores(device["name"])
@@ -76,7 +77,7 @@ def _runtime_times(rt: RankTrace, nodes: pd.DataFrame) -> np.ndarray:
         dev=calls["correlation"].map(per_corr["us"]).fillna(0.0).to_numpy(),
         tc=calls["correlation"].map(per_corr["tc"]).fillna(0.0).to_numpy(),
     ).groupby("external_id")[["us", "dev", "tc"]].sum()
-    ext = ev["external_id"].reindex(nodes["row"]).to_numpy()
+    ext = view.external_ids[ev.index.get_indexer(nodes["row"])]
     first = pd.Series(np.arange(len(nodes)), index=ext)
     first = first[~first.index.duplicated(keep="first") & (first.index >= 0)]
     owner = first.reindex(calls.index).dropna().astype(np.int64)

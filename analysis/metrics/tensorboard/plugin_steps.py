@@ -52,6 +52,7 @@ class PluginView:
     roles: dict[str, tuple[np.ndarray, np.ndarray]]
     steps: pd.DataFrame  # name (str), start, end (µs, plugin_us), plugin order
     kernels: pd.DataFrame  # rows of the plugin's Kernel events (comm kernels included)
+    external_ids: np.ndarray  # per event row: the external id the plugin reads (see below)
 
 
 def plugin_view(rt: RankTrace) -> PluginView:
@@ -99,8 +100,12 @@ def _plugin_view(rt: RankTrace) -> PluginView:
     comm_ops = (cpu_like | is_annotation) & ~is_step & is_comm_name
     is_cpu_exec = cpu_like & ~is_loader & ~comm_ops
     kernel = (cat == "kernel").to_numpy(bool)
-    comm_ids = ev["external_id"].to_numpy()[comm_ops]
-    comm_kernel = kernel & np.isin(ev["external_id"].to_numpy(), comm_ids)
+    # the plugin reads "external id" first (Kineto 2021 GPU and runtime events), then "External id"
+    ext = ev["external_id"].to_numpy().copy()
+    lower = rt.extra(KERNEL_ARGS)["external_id_lower"].to_numpy()
+    ext[where[lower >= 0]] = lower[lower >= 0]
+    comm_ids = ext[comm_ops]
+    comm_kernel = kernel & np.isin(ext, comm_ids)
 
     ts = plugin_us(ev["ts"].to_numpy(np.int64))
     end = ts + plugin_us(ev["dur"].to_numpy(np.int64))
@@ -131,9 +136,10 @@ def _plugin_view(rt: RankTrace) -> PluginView:
     if is_legacy_runtime.any() and len(step_rows):
         steps = _device_steps(steps, ts, end, ev["correlation"].to_numpy(), is_legacy_runtime,
                               device, order)
-    return PluginView(roles=roles, steps=steps.reset_index(drop=True),
-                      kernels=ev.loc[kernel, ["ts", "dur", "name", "device", "external_id",
-                                              "correlation"]])
+    kernels = ev.loc[kernel, ["ts", "dur", "name", "device", "correlation"]]
+    kernels.insert(4, "external_id", ext[kernel])
+    return PluginView(roles=roles, steps=steps.reset_index(drop=True), kernels=kernels,
+                      external_ids=ext)
 
 
 def _device_steps(steps, ts, end, corr, runtime, device, order) -> pd.DataFrame:
