@@ -38,7 +38,7 @@ REPORT_ORDER = (
     "temporal_breakdown", "idle_time_breakdown", "comm_comp_overlap", "kernel_launch_stats",
     "kernel_breakdown", "operator_summary",
     "gpu_summary", "gpu_utilization_timeline", "step_time_breakdown", "kernel_table",
-    "operator_table", "memory_timeline", "memory_peaks", "operator_memory", "memory_events",
+    "operator_table", "module_summary", "memory_timeline", "memory_peaks", "operator_memory", "memory_events",
     "memory_view",
     "operator_roofline",
     "queue_length", "queue_length_summary", "queue_length_time_series",

@@ -200,6 +200,22 @@ class NoMemoryProfileError(TraceAnalysisError):
         return (type(self), (self.ranks, self.sources))
 
 
+class NoModulesError(TraceAnalysisError):
+    """No rank has ``nn.Module`` events (recorded without ``with_modules=True``)."""
+
+    def __init__(self, ranks, sources):
+        self.ranks, self.sources = list(ranks), list(sources)
+        where = self.sources[0] if self.sources else "?"
+        super().__init__(
+            f"rank(s) {self.ranks} ({where}): the trace has no nn.Module events, so there is no "
+            "module view; record it with torch.profiler.profile(with_modules=True) (or "
+            "with_stack=True)"
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.ranks, self.sources))
+
+
 class NoShapesError(TraceAnalysisError):
     """No operator of the ranks analysed has recorded shapes (``record_shapes=False``)."""
 

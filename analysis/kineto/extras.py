@@ -526,3 +526,40 @@ MEMORY_EVENTS = register(
 indexed 0..n-1 (not rows of ``events``): ``ts`` (ns), ``pid``, ``tid``, ``has_addr``, ``addr``
 (-1 when absent), ``bytes`` (negative: a free), ``total_allocated``, ``total_reserved`` (bytes,
 float64, NaN when absent), ``device_type`` (0 CPU, 1 CUDA, -1 absent), ``device_id``."""
+
+
+# --- the Python function ids kind (with_stack / with_modules: the nn.Module hierarchy) ----------
+
+
+class _PythonArgs(msgspec.Struct, gc=False):
+    """The ids of a ``python_function`` event: its own, its caller's and its ``nn.Module``'s."""
+
+    python_id: Any = msgspec.field(default=None, name="Python id")
+    parent_id: Any = msgspec.field(default=None, name="Python parent id")
+    module_id: Any = msgspec.field(default=None, name="Python module id")
+
+
+PYTHON_FUNCTION_COLUMNS = {"python_id": "int64", "parent_id": "int64", "module_id": "int64"}
+
+
+def _build_python_functions(rows: np.ndarray, args: list[_PythonArgs]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {col: np.array([_int_or(getattr(a, field), -1) for a in args], dtype=np.int64)
+         for col, field in (("python_id", "python_id"), ("parent_id", "parent_id"),
+                            ("module_id", "module_id"))},
+        index=pd.Index(rows, dtype="int64"),
+    ).astype(PYTHON_FUNCTION_COLUMNS)
+
+
+PYTHON_FUNCTIONS = register(
+    ExtraKind(
+        name="python_functions",
+        version=1,
+        args=_PythonArgs,
+        categories=("python_function",),
+        build=_build_python_functions,
+    )
+)
+"""``python_functions``: one row per ``python_function`` event with args: ``python_id``,
+``parent_id`` (the calling Python function's id) and ``module_id`` (the ``nn.Module``'s id for a
+module's ``forward``, recorded with ``with_modules=True``), int64, -1 when absent."""

@@ -28,7 +28,10 @@ also counts runtime calls and moves steps to the device side. ``launches`` adds 
 ``launch_us`` sets the other launch calls' duration. ``tail=True`` moves the tensor-core kernel to
 [2950, 3050) (past step 2's end) and adds a ``ProfilerStep#3`` [3000, 3100) that launches nothing:
 on 2021-schema traces the plugin then ends step 2 at 3050 (its last kernel), starts step 3 there
-and drops step 3 (no GPU work); on current traces the steps stay as annotated.
+and drops step 3 (no GPU work); on current traces the steps stay as annotated. ``modules=True``
+adds ``nn.Module`` events (``with_modules=True``): ``Net_0`` [1100, 1410) holding ``Linear_0``
+[1100, 1300) (which holds aten::mm) and aten::add, and again [2100, 2310) / [2100, 2300): per
+module 2 occurrences; Net_0 host total 520, self 20, 1 operator; Linear_0 400, 0, 2 operators.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 
 
 def events(*, legacy: bool = False, memory: bool = True, launches: int = 0,
-           launch_us: int = 10, tail: bool = False) -> list[dict[str, Any]]:
+           launch_us: int = 10, tail: bool = False, modules: bool = False) -> list[dict[str, Any]]:
     cats = {"op": "cpu_op", "rt": "cuda_runtime", "k": "kernel", "cp": "gpu_memcpy",
             "ms": "gpu_memset"}
     if legacy:
@@ -70,6 +73,15 @@ def events(*, legacy: bool = False, memory: bool = True, launches: int = 0,
         out.append({"ph": "X", "cat": cats[cat], "name": name, "pid": GPU_PID, "tid": STREAM,
                     "ts": ts, "dur": dur, "args": args})
 
+    if modules:  # written first: at equal start and end the module encloses the operator
+        for py_id, parent, name, ts, dur in ((1, None, "Net_0", 1100, 310),
+                                             (2, 1, "Linear_0", 1100, 200),
+                                             (3, None, "Net_0", 2100, 210),
+                                             (4, 3, "Linear_0", 2100, 200)):
+            out.append({"ph": "X", "cat": "python_function", "name": f"nn.Module: {name}",
+                        "pid": PID, "tid": TID, "ts": ts, "dur": dur,
+                        "args": {"Python id": py_id, "Python parent id": parent,
+                                 "Python module id": 0}})
     op("ProfilerStep#1", 1000, 1000)
     op(LOADER, 1000, 100)
     op("aten::mm", 1100, 200, ext=10)

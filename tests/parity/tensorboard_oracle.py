@@ -164,3 +164,29 @@ def operator_differences(snap: dict, trace_path: str) -> dict[str, float]:
         out[f"{key}_calls_or_flag"] = worst_n
         out[f"{key}_missing"] = missing
     return out
+
+
+def module_differences(snap: dict, trace_path: str) -> dict[str, float]:
+    """The module view against the plugin's, module by module in pre-order."""
+    from analysis.kineto.extras import attach_extras
+    from analysis.metrics.tensorboard import module_view
+
+    rt = attach_extras(rank_trace(trace_path), ["python_functions"], use_cache=False)
+    ours, _ = module_view.module_summary_rank(rt)
+    flat: list[tuple] = []
+
+    def walk(node: dict, depth: int) -> None:
+        flat.append((node["name"], node["id"], depth, node["occurences"], node["operators"],
+                     node["host_duration"], node["self_host_duration"], node["device_duration"],
+                     node["self_device_duration"]))
+        for child in node["children"]:
+            walk(child, depth + 1)
+
+    for node in snap["module_view"]["data"]:
+        walk(node, 0)
+    mismatched, worst = abs(len(ours) - len(flat)), 0.0
+    for o, t in zip(ours.itertuples(index=False), flat, strict=False):
+        mismatched += (o.module, o.module_id, o.depth, o.occurrences, o.operators) != t[:5]
+        worst = max(worst, abs(o.host_total_us - t[5]), abs(o.host_self_us - t[6]),
+                    abs(o.device_total_us - t[7]), abs(o.device_self_us - t[8]))
+    return {"module_mismatches": mismatched, "module_time_us": worst}

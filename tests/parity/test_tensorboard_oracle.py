@@ -18,6 +18,7 @@ from conftest import SHARED_TRACES
 from parity.tensorboard_oracle import (
     differences,
     load_snapshot,
+    module_differences,
     operator_differences,
     rank_trace,
     snapshots,
@@ -69,6 +70,14 @@ def test_operator_tables_match_the_plugin(snap):
 
     over = {k: v for k, v in diffs.items() if not v <= limit(k)}
     assert not over, f"{snap['file']}: over the limits: {over}"
+
+
+@pytest.mark.parametrize("snap", [pytest.param(s, id=p.stem[:60]) for p, s in SNAPS
+                                  if "error" not in s and s.get("module_view")])
+def test_module_view_matches_the_plugin(snap):
+    """The same hierarchy (names, ids, depths, calls, operators) and times within 1 µs."""
+    diffs = module_differences(snap, _trace(snap))
+    assert diffs["module_mismatches"] == 0 and diffs["module_time_us"] <= US, diffs
 
 
 def test_the_oracle_covers_the_views():

@@ -10,6 +10,9 @@ parity tests compare with the plugin on real traces, ``tests/parity/test_tensorb
 - :mod:`.step_time_breakdown`: the overview's per-step Kernel / Memcpy / Memset / Runtime /
   DataLoader / CPU Exec / Other partition;
 - :mod:`.kernel_table`: the kernel view (per kernel name, and per kernel x launch configuration);
+- :mod:`.operator_table`: the operator view (by name, or name and input shapes);
+- :mod:`.module_view`: the ``nn.Module`` hierarchy with its time;
+- :mod:`.call_tree`: the plugin's per-thread call trees (operator, memory and module views);
 - :mod:`.memory_view`: the memory view of ``profile_memory=True`` traces (curve, peaks, operator
   memory, allocation/free pairs).
 

@@ -29,22 +29,26 @@ from analysis.metrics.tensorboard.ranges import plugin_us
 NOT_OPERATORS = ("DataParallel.forward", "DistributedDataParallel.forward")
 
 
-def call_tree(rt: RankTrace) -> pd.DataFrame:
+def call_tree(rt: RankTrace, modules: bool = False) -> pd.DataFrame:
     """The rank's call-tree nodes (memoised; do not modify): ``name``, ``tid``, ``start``, ``end``
     (µs), ``op_type`` (an operator, not a step), ``is_op`` (counted as an operator by the plugin's
     views), ``row`` (the event's row label), ``parent``: the parent node's position, -1 for a
     child of the thread's root, -2 for a node left out (intersecting), -3 for an absorbed one; and
-    ``runtimes_of``: the node whose runtime calls this node holds (see :func:`build_trees`)."""
+    ``runtimes_of``: the node whose runtime calls this node holds (see :func:`build_trees`).
+
+    ``modules=True`` adds the ``nn.Module`` nodes (``python_function`` events with a ``Python module
+    id``, from the ``python_functions`` extra; ``module_id`` column, -1 elsewhere), as the plugin's
+    trees have them: what the module view reads."""
     def compute():
-        nodes = _tree_nodes(rt)
+        nodes = _tree_nodes(rt, modules)
         parent, runtimes_of, _ = build_trees(nodes)
         nodes["parent"] = parent
         nodes["runtimes_of"] = runtimes_of
         return nodes
-    return rt.memoised("tensorboard_call_tree", compute)
+    return rt.memoised(("tensorboard_call_tree", modules), compute)
 
 
-def _tree_nodes(rt: RankTrace) -> pd.DataFrame:
+def _tree_nodes(rt: RankTrace, modules: bool = False) -> pd.DataFrame:
     """The events the plugin builds its per-thread call trees from: CPU operators (``ProfilerStep#N``
     included), the step and collective annotations and 2021 ``Python`` events, in the plugin's
     order (by thread, start, longest first). ``is_op``: counted as an operator (a ``cpu_op`` that is
@@ -61,7 +65,12 @@ def _tree_nodes(rt: RankTrace) -> pd.DataFrame:
         python = raw.index[by_category(raw["raw_cat"], lambda v: v.str.lower() == "python")]
         legacy_python[ev.index.get_indexer(python)] = True
     cpu_op = (cat == "cpu_op").to_numpy(bool)
-    keep = cpu_op | annotation | legacy_python
+    module_id = np.full(len(ev), -1, np.int64)
+    if modules:
+        py = rt.extra("python_functions")
+        with_module = py[(py["module_id"] >= 0).to_numpy()]
+        module_id[ev.index.get_indexer(with_module.index)] = with_module["module_id"].to_numpy()
+    keep = cpu_op | annotation | legacy_python | (module_id >= 0)
     names = ev["name"][keep]
     nodes = pd.DataFrame({
         "name": names.astype(str).to_numpy(object),
@@ -69,6 +78,7 @@ def _tree_nodes(rt: RankTrace) -> pd.DataFrame:
         "start": plugin_us(ev["ts"].to_numpy(np.int64)[keep]),
         "op_type": (cpu_op & ~step)[keep],
         "row": ev.index.to_numpy()[keep],
+        "module_id": module_id[keep],
     })
     nodes["end"] = nodes["start"] + plugin_us(ev["dur"].to_numpy(np.int64)[keep])
     names_text = nodes["name"].astype(str)

@@ -8,6 +8,7 @@ from analysis.metrics.tensorboard import (
     gpu_summary,
     kernel_table,
     memory_view,
+    module_view,
     operator_table,
     step_time_breakdown,
 )
@@ -144,6 +145,30 @@ ENTRIES = (
         ),
         tables=lambda r: {"operator_table": r.head(50)},
         csv_only=lambda r: {"operator_table_all": r},
+    ),
+    Analysis(
+        name="module_summary",
+        method="get_module_summary",
+        doc="Per rank, the nn.Module hierarchy (pre-order; ``path``, ``depth``) with each module's "
+            "occurrences, operators, host total/self and device total/self time (µs), as the "
+            "TensorBoard plugin's module view. Needs ``with_modules=True`` (``NoModulesError`` "
+            "otherwise). Window: the whole trace.",
+        rank_step=module_view.module_summary_rank,
+        combine=module_view.combine,
+        params=(Param("ranks", None, role="ranks"), VISUALIZE),
+        figures="analysis.figures.module_summary",
+        default_ranks="first",
+        window="full",
+        extras=("kernel_args", "python_functions"),
+        needs=KINETO,
+        title="Modules (TensorBoard)",
+        how_to_read=(
+            "The nn.Module hierarchy of the model, each module's rectangle as wide as its host time "
+            "(self time: not in its sub-modules or operators). Modules that take most of their "
+            "parent are where to look first."
+        ),
+        tables=lambda r: {"module_summary": r.head(100)},
+        csv_only=lambda r: {"module_summary_all": r},
     ),
     Analysis(
         name="memory_timeline",

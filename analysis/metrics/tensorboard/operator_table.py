@@ -54,7 +54,7 @@ TC_ELIGIBLE_OPS = frozenset((
 ))
 
 
-def _runtime_times(rt: RankTrace, nodes: pd.DataFrame) -> np.ndarray:
+def runtime_times(rt: RankTrace, nodes: pd.DataFrame) -> np.ndarray:
     """Per node: (runtime call µs, device µs, tensor-core device µs) of the runtime calls the
     plugin gives it (2021 schema only: the first operator with the calls' ``External id``)."""
     out = np.zeros((len(nodes), 3))
@@ -113,7 +113,7 @@ def operator_table_rank(rt: RankTrace, group_by: str = "name") -> pd.DataFrame:
     n = len(nodes)
     child_sum = np.bincount(parent[kept & (parent >= 0)], weights=dur[kept & (parent >= 0)],
                             minlength=n) if n else np.zeros(0)
-    own = _runtime_times(rt, nodes)[nodes["runtimes_of"].to_numpy()]
+    own = runtime_times(rt, nodes)[nodes["runtimes_of"].to_numpy()]
     self_host = dur - child_sum - own[:, 0]
     device_total, tc_total = own[:, 1].copy(), own[:, 2].copy()
     op_type = nodes["op_type"].to_numpy(bool)

@@ -185,3 +185,22 @@ def test_operator_table_current_schema_and_shapes(tmp_path):
     assert set(by_shape["input_shape"]) == {"[]"} and by_shape.columns[2] == "input_shape"
     with pytest.raises(ConfigError, match="group_by"):
         t.get_operator_table(group_by="shape", visualize=False)
+
+
+def test_module_summary(tmp_path):
+    """``with_modules=True``: the hierarchy and each module's calls, operators and host times
+    (the generator's docstring derives them; the plugin gives the same)."""
+    m = facade(tmp_path, modules=True).get_module_summary(visualize=False)
+    assert list(m.columns) == ["rank", "module", "module_id", "path", "depth", "occurrences",
+                               "operators", "host_total_us", "host_self_us", "device_total_us",
+                               "device_self_us"]
+    assert m["path"].tolist() == ["Net_0", "Net_0 / Linear_0"]
+    assert m[["occurrences", "operators", "host_total_us", "host_self_us"]].to_numpy().tolist() == [
+        [2, 1, 520, 20], [2, 2, 400, 0]]
+
+
+def test_module_summary_without_modules_says_how_to_record_them(ta):
+    from analysis.errors import NoModulesError
+
+    with pytest.raises(NoModulesError, match="with_modules=True"):
+        ta.get_module_summary(visualize=False)

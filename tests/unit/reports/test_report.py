@@ -135,7 +135,9 @@ def test_report_writes_the_page_one_svg_per_figure_and_every_table(report):
         assert len(pd.read_csv(report.tables[name])) > 0, name
     # the sample traces were recorded without record_shapes=True: no operator roofline; and
     # without profile_memory=True: no memory view. Each section says how to record it.
-    assert list(report.unavailable) == ["Memory view (TensorBoard)", "How close to the hardware"]
+    assert list(report.unavailable) == ["Modules (TensorBoard)", "Memory view (TensorBoard)",
+                                        "How close to the hardware"]
+    assert "with_modules=True" in report.unavailable["Modules (TensorBoard)"]
     assert "record_shapes=True" in report.unavailable["How close to the hardware"]
     assert "profile_memory=True" in report.unavailable["Memory view (TensorBoard)"]
 
