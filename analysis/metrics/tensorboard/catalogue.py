@@ -28,6 +28,26 @@ MEMORY_DOC = (
     "Window: the whole trace."
 )
 
+
+
+def _memory_table(name, method, doc, rank_step, title, default_ranks) -> Analysis:
+    """One table of the memory view, for the API only (the report shows ``memory_view``)."""
+    return Analysis(
+        name=name,
+        method=method,
+        doc=doc + MEMORY_DOC,
+        rank_step=rank_step,
+        combine=memory_view.combine,
+        params=(Param("ranks", "all" if default_ranks == "all" else None, role="ranks"),),
+        default_ranks=default_ranks,
+        window="full",
+        extras=MEMORY,
+        needs=KINETO,
+        title=title,
+        placement="none",
+    )
+
+
 ENTRIES = (
     Analysis(
         name="gpu_summary",
@@ -170,65 +190,27 @@ ENTRIES = (
         tables=lambda r: {"module_summary": r.head(100)},
         csv_only=lambda r: {"module_summary_all": r},
     ),
-    Analysis(
-        name="memory_timeline",
-        method="get_memory_timeline",
-        doc="Per rank and device (CPU, GPU0, ...): allocated and reserved bytes after each memory "
-            "event, in time order (µs)." + MEMORY_DOC,
-        rank_step=memory_view.memory_timeline_rank,
-        combine=memory_view.combine,
-        params=(Param("ranks", None, role="ranks"),),
-        default_ranks="first",
-        window="full",
-        extras=MEMORY,
-        needs=KINETO,
-        title="Memory over time (TensorBoard)",
-        placement="none",
-    ),
-    Analysis(
-        name="memory_peaks",
-        method="get_memory_peaks",
-        doc="Per rank and device: the peak of allocated bytes, when it was reached (µs) and in "
-            "which profiler step (-1: none), and the peak of reserved bytes." + MEMORY_DOC,
-        rank_step=memory_view.memory_peaks_rank,
-        combine=memory_view.combine,
-        params=(Param("ranks", "all", role="ranks"),),
-        window="full",
-        extras=MEMORY,
-        needs=KINETO,
-        title="Memory peaks (TensorBoard)",
-        placement="none",
-    ),
-    Analysis(
-        name="operator_memory",
-        method="get_operator_memory",
-        doc="Per rank, device and operator: calls, size increase, allocation count and bytes, each "
-            "including nested operators and by the operator itself (``self_*``)." + MEMORY_DOC,
-        rank_step=memory_view.operator_memory_rank,
-        combine=memory_view.combine,
-        params=(Param("ranks", None, role="ranks"),),
-        default_ranks="first",
-        window="full",
-        extras=MEMORY,
-        needs=KINETO,
-        title="Operator memory (TensorBoard)",
-        placement="none",
-    ),
-    Analysis(
-        name="memory_events",
-        method="get_memory_events",
-        doc="Per rank: every allocation paired with its free: device, operator, bytes, allocated "
-            "and freed at (µs), lifetime (µs); ``freed`` False for allocations never freed in the "
-            "trace." + MEMORY_DOC,
-        rank_step=memory_view.memory_events_rank,
-        combine=memory_view.combine,
-        params=(Param("ranks", None, role="ranks"),),
-        default_ranks="first",
-        window="full",
-        extras=MEMORY,
-        needs=KINETO,
-        title="Memory events (TensorBoard)",
-        placement="none",
+    *(
+        _memory_table(name, method, doc, rank_step, title, ranks)
+        for name, method, doc, rank_step, title, ranks in (
+            ("memory_timeline", "get_memory_timeline",
+             "Per rank and device (CPU, GPU0, ...): allocated and reserved bytes after each "
+             "memory event, in time order (µs).",
+             memory_view.memory_timeline_rank, "Memory over time (TensorBoard)", "first"),
+            ("memory_peaks", "get_memory_peaks",
+             "Per rank and device: the peak of allocated bytes, when it was reached (µs) and in "
+             "which profiler step (-1: none), and the peak of reserved bytes.",
+             memory_view.memory_peaks_rank, "Memory peaks (TensorBoard)", "all"),
+            ("operator_memory", "get_operator_memory",
+             "Per rank, device and operator: calls, size increase, allocation count and bytes, "
+             "each including nested operators and by the operator itself (``self_*``).",
+             memory_view.operator_memory_rank, "Operator memory (TensorBoard)", "first"),
+            ("memory_events", "get_memory_events",
+             "Per rank: every allocation paired with its free: device, operator, bytes, "
+             "allocated and freed at (µs), lifetime (µs); ``freed`` False for allocations never "
+             "freed in the trace.",
+             memory_view.memory_events_rank, "Memory events (TensorBoard)", "first"),
+        )
     ),
     Analysis(
         name="memory_view",

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.kineto.model import RankTrace
-from analysis.metrics.tensorboard.plugin_steps import KERNEL_ARGS, plugin_view
+from analysis.metrics.tensorboard.plugin_steps import KERNEL_ARGS, concat_parts, plugin_view
 from analysis.metrics.tensorboard.ranges import length_within, merge, plugin_us
 
 COLUMNS = ["rank", "gpu", "gpu_utilization_pct", "sm_efficiency_pct", "achieved_occupancy_pct",
@@ -108,10 +108,7 @@ def gpu_summary_rank(rt: RankTrace) -> pd.DataFrame:
 
 
 def combine(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
-    frames = [p for p in parts.values() if len(p)]
-    if not frames:
-        return pd.DataFrame({c: pd.Series(dtype="float64") for c in COLUMNS})
-    return pd.concat(frames, ignore_index=True)[COLUMNS]
+    return concat_parts(parts, COLUMNS)
 
 
 def headline(result: pd.DataFrame) -> pd.DataFrame:
@@ -180,7 +177,4 @@ def gpu_utilization_timeline_rank(rt: RankTrace) -> pd.DataFrame:
 
 
 def combine_timeline(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
-    frames = [p for p in parts.values() if len(p)]
-    if not frames:
-        return pd.DataFrame({c: pd.Series(dtype="float64") for c in TIMELINE_COLUMNS})
-    return pd.concat(frames, ignore_index=True)[TIMELINE_COLUMNS]
+    return concat_parts(parts, TIMELINE_COLUMNS)

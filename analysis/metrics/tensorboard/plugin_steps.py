@@ -198,3 +198,12 @@ def _device_steps(steps, ts, end, corr, runtime, device, order) -> pd.DataFrame:
                 keep = last
             out = out.iloc[:keep]
     return out
+
+
+def concat_parts(parts, columns: list[str]) -> pd.DataFrame:
+    """The ranks' tables of a view, joined in rank order (an empty table with ``columns`` when
+    no rank has rows)."""
+    frames = [p for p in parts.values() if len(p)]
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in columns})
+    return pd.concat(frames, ignore_index=True)[columns]

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.kineto.model import RankTrace
-from analysis.metrics.tensorboard.plugin_steps import ROLES, plugin_view
+from analysis.metrics.tensorboard.plugin_steps import ROLES, concat_parts, plugin_view
 from analysis.metrics.tensorboard.ranges import intersect, length_within, merge, subtract
 
 COLUMNS = ["rank", "step", "kernel_us", "memcpy_us", "memset_us", "runtime_us", "dataloader_us",
@@ -49,10 +49,7 @@ def step_time_breakdown_rank(rt: RankTrace) -> pd.DataFrame:
 
 
 def combine(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
-    frames = [p for p in parts.values() if len(p)]
-    if not frames:
-        return pd.DataFrame({c: pd.Series(dtype="float64") for c in COLUMNS})
-    return pd.concat(frames, ignore_index=True)[COLUMNS]
+    return concat_parts(parts, COLUMNS)
 
 
 def shares(result: pd.DataFrame) -> pd.DataFrame:
