@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from analysis.cli.options import open_analysis, trace_loading_options
+from analysis.cli.options import int_list, open_analysis, trace_loading_options
 from analysis.cli.report import _formats
 
 _OPS_COLUMNS = ["operator", "base_count", "test_count", "base_time_us", "test_time_us",
@@ -25,27 +25,21 @@ _KERNEL_COLUMNS = ["kernel_type", "name", "base_time_us", "test_time_us", "diff_
               help="Also write index.html, figures/ and tables/ into this directory.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=1),
               help="Operators and kernels shown (largest time changes first).")
-@click.option("--ranks", default=None,
+@click.option("--ranks", default=None, callback=int_list,
               help="Ranks to compare, e.g. 0,3 (default: every rank loaded in both runs).")
 @click.option("--min-change-pct", default=5.0, show_default=True, type=click.FloatRange(min=0),
               help="Changes smaller than this % of the base time count as unchanged (noise).")
 @click.option("-f", "--format", "formats", multiple=True, callback=_formats,
               help="Outputs with -o: html, svg, png, pdf. Default: html,svg.")
 @trace_loading_options
-def command(base: str, test: str, out_dir: str | None, top: int, ranks: str | None,
+def command(base: str, test: str, out_dir: str | None, top: int, ranks: list[int] | None,
             min_change_pct: float, formats: tuple[str, ...], **options) -> None:
     """Compare run TEST with run BASE (directories, files or gs:// URLs), per profiler step."""
     import pandas as pd
 
     from analysis.comparison import compare
 
-    chosen = None
-    if ranks:
-        try:
-            chosen = [int(r) for r in ranks.split(",") if r.strip()]
-        except ValueError:
-            raise click.BadParameter(f"{ranks!r} is not a comma-separated list of ranks",
-                                     param_hint="--ranks") from None
+    chosen = ranks
     comparison = compare(open_analysis(base, **options), open_analysis(test, **options),
                          ranks=chosen, min_change_pct=min_change_pct)
     with pd.option_context("display.max_colwidth", 60, "display.width", 200,

@@ -34,11 +34,12 @@ def rank_span(ranks: Iterable[int]) -> str:
     return ("rank " if len(values) == 1 else "ranks ") + ", ".join(parts)
 
 
-def grouped(findings: pd.DataFrame) -> pd.DataFrame:
+def grouped(findings: pd.DataFrame, where_all: str = "every rank's in the CSV") -> pd.DataFrame:
     """One row per distinct (severity, check, message), in the table's order (errors first).
 
     ``ranks`` names the ranks (:func:`rank_span`); ``evidence`` is the evidence when every rank has
-    the same, otherwise the first rank's, prefixed with it and followed by how many more differ.
+    the same, otherwise the first rank's, prefixed with it and followed by how many more differ
+    and ``where_all`` (where to read them all).
     """
     rows = []
     if findings is None or findings.empty:
@@ -52,7 +53,7 @@ def grouped(findings: pd.DataFrame) -> pd.DataFrame:
             shown = distinct[0] if distinct else ""
         else:
             shown = (f"rank {int(part['rank'].iloc[0])}: {evidence[0]} "
-                     f"(+{len(distinct) - 1} more; every rank's in the CSV)")
+                     f"(+{len(distinct) - 1} more; {where_all})")
         rows.append({"severity": first["severity"], "ranks": rank_span(part["rank"]),
                      "check": first["check"], "message": first["message"], "evidence": shown})
     return pd.DataFrame(rows, columns=GROUPED_COLUMNS)
