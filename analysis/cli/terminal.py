@@ -63,9 +63,39 @@ def cell(value) -> str:
     return str(value)
 
 
+def column_cells(values: pd.Series) -> list[str]:
+    """A column's cells, formatted alike: whole numbers as integers with thousands separators,
+    others with 2 decimals (1 from 100, none from 100,000), empty as "–"; text as is."""
+    if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
+        return [cell(v) for v in values]
+    present = pd.to_numeric(values, errors="coerce").dropna()
+    present = present[~present.isin([float("inf"), float("-inf")])]
+    whole = bool(((present % 1) == 0).all())
+    biggest = float(present.abs().max()) if len(present) else 0.0
+    digits = 0 if whole or biggest >= 1e5 else 1 if biggest >= 100 else 2
+    out = []
+    for v in values:
+        text = cell(v)
+        if text not in ("–", "inf", "-inf"):
+            text = f"{float(v):,.{digits}f}"
+        out.append(text)
+    return out
+
+
+def _looks_numeric(texts: Sequence[str]) -> bool:
+    """Every cell is a number (or a marker that stands in one's place): right-aligned."""
+    def number(t: str) -> bool:
+        try:
+            float(t.replace(",", ""))
+            return True
+        except ValueError:
+            return t in ("–", "new", "gone", "inf", "-inf")
+    return all(number(t) for t in texts)
+
+
 def _text_frame(df: pd.DataFrame, max_cell: int) -> pd.DataFrame:
-    return pd.DataFrame({c: [shorten(cell(v), max_cell) for v in df[c]] for c in df.columns},
-                        index=range(len(df)))
+    return pd.DataFrame({c: [shorten(v, max_cell) for v in column_cells(df[c])]
+                         for c in df.columns}, index=range(len(df)))
 
 
 def _block_lines(text: pd.DataFrame, columns: list[str], numeric: set[str]) -> list[str]:
@@ -92,6 +122,8 @@ def table(df: pd.DataFrame, key: Sequence[str] = ("rank",), wide: bool = False,
         return ["(no rows)"]
     numeric = {c for c in df.columns if pd.api.types.is_numeric_dtype(df[c])
                and not pd.api.types.is_bool_dtype(df[c])}
+    numeric |= {c for c in df.columns if df[c].dtype == object
+                and _looks_numeric([str(v) for v in df[c]])}
     if wide:
         text = _text_frame(df, 10_000)
         return _block_lines(text, list(df.columns), numeric)
@@ -119,3 +151,72 @@ def table(df: pd.DataFrame, key: Sequence[str] = ("rank",), wide: bool = False,
             lines.append("")
         lines += [row[:limit] for row in _block_lines(text, key + block, numeric)]
     return lines
+
+
+def distinct_shortened(values: Sequence[object], limit: int) -> list[str]:
+    """Each value in at most ``limit`` characters (middle cut), the results kept distinct: two
+    kernels that share their first and last characters get more of their middle, or a ``#n``."""
+    texts = [str(v) for v in values]
+    out = [shorten(t, limit) for t in texts]
+    clashes = {s for s in out if out.count(s) > 1}
+    for i, text in enumerate(texts):
+        if out[i] not in clashes:
+            continue
+        others = [t for t in texts if t != text and shorten(t, limit) == out[i]]
+        # the first place where this text differs from the names it collides with, kept visible
+        cut = min((next((k for k, (a, b) in enumerate(zip(text, o, strict=False)) if a != b), len(o))
+                   for o in others), default=0)
+        keep = max(0, limit - 1 - max(0, limit // 3))
+        if cut > keep and len(text) > limit:
+            start = max(0, min(cut - keep // 2, len(text) - limit + 1))
+            head = limit // 3
+            out[i] = text[:head] + "…" + text[start + head + 1: start + limit - 1] + "…"
+    seen: dict[str, int] = {}
+    for i, short in enumerate(out):
+        if out.count(short) > 1:
+            seen[short] = seen.get(short, 0) + 1
+            out[i] = shorten(short, limit - 3) + f" #{seen[short]}"
+    return out
+
+
+# The narrowest a name column gets before the table is split into blocks instead.
+MIN_NAME_WIDTH = 24
+
+
+def listing(df: pd.DataFrame, shrink: str, columns: int | None = None,
+            cells: dict[str, Sequence[str]] | None = None,
+            headers: dict[str, str] | None = None) -> list[str]:
+    """A table whose ``shrink`` column (names) takes the width the others leave, its values
+    shortened but distinct; ``cells`` overrides the text of whole columns (e.g. "new"),
+    ``headers`` renames columns for the terminal (the CSVs keep the real names)."""
+    limit = columns or width()
+    if df is None or df.empty:
+        return ["(no rows)"]
+    text = {c: list((cells or {}).get(c) or column_cells(df[c])) for c in df.columns}
+    numeric = {c for c in df.columns if c != shrink and _looks_numeric(text[c])}
+    names = {c: (headers or {}).get(c, c) for c in df.columns}
+    widths = {c: max([len(names[c]), *(len(v) for v in text[c])]) for c in df.columns
+              if c != shrink}
+    room = limit - sum(widths.values()) - len(_GAP) * (len(df.columns) - 1)
+    longest = max([len(names[shrink]), *(len(v) for v in text[shrink])])
+    text[shrink] = distinct_shortened(text[shrink], max(min(longest, room), MIN_NAME_WIDTH))
+    frame = pd.DataFrame({names[c]: v for c, v in text.items()}, index=range(len(df)))
+    lines = _block_lines(frame, list(frame.columns), {names[c] for c in numeric})
+    if max(len(line) for line in lines) <= limit:
+        return lines
+    # a narrow terminal: blocks of columns, each led by the names
+    out: list[str] = []
+    rest = [c for c in frame.columns if c != names[shrink]]
+    key_width = max(len(v) for v in [names[shrink], *frame[names[shrink]]]) + len(_GAP)
+    block: list[str] = []
+    for c in rest + [None]:
+        w = None if c is None else max(len(v) for v in [c, *frame[c]]) + len(_GAP)
+        if c is None or (block and key_width + sum(
+                max(len(v) for v in [b, *frame[b]]) + len(_GAP) for b in block) + w > limit):
+            if out:
+                out.append("")
+            out += _block_lines(frame, [names[shrink], *block], {names[c] for c in numeric})
+            block = []
+        if c is not None:
+            block.append(c)
+    return out
