@@ -8,13 +8,20 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analysis.figures.style import KERNEL_COLORS, apply_layout, color_for, no_data_figure
+from analysis.figures.style import (
+    KERNEL_COLORS,
+    apply_layout,
+    category_label,
+    color_for,
+    no_data_figure,
+)
 
 TITLE = "CUDA queue length"
 
 
 def _labels(df: pd.DataFrame) -> list[str]:
-    return [f"rank {int(r)} · stream {int(s)}" for r, s in zip(df["rank"], df["stream"], strict=True)]
+    return [category_label(f"rank {int(r)}", f"stream {int(s)}")
+            for r, s in zip(df["rank"], df["stream"], strict=True)]
 
 
 def queue_length_streams(df: pd.DataFrame) -> go.Figure:

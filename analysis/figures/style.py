@@ -76,6 +76,12 @@ MAX_VERTICAL_CATEGORIES = 12
 TEMPLATE = "plotly_white"
 
 
+def category_label(*parts: object) -> str:
+    """An axis category in lines (``"rank 0<br>stream 7"``): many categories side by side stay
+    readable without rotated labels running into each other."""
+    return "<br>".join(str(p) for p in parts)
+
+
 def series_color(i: int) -> str:
     """The colour of the ``i``-th series of a chart (distinct for up to 15, then repeating)."""
     return SERIES_COLORS[i % len(SERIES_COLORS)]
