@@ -49,9 +49,10 @@ table.data { border-collapse: separate; border-spacing: 0; font-size: .85em; }
 table.data th, table.data td { border-right: 1px solid #e4e4e4; border-bottom: 1px solid #e4e4e4;
                                padding: 3px 8px; vertical-align: top; }
 table.data th { background: #f4f4f4; position: sticky; top: 0; z-index: 1; text-align: left; }
-table.data th.num, table.data td.num { text-align: right; white-space: nowrap;
-                                       font-variant-numeric: tabular-nums; }
-table.data td.txt { text-align: left; min-width: 12em; max-width: 40em; overflow-wrap: anywhere; }
+table.data th.num { text-align: right; }
+table.data td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+table.data td.txt { text-align: left; max-width: 40em; overflow-wrap: anywhere; }
+table.data td.txt:not(.nw) { min-width: 12em; }
 table.data td.nw { white-space: nowrap; }
 .sev-error { color: #b00020; font-weight: 600; } .sev-warning { color: #b35900; font-weight: 600; }
 .sev-info { color: #1f5fa8; }
@@ -131,7 +132,9 @@ def data_table(df: pd.DataFrame) -> Markup:
             longest = max((len(_text(v)) for v in values if not _empty(v)), default=0)
             kind = "nw" if longest <= NOWRAP_CHARS else "txt"
         label = re.sub(r"\s*\(us\)$|_us$", "", str(name)) + " (UTC)" if kind == "time" else str(name)
-        head.append(f'<th class="{"txt" if kind in ("txt", "nw") else "num"}">{escape(label)}</th>')
+        # headers may break after "_" (queue_empty_idle_pctg): numbers never wrap, names can
+        wrapped = Markup("_<wbr>").join(escape(label).split("_"))
+        head.append(f'<th class="{"txt" if kind in ("txt", "nw") else "num"}">{wrapped}</th>')
         columns.append((name, kind))
     rows = []
     for record in df.itertuples(index=False, name=None):
