@@ -43,13 +43,17 @@ class OncePerTrace:
     def __init__(self, verbose: bool = False):
         self.verbose = verbose or os.environ.get(REPEAT_ENV, "") not in ("", "0")
         self.previous = warnings.showwarning
-        self.path = _store()
-        self.seen = _load(self.path)
-        self.known = set(self.seen)
+        self.path: Path | None = None  # read on the first warning: --help imports nothing heavy
+        self.seen: list[str] = []
+        self.known: set[str] = set()
         self.hidden = 0
         self.new: list[str] = []
 
     def __call__(self, message, category, filename, lineno, file=None, line=None):
+        if self.path is None:
+            self.path = _store()
+            self.seen = _load(self.path)
+            self.known = set(self.seen)
         text = str(message)
         key = hashlib.sha1(f"{category.__name__}:{text}".encode()).hexdigest()[:20]
         if key in self.known and not self.verbose:
@@ -67,7 +71,7 @@ class OncePerTrace:
             n = f"{self.hidden} warning{'s' if self.hidden > 1 else ''}"
             sys.stderr.write(f"note: {n} about these traces shown on an earlier run "
                              "(-v shows them again)\n")
-        if not self.new:
+        if not self.new or self.path is None:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
