@@ -82,6 +82,11 @@ def column_cells(values: pd.Series) -> list[str]:
     return out
 
 
+def column_cells_frame(df: pd.DataFrame) -> list[str]:
+    """The first row of ``df``, each value formatted as its column's cells are."""
+    return [column_cells(df[c])[0] for c in df.columns]
+
+
 def _looks_numeric(texts: Sequence[str]) -> bool:
     """Every cell is a number (or a marker that stands in one's place): right-aligned."""
     def number(t: str) -> bool:
@@ -113,9 +118,9 @@ def table(df: pd.DataFrame, key: Sequence[str] = ("rank",), wide: bool = False,
           columns: int | None = None) -> list[str]:
     """``df`` as lines of text no longer than the width (unless ``wide``).
 
-    Columns whose value is the same on every row (of several) become one line ("same on every
-    row: gpu NVIDIA H100 80GB HBM3, ..."); the others are printed in blocks that fit, each block
-    starting with the ``key`` columns.
+    One row is printed transposed (a column per line). Of several rows, columns whose value is the
+    same on every row become one line ("same on every row: gpu NVIDIA H100 80GB HBM3, ..."); the
+    others are printed in blocks that fit, each block starting with the ``key`` columns.
     """
     limit = columns or width()
     if df is None or df.empty:
@@ -127,6 +132,12 @@ def table(df: pd.DataFrame, key: Sequence[str] = ("rank",), wide: bool = False,
     if wide:
         text = _text_frame(df, 10_000)
         return _block_lines(text, list(df.columns), numeric)
+    if len(df) == 1:  # one rank: a column per line reads better than a wide row
+        cells = dict(zip(df.columns, column_cells_frame(df), strict=True))
+        name_width = max(len(str(c)) for c in df.columns)
+        return [row[:limit] for c, v in cells.items()
+                for row in wrap(v, indent=" " * (name_width + 2),
+                                first=f"{str(c):<{name_width}}  ", columns=limit)]
     key = [k for k in key if k in df.columns]
     lines: list[str] = []
     constant = [c for c in df.columns if c not in key and len(df) > 1
