@@ -149,7 +149,10 @@ def data_table(df: pd.DataFrame) -> Markup:
             else:
                 text = _text(v)
                 css = f"txt nw sev-{text}" if name == "severity" else "txt nw" if kind == "nw" else "txt"
-            cells.append(f'<td class="{css}">{escape(text)}</td>')
+            shown = escape(text)
+            if css == "txt" and " " not in text and text.count("/") > 1:  # a path: break after "/"
+                shown = Markup("/<wbr>").join(shown.split("/"))
+            cells.append(f'<td class="{css}">{shown}</td>')
         rows.append(f"<tr>{''.join(cells)}</tr>")
     return Markup(f'<div class="table-wrap"><table class="data"><thead><tr>{"".join(head)}'
                   f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
