@@ -80,3 +80,13 @@ def test_copies_far_apart_get_a_log_axis_labels_and_a_colour_each():
     # close values keep the linear axis and no labels
     close = copies.assign(achieved_gbps=[1.0, 2.0, 3.0] * 2)
     assert mbf.memcpy_summary(close).layout.yaxis.type != "log"
+
+
+def test_many_streams_turn_the_queue_bars_horizontal():
+    rows = [{c: 1.0 for c in queue_length.STREAM_SUMMARY_COLUMNS} | {"rank": r, "stream": s}
+            for r in range(4) for s in (7, 20)]
+    fig = qlf.queue_length_streams(pd.DataFrame(rows, columns=queue_length.STREAM_SUMMARY_COLUMNS))
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert all(t.orientation == "h" for t in bars)
+    assert list(bars[0].y)[:2] == ["rank 0 · stream 7", "rank 0 · stream 20"]
+    assert fig.layout.height >= 22 * len(rows)
