@@ -36,7 +36,7 @@ from pathlib import Path
 from analysis.kineto.model import Trace
 from analysis.kineto.parse import parse_trace_bytes
 from analysis.kineto.window import profiler_step_window
-from analysis.metrics.critical_path import critical_path_rank
+from analysis.metrics.critical_path.critical_path import critical_path_rank
 path = Path(sys.argv[1])
 rt = parse_trace_bytes(path.read_bytes(), str(path))
 rt = profiler_step_window(Trace({rt.rank: rt}))[rt.rank]

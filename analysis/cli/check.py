@@ -1,6 +1,6 @@
 """``trace-analysis check TRACES``: the trace-health findings; exit status 1 when any is an error.
 
-Parses the arguments, runs ``analysis.metrics.trace_health`` over every rank's whole trace and prints
+Parses the arguments, runs ``analysis.metrics.health.trace_health`` over every rank's whole trace and prints
 the table, so that a CI job can gate on the exit status. Nothing is computed here.
 """
 
@@ -24,7 +24,7 @@ def command(ctx: click.Context, traces: str, fmt: str, min_severity: str, **opti
 
     Exit status: 0 when no finding is an error, 1 otherwise.
     """
-    from analysis.metrics import trace_health
+    from analysis.metrics.health import trace_health
 
     ta = open_analysis(traces, **options)
     parts = ta.engine.map_ranks(

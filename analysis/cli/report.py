@@ -25,13 +25,13 @@ def _analyses(ctx, param, value: str | None) -> list[str] | None:
     """``--analyses a,b`` → the section names, checked against the catalogue before loading."""
     if value is None:
         return None
-    from analysis import registry
+    from analysis import analyses as catalogue
 
     names = [a.strip() for a in value.split(",") if a.strip()]
-    unknown = [n for n in names if n not in registry.section_names()]
+    unknown = [n for n in names if n not in catalogue.section_names()]
     if unknown or not names:
         raise click.BadParameter(f"unknown {unknown or value!r}; choose from "
-                                 f"{', '.join(registry.section_names())}")
+                                 f"{', '.join(catalogue.section_names())}")
     return names
 
 

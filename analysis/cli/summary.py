@@ -14,12 +14,12 @@ from analysis.cli.options import open_analysis, trace_loading_options
 @trace_loading_options
 def command(traces: str, wide: bool, **options) -> None:
     """Findings, then the headline numbers per rank, for TRACES (a directory, a file or a gs:// URL)."""
-    from analysis import registry
+    from analysis import analyses as catalogue
     from analysis.cli import terminal
 
     ta = open_analysis(traces, **options)
     # one batch: the findings and the headline columns share their analyses (stragglers, ...)
-    results = ta.run_many(dict.fromkeys(["findings", *registry.headline_names()], {}), "all",
+    results = ta.run_many(dict.fromkeys(["findings", *catalogue.headline_names()], {}), "all",
                           errors="return")
     found = results["findings"]
     if isinstance(found, Exception):
@@ -32,5 +32,5 @@ def command(traces: str, wide: bool, **options) -> None:
     for rule, why in found.attrs.get("not_run", {}).items():
         lines += terminal.wrap(f"{rule}: {why}", indent="    ", first="[not run] ")
     lines.append("")
-    lines += terminal.table(registry.headline_table(results), key=["rank"], wide=wide)
+    lines += terminal.table(catalogue.headline_table(results), key=["rank"], wide=wide)
     click.echo("\n".join(lines))

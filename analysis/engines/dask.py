@@ -37,7 +37,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from analysis.arguments import on_error_choice
-from analysis.engines import Window
 from analysis.errors import (
     ConfigError,
     InputFileError,
@@ -58,7 +57,7 @@ from analysis.kineto.loader import (
 from analysis.kineto.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace, empty_frame
 from analysis.kineto.sources import TraceFile, find_trace_files, rank_from_file_name
 from analysis.kineto.steps import step_numbers
-from analysis.kineto.window import rank_window, window_stats
+from analysis.kineto.window import Window, rank_window, window_stats
 
 try:
     from distributed import KilledWorker, as_completed, wait

@@ -12,8 +12,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analysis.figures.style import COLORS, MAX_VERTICAL_CATEGORIES, apply_layout, no_data_figure
-from analysis.metrics.critical_path import BOUND_BY, CriticalPathGraph
-from analysis.metrics.critical_path_graph import EDGE_TYPES, LAUNCH, SYNC
+from analysis.metrics.critical_path.critical_path import BOUND_BY, CriticalPathGraph
+from analysis.metrics.critical_path.critical_path_graph import EDGE_TYPES, LAUNCH, SYNC
 
 TITLE = "Critical path: what bounds each step"
 # GPU kernel types keep their colours; CPU and overheads take the idle-time ones they resemble

@@ -14,7 +14,7 @@ from analysis.figures.style import (
     plural,
     sorted_ranks,
 )
-from analysis.metrics.idle_time_breakdown import CATEGORIES
+from analysis.metrics.gpu_time.idle_time_breakdown import CATEGORIES
 
 # HTA's idle categories, in the order they stack
 

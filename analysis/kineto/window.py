@@ -41,6 +41,9 @@ from analysis.kineto.model import RankTrace, Trace
 from analysis.kineto.steps import profiler_steps, step_numbers
 
 GpuEvents = Literal["launched", "all", "hta"]
+# What a per-rank step runs over: the analysed window (complete profiler steps, chosen GPU events)
+# or the whole trace.
+Window = Literal["steps", "full"]
 GPU_EVENT_CHOICES = ("launched", "all", "hta")
 
 

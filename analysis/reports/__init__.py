@@ -84,7 +84,7 @@ def write_report(
     ``formats``: ``"html"`` writes ``index.html``; ``"svg"``, ``"png"``, ``"pdf"`` write one file per
     figure under ``figures/``. Tables are always written as CSV under ``tables/``. ``ranks``:
     ``"all"``, an int, a list, or ``"0,2,5"``. ``analyses``: the sections to include (names from
-    ``analysis.registry.section_names()``; default all). ``progress``: a progress bar (None: only on a
+    ``analysis.analyses.section_names()``; default all). ``progress``: a progress bar (None: only on a
     terminal). Static formats need Chrome/Chromium: without one, the page and the tables are still
     written and ``BrowserNotFoundError`` then says how to install a browser. Everything is written
     into a temporary folder beside ``out_dir`` and moved in place at the end: a report that fails

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import plotly.graph_objects as go
 
-from analysis import registry
+from analysis.analyses import CATALOGUE
 from analysis.errors import ConfigError, TraceAnalysisError
 
 
@@ -90,14 +90,16 @@ def build_report(
     ta, ranks: str | int | Iterable[int] = "all", progress=None, analyses: Iterable[str] | None = None
 ) -> ReportContent:
     """Run the report's analyses (``analyses``: section names, default all of them, see
-    ``analysis.registry.section_names``) and its context tables for ``ranks`` of ``ta``, and draw
+    ``analysis.analyses.section_names``) and its context tables for ``ranks`` of ``ta``, and draw
     their figures. ``progress`` (a tqdm bar or None) is advanced once per section."""
     chosen = select_report_ranks(ta, ranks)
-    catalogue = registry.analyses()
-    names = registry.section_names() if analyses is None else list(analyses)
-    unknown = [n for n in names if n not in registry.section_names()]
+    catalogue = CATALOGUE.specs
+    names = CATALOGUE.section_names() if analyses is None else list(analyses)
+    unknown = [n for n in names if n not in CATALOGUE.section_names()]
     if unknown:
-        raise ConfigError(f"unknown report analyses {unknown}; choose from {registry.section_names()}")
+        raise ConfigError(
+            f"unknown report analyses {unknown}; choose from {CATALOGUE.section_names()}"
+        )
     always = [n for n, s in catalogue.items() if s.placement in ("context", "lead")]
     requests = {n: dict(catalogue[n].report_options) for n in always + names}
     with warnings.catch_warnings(record=True) as caught:
@@ -141,7 +143,7 @@ def build_report(
         source=str(ta.engine.source),
         ranks=chosen,
         kernel_patterns=getattr(ta.patterns, "name", str(ta.patterns)),
-        headline=registry.headline_table(results),
+        headline=CATALOGUE.headline_table(results),
         key_numbers=key_numbers,
         context=context,
         lead=lead,
@@ -176,4 +178,4 @@ def identity(ranks: list[int], metadata, steps) -> list[str]:
 
 def build_steps(analyses: Iterable[str] | None = None) -> int:
     """Progress bar length of ``build_report``: one tick per section."""
-    return len(registry.section_names() if analyses is None else list(analyses))
+    return len(CATALOGUE.section_names() if analyses is None else list(analyses))

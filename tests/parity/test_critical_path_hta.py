@@ -20,8 +20,8 @@ import pytest
 from analysis.kineto.model import Trace
 from analysis.kineto.parse import parse_trace_bytes
 from analysis.kineto.window import profiler_step_window
-from analysis.metrics.critical_path import critical_path_rank
-from analysis.metrics.critical_path_graph import EDGE_TYPES
+from analysis.metrics.critical_path.critical_path import critical_path_rank
+from analysis.metrics.critical_path.critical_path_graph import EDGE_TYPES
 from tests.conftest import HTA_TRACES, REPO_ROOT
 
 ORACLE = Path(__file__).with_name("hta_critical_path_oracle.py")

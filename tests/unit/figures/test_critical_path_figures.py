@@ -14,7 +14,7 @@ from analysis.figures.critical_path import (
     write_overlay_trace,
 )
 from analysis.kineto.parse import parse_trace_bytes
-from analysis.metrics.critical_path import combine, critical_path_rank
+from analysis.metrics.critical_path.critical_path import combine, critical_path_rank
 from analysis.testing import critical_path_traces as cpt
 
 

@@ -13,7 +13,7 @@ from analysis.figures import memory_bandwidth as mbf
 from analysis.figures import queue_length as qlf
 from analysis.kineto.extras import extra_table
 from analysis.kineto.loader import load_trace
-from analysis.metrics import memory_bandwidth, queue_length
+from analysis.metrics.gpu_time import memory_bandwidth, queue_length
 from analysis.testing import health_traces as ht
 
 

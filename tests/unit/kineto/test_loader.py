@@ -276,8 +276,11 @@ def test_this_process_parses_files_beside_the_pool_and_survives_its_crash(tmp_pa
     with pytest.warns(TraceLoadWarning, match="worker process parsing this file died") as caught:
         trace = load_trace(tmp_path, storage_options={"x": _KillsTheWorker()}, use_cache=False,
                            max_workers=2, on_error="skip")
-    failed = [line for w in caught for line in str(w.message).splitlines() if "died" in line]
-    assert 1 <= len(trace) <= 4 and len(trace) + len(failed) == 5
+    # How many files the pool took before its worker died depends on timing; every file is
+    # either loaded or listed as skipped, never lost.
+    died = [url for url, reason in trace.skipped if "died" in reason]
+    assert 1 <= len(trace) <= 4 and len(trace) + len(died) == 5
+    assert sum(str(w.message).count("died") for w in caught) == len(died)
     assert trace.skipped and all("worker process" in reason for _, reason in trace.skipped)
 
 

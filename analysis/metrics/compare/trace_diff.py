@@ -13,7 +13,7 @@ Per rank, over the analysed window (complete profiler steps), ``trace_diff_rank`
   one "step" (``steps == 0`` says so).
 - **Kernels**: per kernel name and type, the number of GPU events and their summed duration.
 - **Operators**: per CPU operator name, its calls and the *exclusive* GPU time of the kernels it
-  launched (``gpu_self`` of :mod:`analysis.metrics.operator_summary`: a kernel counts only for the
+  launched (``gpu_self`` of :mod:`analysis.metrics.operators.operator_summary`: a kernel counts only for the
   innermost operator open when its launch call ran, so nested operators are never counted twice).
   GPU time launched outside any operator, or by no launch call in the trace (kept with
   ``gpu_events="all"``), is the row ``NO_OPERATOR``. Operators are matched by name, and by name + input dims + input types when
@@ -38,8 +38,8 @@ from analysis.kineto.events import kernel_like_mask
 from analysis.kineto.model import RankTrace
 from analysis.metrics.intervals import merge, time_by_state
 from analysis.metrics.kernel_types import KernelPatterns, classified_gpu_events
-from analysis.metrics.operator_summary import operator_times
-from analysis.metrics.profiler_steps import profiler_steps_rank
+from analysis.metrics.operators.operator_summary import operator_times
+from analysis.metrics.steps.profiler_steps import profiler_steps_rank
 from analysis.metrics.timebase import Rounding
 
 CATEGORIES = ("computation", "exposed_communication", "exposed_memory", "other", "idle")

@@ -1,4 +1,4 @@
-"""The individual checks of ``analysis.metrics.trace_health``: small pure functions.
+"""The individual checks of ``analysis.metrics.health.trace_health``: small pure functions.
 
 Each per-rank check takes a ``RankTrace`` (whole, all events) and returns a list of findings
 ``(severity, check, message, evidence)``; the cross-rank checks take ``{rank: RankHealth}``.
@@ -15,7 +15,7 @@ import pandas as pd
 
 from analysis.kineto.events import kernel_like_mask, runtime_mask
 from analysis.kineto.model import RankTrace
-from analysis.metrics.kernel_launch_stats import DEFAULT_LAUNCH_APIS
+from analysis.metrics.gpu_time.kernel_launch_stats import DEFAULT_LAUNCH_APIS
 
 # Share of GPU events (or launches) without a partner above which the links are suspect: a few at
 # the window's edges are normal (launched before the profiler started, or still queued at its end).

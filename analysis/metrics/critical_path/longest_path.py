@@ -1,6 +1,6 @@
 """Longest path of a weighted DAG, with networkx's ``dag_longest_path`` order and tie-breaking.
 
-The critical path of ``analysis.metrics.critical_path`` is this path over its graph. networkx walks
+The critical path of ``analysis.metrics.critical_path.critical_path`` is this path over its graph. networkx walks
 the nodes in ``topological_sort`` order (Kahn's algorithm by generations, nodes and edges in
 insertion order), gives each node its best predecessor (ties: the first edge added) and ends at the
 first node of that order with the greatest distance. Weights are integers (ns); negative ones count

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.kineto.model import RankTrace
-from analysis.metrics.collectives import launch_calls
+from analysis.metrics.distributed.collectives import launch_calls
 from analysis.metrics.intervals import time_by_state
 from analysis.metrics.kernel_types import KernelPatterns, busy_intervals, classified_gpu_events
 

@@ -37,6 +37,10 @@ from analysis.metrics.timebase import Rounding, event_bounds_ns, ns_to_us
 COLUMNS = ["correlation", "cpu_duration", "gpu_duration", "launch_delay"]
 # The GPU events a launch can start (HTA's idle-time categories: kernels, copies, sets, MTIA CCP).
 LAUNCHED_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
+# HTA's cut-offs (µs): a launch call longer than RUNTIME_CUTOFF_US is a runtime outlier, a delay
+# longer than LAUNCH_DELAY_CUTOFF_US a launch-delay outlier.
+RUNTIME_CUTOFF_US = 50
+LAUNCH_DELAY_CUTOFF_US = 100
 
 
 @dataclass(frozen=True)
@@ -188,7 +192,8 @@ def combine(frames: Mapping[int, pd.DataFrame]) -> dict[int, pd.DataFrame]:
 
 
 def launch_summary(
-    stats: Mapping[int, pd.DataFrame], runtime_cutoff: float = 50, launch_delay_cutoff: float = 100
+    stats: Mapping[int, pd.DataFrame], runtime_cutoff: float = RUNTIME_CUTOFF_US,
+    launch_delay_cutoff: float = LAUNCH_DELAY_CUTOFF_US,
 ) -> pd.DataFrame:
     """Per rank: number of launches, median CPU runtime-call duration, median GPU duration and
     median launch delay (µs), and how many launches exceed the runtime cut-off

@@ -4,7 +4,7 @@ For ``C[M, N] = A[M, K] @ B[K, N]`` (times a batch ``B``): FLOPs = ``2·M·N·K`
 ``M·N`` for an added bias; bytes = A, B and C each moved once (``M·K``, ``K·N``, ``M·N`` elements
 at their own element sizes; the output at A's) plus the bias tensor as recorded. Shapes are the
 logical ones: a transposed or strided operand costs the same; a dimension with stride 0 (an
-``expand``-ed operand) is read once (:func:`analysis.metrics.perf_model.elements`).
+``expand``-ed operand) is read once (:func:`analysis.metrics.roofline.op_call.elements`).
 
 Argument positions are those of the ATen signatures (``addmm(self, mat1, mat2, beta, alpha)``,
 ``linear(input, weight, bias)``, ``_scaled_mm(self, mat2, scale_a, scale_b, bias, scale_result,
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from math import prod
 
-from analysis.metrics.perf_model import (
+from analysis.metrics.roofline.op_call import (
     SCALAR_TYPE_BYTES,
     NoModel,
     OpCall,

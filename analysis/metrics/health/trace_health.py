@@ -43,7 +43,7 @@ import pandas as pd
 
 from analysis.kineto.events import gpu_mask, kernel_like_mask, runtime_mask
 from analysis.kineto.model import RankTrace
-from analysis.metrics import trace_health_checks as hc
+from analysis.metrics.health import trace_health_checks as hc
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 
 COLUMNS = ["rank", "severity", "check", "message", "evidence"]

@@ -37,8 +37,8 @@ import pandas as pd
 from analysis.errors import NoGPUEventsError
 from analysis.kineto.events import gpu_mask
 from analysis.kineto.model import RankTrace
+from analysis.metrics.gpu_time.kernel_launch_stats import DEFAULT_LAUNCH_APIS, LAUNCHED_CATS
 from analysis.metrics.intervals import merge, time_by_state
-from analysis.metrics.kernel_launch_stats import DEFAULT_LAUNCH_APIS, LAUNCHED_CATS
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.timebase import Rounding, event_bounds_ns, ns_to_us
 

@@ -2,7 +2,7 @@
 
 For each CPU operator call (``cpu_op`` event) with recorded shapes (``record_shapes=True``; read
 through the ``op_shapes`` extra, :mod:`analysis.kineto.extras`) that has a performance model
-(:mod:`analysis.metrics.perf_model`):
+(:mod:`analysis.metrics.roofline.perf_model`):
 
 - ``gflops`` and ``data_moved_mb`` per call, from the model (MB = 2**20 bytes, as TraceLens);
 - its *kernel time*: the busy time (union of intervals) of the GPU kernels, memcpys and memsets
@@ -11,7 +11,7 @@ through the ``op_shapes`` extra, :mod:`analysis.kineto.extras`) that has a perfo
 - per op group (same name, input dims, types, strides and concrete inputs), over the selected
   ranks: ``count``, ``kernel_time_us_sum/_mean/_median``, achieved ``tflops_per_s`` and
   ``tb_per_s`` = summed FLOPs (bytes) / summed kernel time;
-- against the GPU's peaks (:mod:`analysis.metrics.gpu_specs`, from ``deviceProperties`` or the
+- against the GPU's peaks (:mod:`analysis.metrics.roofline.gpu_specs`, from ``deviceProperties`` or the
   ``gpu=`` override): ``roofline_time_us`` = max(FLOPs / peak FLOP/s at the op's precision,
   bytes / peak bandwidth) per call (bandwidth only for memory-bound families); ``bound``
   ("compute"/"memory"); ``pct_of_peak`` = 100 × roofline time / kernel time (the achieved share
@@ -49,9 +49,10 @@ import pandas as pd
 from analysis.errors import NoShapesError
 from analysis.kineto.events import kernel_like_mask, runtime_mask
 from analysis.kineto.model import RankTrace
-from analysis.metrics.gpu_specs import GpuSpec, gpu_spec
-from analysis.metrics.operator_summary import operator_times
-from analysis.metrics.perf_model import NoModel, OpCall, op_cost
+from analysis.metrics.operators.operator_summary import operator_times
+from analysis.metrics.roofline.gpu_specs import GpuSpec, gpu_spec
+from analysis.metrics.roofline.op_call import NoModel, OpCall
+from analysis.metrics.roofline.perf_model import op_cost
 
 EXTRA = "op_shapes"
 KEY = ["name", "input_dims", "input_types", "input_strides", "concrete_inputs"]
@@ -158,7 +159,7 @@ def operator_roofline_rank(rt: RankTrace) -> dict[str, Any]:
 def combine(parts: Mapping[int, dict[str, Any]], gpu: Any = None) -> RooflineResult:
     """Per-rank parts → the op table over all of them, MFU per (rank, step), coverage per rank.
 
-    ``gpu``: the peak table override (:func:`analysis.metrics.gpu_specs.gpu_spec`). Ranks whose
+    ``gpu``: the peak table override (:func:`analysis.metrics.roofline.gpu_specs.gpu_spec`). Ranks whose
     operators have no recorded shapes (traces recorded without ``record_shapes=True``) are named
     in a warning; ``NoShapesError`` when no rank has any.
     """

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from math import prod
 
-from analysis.metrics.perf_model import NoModel, OpCall, OpCost, precision_of
+from analysis.metrics.roofline.op_call import NoModel, OpCall, OpCost, precision_of
 
 # op name → positions of (bias, stride, padding, dilation, transposed, output_padding, groups);
 # None: the op does not take it (cudnn_convolution has no bias and is never transposed)

@@ -1,6 +1,6 @@
 """Critical path of a rank's step: the longest chain of dependent CPU and GPU work, and what bounds it.
 
-The graph (``analysis.metrics.critical_path_graph``) links every CPU operator, runtime call and GPU
+The graph (``analysis.metrics.critical_path.critical_path_graph``) links every CPU operator, runtime call and GPU
 kernel of a window by the order they had to happen in; an edge's weight is the time it covers (µs).
 The critical path is the graph's longest path: its length is the time the window could not have been
 shorter by speeding up anything off the path. Each path edge is attributed to an event and
@@ -19,7 +19,7 @@ classified (``bound_by``) as HTA 0.5.0 does:
 ``patterns.hta_quirks`` (``kernel_patterns="hta"``) reproduces HTA 0.5.0's graph exactly; the default
 fixes its known failures (see ``docs/deviations.md``).
 
-The longest path (``analysis.metrics.longest_path``) follows networkx's order and tie-breaking, so
+The longest path (``analysis.metrics.critical_path.longest_path``) follows networkx's order and tie-breaking, so
 that the path matches HTA's; a cycle (HTA #113: out-of-order call stacks) is reported (a
 ``CriticalPathWarning``) and broken deterministically by dropping its edges that run backwards in
 time.
@@ -36,18 +36,18 @@ import pandas as pd
 
 from analysis.errors import ConfigError
 from analysis.kineto.model import RankTrace
-from analysis.metrics.critical_path_context import RankContext, rank_context
-from analysis.metrics.critical_path_graph import (
+from analysis.metrics.compare.trace_diff_hta import shorten_name  # HTA's short kernel names
+from analysis.metrics.critical_path.critical_path_context import RankContext, rank_context
+from analysis.metrics.critical_path.critical_path_graph import (
     EDGE_TYPES,
     KERNEL_KERNEL,
     LAUNCH,
     CPGraphArrays,
     build_graph,
 )
+from analysis.metrics.critical_path.longest_path import longest_path
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
-from analysis.metrics.longest_path import longest_path
 from analysis.metrics.timebase import Rounding
-from analysis.metrics.trace_diff_hta import shorten_name  # HTA's short kernel names
 
 BOUND_BY = (
     "cpu_bound",

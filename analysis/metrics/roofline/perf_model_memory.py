@@ -26,7 +26,13 @@ from __future__ import annotations
 
 from math import prod
 
-from analysis.metrics.perf_model import SCALAR_TYPE_BYTES, NoModel, OpCall, OpCost, precision_of
+from analysis.metrics.roofline.op_call import (
+    SCALAR_TYPE_BYTES,
+    NoModel,
+    OpCall,
+    OpCost,
+    precision_of,
+)
 
 
 def _cost(call: OpCall, family: str, flops: int, moved: int) -> OpCost:

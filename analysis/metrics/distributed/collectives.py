@@ -436,13 +436,6 @@ def summary(collectives: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def headline(collectives: pd.DataFrame) -> pd.DataFrame:
-    """Per rank: ``times_last`` and ``wait_caused_us`` (the straggler columns of ``summary``)."""
-    from analysis.metrics.stragglers import stragglers  # stragglers builds on this module
-
-    return stragglers(collectives)[["rank", "times_last", "wait_caused_us"]].astype({"rank": "int64"})
-
-
 def combine_summary(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     """Per-rank collectives → ``summary`` of the matched table."""
     return summary(combine(parts))

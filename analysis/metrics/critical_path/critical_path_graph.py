@@ -25,7 +25,7 @@ here with array operations instead of per-event Python objects:
   after ``cudaStreamWaitEvent`` on the waiting stream (``Stream Wait Event``).
 
 The rank-wide facts (links, launches, queue lengths, event records) are
-``analysis.metrics.critical_path_context``'s. ``hta_compat=True`` keeps HTA's choices exactly; ``False`` (the default analysis) fixes what HTA gets
+``analysis.metrics.critical_path.critical_path_context``'s. ``hta_compat=True`` keeps HTA's choices exactly; ``False`` (the default analysis) fixes what HTA gets
 wrong, see ``docs/deviations.md``: every kernel of a multi-kernel launch (``cudaGraphLaunch``) is
 kept and linked, the launch APIs are the ``kernel_launch_stats`` default preset (driver API,
 cooperative and ROCm launches), a blocking call without a CUDA sync event (ROCm traces have none)
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.metrics.critical_path_context import RankContext, name_mask
+from analysis.metrics.critical_path.critical_path_context import RankContext, name_mask
 
 EDGE_TYPES = (
     "critical_path_operator",

@@ -1,6 +1,6 @@
 """Stragglers: which rank makes the others wait at collectives, how much, and why.
 
-Built on the matched collectives of ``analysis.metrics.collectives`` (the analysed profiler steps,
+Built on the matched collectives of ``analysis.metrics.distributed.collectives`` (the analysed profiler steps,
 every rank). Per collective instance with at least two ranks, the **last** rank is the one that
 started last (``is_last``); its **lateness** is the instance's skew and the **wait it caused** is
 the sum of the other ranks' waits. Per rank, in µs:
@@ -27,7 +27,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from analysis.metrics import collectives as _collectives
+from analysis.metrics.distributed import collectives as _collectives
 
 COLUMNS = [
     "rank", "times_last", "instances", "wait_caused_us", "mean_lateness_us", "late_host_us",
@@ -90,3 +90,10 @@ def _others_median(df: pd.DataFrame) -> pd.Series:
 def combine(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     """Per-rank collectives (``collectives.collectives_rank``) → the straggler table."""
     return stragglers(_collectives.combine(parts))
+
+
+def headline(collectives: pd.DataFrame) -> pd.DataFrame:
+    """Per rank, from the matched collectives: ``times_last`` and ``wait_caused_us`` (the
+    collectives' columns of the headline table)."""
+    table = stragglers(collectives)[["rank", "times_last", "wait_caused_us"]]
+    return table.astype({"rank": "int64"})

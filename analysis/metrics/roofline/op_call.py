@@ -1,33 +1,16 @@
-"""FLOPs and bytes moved by one operator call, from the shapes the profiler recorded.
+"""One operator call as the profiler recorded it, and what a performance model says it costs.
 
-A *performance model* turns one CPU operator call (its name and the ``record_shapes=True`` args
-``Input Dims``, ``Input type``, ``Input Strides``, ``Concrete Inputs``) into an :class:`OpCost`:
-the floating-point operations it must do and the bytes it must move between the GPU's memory and
-its cores at least once (each input read once, each output written once). These are the
-definitions TraceLens (AMD-AGI/TraceLens, ``TraceLens/PerfModel``) uses, re-derived per op family:
-
-- :mod:`analysis.metrics.perf_model_gemm`: ``mm``, ``addmm``, ``bmm``, ``baddbmm``, ``matmul``,
-  ``linear``, ``_scaled_mm`` (fp8);
-- :mod:`analysis.metrics.perf_model_attention`: ``scaled_dot_product_attention`` and its flash,
-  memory-efficient and cuDNN kernels, forward and backward (causal attention halved);
-- :mod:`analysis.metrics.perf_model_conv`: ``convolution``, ``_convolution``, ``cudnn_convolution``,
-  ``conv1d/2d/3d`` (grouped and transposed) and ``convolution_backward``;
-- :mod:`analysis.metrics.perf_model_memory`: elementwise, normalisation and reduction ops, which
-  are memory-bound by nature (``memory_bound=True``: their roofline bound is always memory).
-
-An op without a model, or whose args do not fit its model, raises :class:`NoModel` with the reason:
-it is reported as "no model", never guessed. Where we deliberately differ from TraceLens
-(convolution bias, reduction output size, layer-norm affine flags, causal attention with
-``N_Q != N_KV``, stride-0 inputs), ``docs/deviations.md`` says so.
-
-Units: FLOPs and bytes per call (``Data Moved (MB)`` in the tables is bytes / 2**20, as TraceLens).
+The shared vocabulary of the performance models (:mod:`analysis.metrics.roofline.perf_model`
+dispatches to them): :class:`OpCall` (the ``record_shapes=True`` args of one call, decoded),
+:class:`OpCost` (FLOPs and bytes moved per call, in which precision), :class:`NoModel` (why a call
+has no cost), and the dtype tables (bytes per element, precision per dtype). Units: FLOPs and bytes
+per call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 from math import prod
 from typing import Any
 
@@ -182,37 +165,3 @@ def elements(shape: Sequence[int], strides: Sequence[int] | None = None) -> int:
     if strides is None or len(strides) != len(shape):
         return prod(shape)
     return prod(n for n, s in zip(shape, strides, strict=True) if s != 0)
-
-
-@cache
-def _models() -> dict[str, Callable[[OpCall], OpCost]]:
-    # imported here: the family modules import this one for OpCall/OpCost
-    from analysis.metrics import (
-        perf_model_attention,
-        perf_model_conv,
-        perf_model_gemm,
-        perf_model_memory,
-    )
-
-    models: dict[str, Callable[[OpCall], OpCost]] = {}
-    for family in (perf_model_gemm, perf_model_attention, perf_model_conv, perf_model_memory):
-        models.update(family.MODELS)
-    return models
-
-
-def modelled_ops() -> list[str]:
-    """The operator names that have a model."""
-    return sorted(_models())
-
-
-def op_cost(call: OpCall) -> OpCost:
-    """The cost of one call; raises :class:`NoModel` (with the reason) when there is none."""
-    model = _models().get(call.name)
-    if model is None:
-        raise NoModel("no model for this operator")
-    try:
-        return model(call)
-    except NoModel:
-        raise
-    except (IndexError, TypeError, ValueError, ZeroDivisionError) as exc:
-        raise NoModel(f"unexpected args for {call.name}: {exc}") from None

@@ -19,7 +19,7 @@ Argument positions (Concrete Inputs) of ``dropout_p``/``is_causal`` follow each 
 
 from __future__ import annotations
 
-from analysis.metrics.perf_model import NoModel, OpCall, OpCost, precision_of
+from analysis.metrics.roofline.op_call import NoModel, OpCall, OpCost, precision_of
 
 # op name → (index of query in the inputs, index of is_causal in Concrete Inputs, backward?)
 _SIGNATURES: dict[str, tuple[int, int, bool]] = {

@@ -28,7 +28,7 @@ import pandas as pd
 
 from analysis.kineto.events import DEVICE_SYNC_NAMES, gpu_mask
 from analysis.kineto.model import RankTrace
-from analysis.metrics.kernel_launch_stats import DEFAULT_LAUNCH_APIS
+from analysis.metrics.gpu_time.kernel_launch_stats import DEFAULT_LAUNCH_APIS
 from analysis.metrics.timebase import Rounding, event_bounds_ns
 
 # hta/common/trace_symbol_table.py get_runtime_launch_events_query, HTA 0.5.0
