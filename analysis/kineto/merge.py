@@ -284,11 +284,16 @@ def _write(out_path, sources, infos, *, steps, gpu_only, storage_options) -> Non
     fs, path = fsspec.core.url_to_fs(str(out_path))
     part = f"{path}.part"
     try:
-        _write_merged(fs, part, sources, infos, steps=steps, gpu_only=gpu_only,
-                      storage_options=storage_options)
+        # per-rank warnings ("step 99 is not in rank 3") only matter when something is written
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            _write_merged(fs, part, sources, infos, steps=steps, gpu_only=gpu_only,
+                          storage_options=storage_options)
         if not any(i.timed for i in infos.values()):
             raise EmptySelectionError(f"nothing to merge: {_empty_selection(infos, steps, gpu_only)}; "
                                       f"{out_path} not written")
+        for w in said:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         fs.mv(part, path)
     except OSError as exc:
         raise ExportError(out_path, f"cannot write the merged trace ({exc})") from None
