@@ -23,7 +23,7 @@ from analysis import analyses as catalogue
 from analysis import registry
 from analysis.arguments import load_options as check_load_options
 from analysis.engines import Engine, load_engine
-from analysis.errors import ConfigError, TraceAnalysisError
+from analysis.errors import ConfigError, FormatNotSupportedError, TraceAnalysisError
 from analysis.kineto.model import Trace
 from analysis.kineto.window import check_gpu_events
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
@@ -347,6 +347,10 @@ class TraceAnalysis:
         ``self.critical_path_analysis`` (with a warning); see ``analysis.hta_bridge``.
         """
         if self._hta is None:
+            foreign = sorted({m.source_format for m in self.engine.metas.values()} - {"kineto"})
+            if foreign:  # HTA reads Kineto JSON only
+                raise FormatNotSupportedError("HolisticTraceAnalysis", foreign[0], [
+                    "Kineto JSON (HolisticTraceAnalysis reads nothing else)"])
             from analysis.hta_bridge import HTABridge, hta_class
 
             hta_trace_analysis = hta_class()

@@ -140,6 +140,27 @@ class NoGPUEventsError(TraceAnalysisError):
         return (type(self), (self.ranks, self.what, self.detail))
 
 
+class FormatNotSupportedError(TraceAnalysisError):
+    """An analysis needs what this profiler's files do not carry (``analysis.formats.LACKS``),
+    e.g. PyTorch operators in an Nsight Systems report."""
+
+    # how users call each format's files in messages
+    FILES = {"nsys": "nsys reports", "xplane": "XPlane profiles", "rocprof": "rocprofv3 files"}
+
+    def __init__(self, what: str, source_format: str, missing, source: str = ""):
+        self.what, self.source_format, self.source = what, source_format, source
+        self.missing = list(missing)
+        files = self.FILES.get(source_format, f"{source_format} files")
+        where = f" ({source})" if source else ""
+        super().__init__(
+            f"{what} is not available for {files}{where}: the file has no "
+            + " and no ".join(self.missing)
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.what, self.source_format, self.missing, self.source))
+
+
 class NoMemoryEventsError(TraceAnalysisError):
     """A memory snapshot holds nothing for the device asked for."""
 

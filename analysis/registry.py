@@ -35,7 +35,13 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
 
-from analysis.errors import ConfigError, NoGPUEventsError, TraceAnalysisError
+from analysis.errors import (
+    ConfigError,
+    FormatNotSupportedError,
+    NoGPUEventsError,
+    TraceAnalysisError,
+)
+from analysis.formats import missing as missing_needs
 from analysis.kineto.events import has_gpu_events
 
 Role = Literal["option", "ranks", "visualize", "figure", "renderer"]
@@ -90,6 +96,11 @@ class Analysis:
         requires, derive: a *derived* analysis (no rank step) reads other analyses' results:
             ``requires`` is ``{name: options}`` of those it reads, and ``derive(results,
             **options)`` gets ``{name: result, or the TraceAnalysisError that analysis raised}``.
+        needs: what the rank step needs beyond GPU events and runtime calls: ``"operators"``
+            (PyTorch ``cpu_op`` rows linked to launches), ``"shapes"`` (their recorded shapes),
+            ``"launches"`` (launch calls linked to GPU events). On a rank of another profiler's
+            file that lacks one (``analysis.formats.missing``) the analysis raises
+            ``FormatNotSupportedError``.
         extras: kinds of event args the rank step reads that the parser does not keep
             (:mod:`analysis.kineto.extras`, e.g. ``"op_shapes"``): attached to each rank, read
             from the cache or the trace file once, before the rank step runs.
@@ -116,6 +127,7 @@ class Analysis:
     requires: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     derive: Callable[..., Any] | None = None
     extras: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
 
     def param(self, role: Role) -> Param | None:
         return next((p for p in self.params if p.role == role), None)
@@ -240,6 +252,11 @@ def run_on_rank(
     for spec, options in requests:
         name = spec.name
         try:
+            missing = missing_needs(rt, spec.needs)
+            if missing:
+                raise FormatNotSupportedError(
+                    spec.title or name, rt.meta.source_format, missing, rt.meta.source
+                )
             if spec.needs_gpu and not has_gpu_events(rt.events):
                 raise NoGPUEventsError([rt.rank], spec.title or name)
             if spec.extras:

@@ -84,14 +84,21 @@ def load_rank(
     file's :class:`TraceLoadError`, as :func:`analysis.kineto.loader.load_trace` would.
     """
     key = cache_key(file.url, file.size, file.version) if use_cache and file.version else None
-    if key is not None:
-        cached = TraceCache(cache_dir).get(key)
-        if cached is not None:
-            return cached, []
-    outcome = load_file(file.url, storage_options, cache_dir, key, True)
-    if outcome[0] == "error":
-        raise error_from(outcome)
-    return outcome[1], outcome[2]
+    cached = TraceCache(cache_dir).get_parts(key) if key is not None else None
+    if cached is not None:
+        traces, notes = cached, []
+    else:
+        outcome = load_file(file.url, storage_options, cache_dir, key, True)
+        if outcome[0] == "error":
+            raise error_from(outcome)
+        traces, notes = outcome[1], outcome[2]
+    if len(traces) > 1:  # nsys/XPlane/rocprof files may hold several (analysis.formats)
+        raise TraceLoadError(
+            file.url,
+            f"this {traces[0].meta.source_format} file holds {len(traces)} ranks; the Dask engine "
+            "loads one rank per file: open it without client=",
+        )
+    return traces[0], notes
 
 
 def rank_info(loaded: tuple[RankTrace, list[str]]) -> tuple[RankMeta, set[int], list[str]]:

@@ -136,7 +136,9 @@ def _cache_path(rt: RankTrace, kind: ExtraKind, storage_options, cache_dir) -> P
     )
     if not (entry / "meta.json").is_file():
         return None
-    return entry / "extras" / f"{kind.name}-v{kind.version}-p{PARSER_VERSION}.arrow"
+    # a file of another profiler may hold several ranks, all in the first rank's entry
+    part = f"-part{rt.meta.other.get('part', 0)}" if rt.meta.source_format != "kineto" else ""
+    return entry / "extras" / f"{kind.name}-v{kind.version}-p{PARSER_VERSION}{part}.arrow"
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -184,7 +186,16 @@ def extra_table(
                 stacklevel=2,
             )
     if table is None:
-        table = extract(read_trace_bytes(rt.meta.source, storage_options), rt.meta.source, kind)
+        data = read_trace_bytes(rt.meta.source, storage_options)
+        if rt.meta.source_format != "kineto":
+            from analysis.formats.readers import (
+                foreign_extra,  # another profiler's file: its reader
+            )
+
+            table = foreign_extra(rt, kind, data)
+        else:
+            table = extract(data, rt.meta.source, kind)
+        del data
         if path is not None:
             try:
                 _write(table, path)

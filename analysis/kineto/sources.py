@@ -35,11 +35,15 @@ from analysis.errors import (
     TracePermissionError,
     UnreachableError,
 )
+from analysis.formats.detect import SQLITE_MAGIC
 
 # Like HTA: Kineto writes *.pt.trace.json(.gz); HTA reads every *.json and *.gz and lets the
-# content decide (non-traces are skipped by the loader with a warning).
-TRACE_SUFFIXES = (".json", ".gz")
-TRACE_PATTERNS = "*.json, *.json.gz, *.pt.trace.json, *.pt.trace.json.gz, *.gz"
+# content decide (non-traces are skipped by the loader with a warning). Other profilers' files
+# (analysis.formats): Nsight Systems SQLite exports and XPlane protobufs (rocprofv3 writes JSON).
+TRACE_SUFFIXES = (".json", ".gz", ".sqlite", ".xplane.pb")
+TRACE_PATTERNS = (
+    "*.json, *.json.gz, *.pt.trace.json, *.pt.trace.json.gz, *.gz, *.sqlite, *.xplane.pb"
+)
 
 # Ranks in file names, tried in order (the rule is documented in README.md, "How ranks are read"):
 # "rank-3", "rank_3", "rank3", "RANK-3" anywhere (not "frank3"); then a name that starts with
@@ -567,8 +571,9 @@ def read_trace_bytes(url: str, storage_options: Mapping[str, Any] | None = None,
 
 
 def sniff_trace(head: bytes) -> str | None:
-    """Why the first bytes of a file cannot start a Kineto trace (gzip or JSON object), or None."""
-    if head.startswith(b"\x1f\x8b"):
+    """Why the first bytes of a file cannot start a Kineto trace (gzip or JSON object) or another
+    profiler's file that ``analysis.formats`` reads, or None."""
+    if head.startswith((b"\x1f\x8b", SQLITE_MAGIC)) or head[:1] == b"\x0a":  # gzip, nsys, XPlane
         return None
     text = head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")
     if not text:
@@ -577,7 +582,7 @@ def sniff_trace(head: bytes) -> str | None:
         return None
     return (
         f"not a Kineto trace: neither gzip data nor JSON (starts with {text[:16]!r}); "
-        "a trace is .json or .json.gz"
+        "a trace is .json or .json.gz (or an nsys .sqlite, an .xplane.pb, a rocprofv3 .json)"
     )
 
 

@@ -17,6 +17,7 @@ ENTRIES = (
             "gpu_compute_bound, gpu_communication_bound, gpu_kernel_kernel_overhead, "
             "gpu_kernel_launch_overhead). ``annotation`` names the windows (every instance).",
         rank_step=critical_path.critical_path_summary_rank,
+        needs=("launches",),
         combine=critical_path.combine_summaries,
         params=(Param("annotation", "ProfilerStep"), VISUALIZE, RANKS_ALL),
         figures="analysis.figures.critical_path",
@@ -45,6 +46,7 @@ ENTRIES = (
             "``analysis.figures.critical_path.write_overlay_trace(graph, path)`` writes the trace "
             "with the path marked, for Perfetto.",
         rank_step=critical_path.critical_path_rank,
+        needs=("launches",),
         combine=critical_path.combine_graphs,
         params=(
             Param("rank", None, role="ranks"),

@@ -80,7 +80,8 @@ def trace_health_rank(
         rank=rt.rank,
         steps=tuple(int(s) for s in rt.profiler_steps()["step"]),
         world_size=rt.meta.world_size,
-        has_distributed_info=bool(rt.meta.distributed_info),
+        # other profilers' files have no distributedInfo; their reader says which rank is which
+        has_distributed_info=bool(rt.meta.distributed_info) or rt.meta.source_format != "kineto",
     )
     gpu = gpu_mask(ev) & ~runtime_mask(ev)
     for check in (

@@ -169,12 +169,16 @@ def correlation_links(rt: RankTrace) -> list[tuple]:
     # profiler started (the queue it found), which is normal; the others lost their CPU call
     early = orphans & (corr < corr[cpu].min()) if cpu.any() else np.zeros_like(orphans)
     idle_launches = launches & ~np.isin(corr, corr[gpu])
+    # other profilers' files: the analysed window counts every GPU event (analysis.kineto.window)
+    kineto = rt.meta.source_format == "kineto"
+    fate = ("launch statistics and the analysed window leave them out" if kineto
+            else "launch statistics leave them out; the analysed window counts them")
     out = [
         _unlinked(ev, orphans & ~early, gpu, "kernels_without_launch", "GPU events", "have no "
-                  "launching runtime call in the trace (CPU events dropped?): launch statistics "
-                  "and the analysed window leave them out"),
+                  f"launching runtime call in the trace (CPU events dropped?): {fate}"),
         ("info", "kernels_without_launch", f"{int(early.sum())} GPU events were launched before "
-         "the profiler started (queued work it found); the analysed window leaves them out",
+         "the profiler started (queued work it found); the analysed window "
+         + ("leaves them out" if kineto else "counts them"),
          _top(names_of(ev, early))) if early.any() else None,
         _unlinked(ev, idle_launches, launches, "launches_without_kernels", "launch calls", "have "
                   "no GPU event (still queued when the profiler stopped, or GPU events dropped)"),
@@ -192,7 +196,10 @@ def _unlinked(ev, unlinked, among, check: str, what: str, says: str) -> tuple | 
 
 
 def missing_flows(rt: RankTrace) -> list[tuple]:
-    """No flow events at all, or launches of GPU work that have no flow arrow."""
+    """No flow events at all, or launches of GPU work that have no flow arrow (Kineto traces only:
+    other profilers' files have no flow events to miss)."""
+    if rt.meta.source_format != "kineto":
+        return []
     if not len(rt.flows):
         return [("info", "missing_flows", "no flow events (ac2g): trace viewers cannot draw the "
                  "CPU→GPU launch arrows; analyses use correlation ids instead", "")]

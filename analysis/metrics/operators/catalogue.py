@@ -26,5 +26,6 @@ ENTRIES = (
             "total and self CPU time, and the GPU time of the kernels they launched (µs)."
         ),
         report_options={"top": TOP_OPERATORS},
+        needs=("operators",),
     ),
 )

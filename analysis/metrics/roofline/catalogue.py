@@ -19,6 +19,7 @@ ENTRIES = (
             "peaks overriding the detected GPU's. Returns ``RooflineResult(ops, steps, coverage, "
             "unmodelled, gpu)``.",
         rank_step=operator_roofline.operator_roofline_rank,
+        needs=("operators", "shapes"),
         combine=operator_roofline.combine,
         params=(
             Param("ranks", None, role="ranks"),

@@ -2,7 +2,10 @@
 
 Per rank (``window="full"``: the whole trace):
 
-- ``file``, ``gpu`` (device names from ``deviceProperties``), ``world_size``, ``events`` (rows);
+- ``file``, ``format`` (the profiler that wrote it: ``kineto``, ``nsys``, ``xplane``, ``rocprof``),
+  ``rank_from`` (where the rank came from: ``distributedInfo``, the file name, a mapping, or for
+  another profiler's file which process/GPU it is, e.g. ``nsys: process 111, GPU 0``),
+  ``gpu`` (device names from ``deviceProperties``), ``world_size``, ``events`` (rows);
 - ``steps``: the profiler step numbers (``analysis.kineto.steps``), ``"-"`` without a schedule;
 - ``duration_ms``: first event start to last event end (ms);
 - ``gpu_events``: GPU events (kernels, memcpy, memset, syncs) in the trace;
@@ -22,7 +25,7 @@ from analysis.kineto.model import RankTrace
 from analysis.kineto.steps import profiler_steps
 from analysis.kineto.window import unlaunched_mask
 
-COLUMNS = ["rank", "file", "gpu", "world_size", "events", "steps", "duration_ms", "gpu_events",
+COLUMNS = ["rank", "file", "format", "rank_from", "gpu", "world_size", "events", "steps", "duration_ms", "gpu_events",
            "unlaunched_gpu_events", "unlaunched_gpu_ms"]
 
 
@@ -36,6 +39,8 @@ def trace_metadata_rank(rt: RankTrace) -> dict:
     return {
         "rank": rt.rank,
         "file": rt.meta.source,
+        "format": rt.meta.source_format,
+        "rank_from": rt.meta.rank_origin,
         "gpu": ", ".join(sorted(set(rt.meta.gpu_names))) or "-",
         "world_size": rt.meta.world_size,
         "events": len(ev),
