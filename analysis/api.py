@@ -340,27 +340,26 @@ class TraceAnalysis:
     # ------------------------------------------------------------------------------ HTA bridge
     @property
     def hta(self):
-        """HolisticTraceAnalysis's own ``TraceAnalysis`` over the same traces, for its other analyses
-        (critical path, trace diff, queue length, ...). Remote traces are fetched into the cache first.
+        """HolisticTraceAnalysis's own ``TraceAnalysis`` over the same traces, to cross-check a
+        number or use one of its analyses this package does not have (CUPTI counters, ...).
+        Remote traces are fetched into the cache first. Under pandas 3, where HTA 0.5.0's
+        ``critical_path_analysis`` raises, that method is answered by the native
+        ``self.critical_path_analysis`` (with a warning); see ``analysis.hta_bridge``.
         """
         if self._hta is None:
             foreign = sorted({m.source_format for m in self.engine.metas.values()} - {"kineto"})
             if foreign:  # HTA reads Kineto JSON only
                 raise FormatNotSupportedError("HolisticTraceAnalysis", foreign[0], [
                     "Kineto JSON (HolisticTraceAnalysis reads nothing else)"])
-            try:
-                from hta.trace_analysis import TraceAnalysis as HTATraceAnalysis
-            except ImportError as exc:
-                raise TraceAnalysisError(
-                    "HolisticTraceAnalysis is not installed: pip install 'trace-analysis[hta]' "
-                    "(or pip install holistictraceanalysis==0.5.0)"
-                ) from exc
+            from analysis.hta_bridge import HTABridge, hta_class
+
+            hta_trace_analysis = hta_class()
             files = {r: self._local_copy(meta.source) for r, meta in self.engine.metas.items()}
-            self._hta = HTATraceAnalysis(
+            self._hta = HTABridge(hta_trace_analysis(
                 trace_files=files,
                 trace_dir=str(Path(next(iter(files.values()))).parent),
                 include_last_profiler_step=self.include_last_profiler_step,
-            )
+            ), self)
         return self._hta
 
     def _local_copy(self, source: str) -> str:

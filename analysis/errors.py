@@ -271,6 +271,10 @@ class ConfigError(TraceAnalysisError, ValueError):
     """A configuration value (a profiler config key, a pattern preset, an option) is invalid."""
 
 
+class EmptySelectionError(ConfigError):
+    """The ranks, steps or filters asked for select no event: nothing is written."""
+
+
 class CollectiveMismatchWarning(UserWarning):
     """Collectives of one process group and type could not be matched across ranks (their counts
     differ and the trace has no sequence numbers); the message names the group and the counts."""

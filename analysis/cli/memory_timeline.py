@@ -53,7 +53,8 @@ def command(traces: str, top: int, csv_dir: str | None, **options) -> None:
         for (rank, device), g in ranked.groupby(["rank", "device"], sort=True):
             click.echo(f"\nrank {rank} {device}: operators allocating most (self; calls)")
             for r in g.head(top).itertuples(index=False):
-                click.echo(f"  {_size(r.self_allocation_bytes):>10}  {r.operator}  ({r.calls} calls)")
+                calls = f"{r.calls} call" + ("s" if r.calls != 1 else "")
+                click.echo(f"  {_size(r.self_allocation_bytes):>10}  {r.operator}  ({calls})")
     if csv_dir:
         out = Path(csv_dir)
         out.mkdir(parents=True, exist_ok=True)

@@ -27,8 +27,8 @@ ENTRIES = (
             "error: the analyses are wrong (fix the trace or the options first); warning: some "
             "numbers may be (read the message: e.g. kernels that look like communication but are "
             "counted as computation, GPU events the profiler dropped, clocks of two ranks that "
-            "disagree); info: worth knowing. rank -1 means the finding is about the ranks "
-            "together."
+            "disagree); info: worth knowing. A finding on several ranks is one row naming them; "
+            "info rows are folded."
         ),
         tables=lambda table: {"trace_health": table},
         headline=trace_health.headline,
