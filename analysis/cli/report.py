@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import click
 
-from analysis.cli.options import open_analysis, trace_loading_options
+from analysis.cli.options import (
+    open_analysis,
+    report_failures,
+    strict_option,
+    trace_loading_options,
+)
 
 
 def _formats(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -34,9 +39,13 @@ def _formats(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
               help="Sections to include, comma-separated (default: all; see "
                    "`trace-analysis analyses`).")
 @trace_loading_options
+@strict_option
 def command(traces: str, out_dir: str, ranks: str, formats: tuple[str, ...], analyses: str | None,
-            **options) -> None:
-    """Write a report of TRACES (a directory, a file or a gs:// URL) into OUT_DIR."""
+            strict: bool, **options) -> None:
+    """Write a report of TRACES (a directory, a file or a gs:// URL) into OUT_DIR.
+
+    An analysis that cannot run on a rank is a row of its section's "could not run" table; the
+    rest is written, and the exit status is 0 (1 with --strict)."""
     from analysis.reports import write_report
 
     chosen = None if analyses is None else [a.strip() for a in analyses.split(",") if a.strip()]
@@ -44,6 +53,7 @@ def command(traces: str, out_dir: str, ranks: str, formats: tuple[str, ...], ana
     result = write_report(ta, out_dir, formats=formats, ranks=ranks, analyses=chosen,
                           progress=False if options["quiet"] else None)
     if options["quiet"]:  # -q: no notes (the page says what was left out and why)
+        report_failures(result.failures, strict)
         return
     for title, reason in result.unavailable.items():
         click.echo(f"note: {title} left out: {reason}", err=True)
@@ -52,3 +62,4 @@ def command(traces: str, out_dir: str, ranks: str, formats: tuple[str, ...], ana
     n_files = sum(len(p) for p in result.figures.values())
     where = result.index or result.out_dir
     click.echo(f"wrote {where} ({n_files} figure files, {len(result.tables)} tables)")
+    report_failures(result.failures, strict)
