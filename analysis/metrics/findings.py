@@ -201,7 +201,7 @@ def low_bus_bandwidth(results: Mapping[str, Any]) -> list[Finding]:
     meta = _need(results, "trace_metadata")
     if summary.empty:
         raise Silent("no collectives matched across ranks")
-    gpus = " ".join(str(g) for g in meta["gpu"])
+    gpus = " ".join(str(g) for g in meta["gpu"] if isinstance(g, str) and g.strip() not in ("", "-"))
     expected = next((v for k, v in EXPECTED_BUSBW_GBPS.items() if k in gpus), None)
     if expected is None:
         raise Silent(f"no expected bus bandwidth for this GPU ({gpus or 'unknown'})")
@@ -459,11 +459,58 @@ REQUIRES: dict[str, dict[str, Any]] = {
 }
 
 
+def _has_gpu_kernels(results: Mapping[str, Any]) -> str | None:
+    temporal = results.get("temporal_breakdown")
+    if temporal is None or isinstance(temporal, TraceAnalysisError):
+        return "the analysed window has no GPU kernels (a CPU-only trace, or none in the steps)"
+    return None
+
+
+def _has_collectives(results: Mapping[str, Any]) -> str | None:
+    summary = results.get("collective_summary")
+    if summary is None or isinstance(summary, TraceAnalysisError) or summary.empty:
+        return "no collectives matched across two or more ranks"
+    return None
+
+
+def _has_gpu_model(results: Mapping[str, Any]) -> str | None:
+    meta = results.get("trace_metadata")
+    names = [] if meta is None or isinstance(meta, TraceAnalysisError) else [
+        str(g) for g in meta["gpu"] if isinstance(g, str) and g.strip() not in ("", "-")]
+    return None if names else "the trace does not name the GPU model (no deviceProperties)"
+
+
+# What each rule needs from the trace, checked before it runs: a rule whose need is not met is
+# listed in ``not_run`` with the reason, and says nothing (no GPU finding on a CPU-only trace).
+NEEDS: dict[str, Callable[[Mapping[str, Any]], str | None]] = {
+    "gpu_kernels": _has_gpu_kernels,
+    "collectives": _has_collectives,
+    "gpu_model": _has_gpu_model,
+}
+RULE_NEEDS: dict[str, tuple[str, ...]] = {
+    "trace_health_errors": (),
+    "gpu_idle_host_bound": ("gpu_kernels",),
+    "exposed_communication": ("gpu_kernels",),
+    "straggler_rank": ("collectives",),
+    "low_bus_bandwidth": ("gpu_kernels", "collectives", "gpu_model"),
+    "host_to_device_copies": ("gpu_kernels",),
+    "step_time_variance": (),
+    "data_loading_stall": ("gpu_kernels",),
+    "far_from_roofline": ("gpu_kernels",),  # shapes and the GPU: operator_roofline says why
+}
+
+
 def findings(results: Mapping[str, Any]) -> pd.DataFrame:
-    """Run every rule over ``results`` → the findings table (see the module doc)."""
+    """Run every rule over ``results`` → the findings table (see the module doc). A rule runs
+    only where the trace has what it needs (``RULE_NEEDS``); otherwise it is in ``not_run``."""
     rows: list[Finding] = []
     not_run: dict[str, str] = {}
     for name, rule in RULES.items():
+        missing = next((why for need in RULE_NEEDS.get(name, ())
+                        if (why := NEEDS[need](results)) is not None), None)
+        if missing is not None:
+            not_run[name] = missing
+            continue
         try:
             rows += rule(results)
         except Silent as why:
