@@ -60,8 +60,13 @@ STRAGGLER_LATENESS_PCT = 5.0
 LARGE_MESSAGE_BYTES = 1 << 20
 BUSBW_FRACTION = 0.5
 NODE_SIZE = 8
-EXPECTED_BUSBW_GBPS = {"H200": 400.0, "H100": 360.0, "B200": 700.0, "A100": 230.0, "V100": 130.0,
-                       "MI300": 300.0, "MI250": 150.0, "MI355": 400.0}
+# H800: NVLink cut to 400 GB/s (NVIDIA H800 datasheet) of H100's 900, so ~0.45 of its all-reduce
+# bus bandwidth; H20 keeps 900 GB/s NVLink (HGX H20 brief); GB200 has B200's NVLink 5 (1.8 TB/s,
+# GB200 NVL72 datasheet); MI325X MI300X's xGMI (AMD MI325X datasheet). First match wins: H200
+# before H20.
+EXPECTED_BUSBW_GBPS = {"H200": 400.0, "H100": 360.0, "H800": 160.0, "H20": 360.0, "B200": 700.0,
+                       "A100": 230.0, "V100": 130.0, "MI300": 300.0, "MI325": 300.0, "MI250": 150.0,
+                       "MI355": 400.0}
 # Data loading: the median step spends more than this share (%) on the CPU before its first launch.
 DATA_LOADING_GAP_PCT = 10.0
 
