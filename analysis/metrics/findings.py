@@ -189,15 +189,24 @@ def straggler_rank(results: Mapping[str, Any]) -> list[Finding]:
         "warning", f"Rank {rank} is a straggler: the others wait for it",
         f"Rank {rank} arrives last at {int(top['times_last'])} of {int(top['instances'])} "
         f"collectives, {top['mean_lateness_us'] / 1000:.1f} ms late on average ({lateness:.1f} % "
-        f"of the median step); why: {top['why'] or 'not determined'}.",
+        f"of the median step); why: {_why(top['why'], results)}.",
         "straggler_lateness_pct", round(lateness, 2), STRAGGLER_LATENESS_PCT,
         f"stragglers: rank {rank} caused {top['wait_caused_us'] / 1000:.1f} ms of waiting in all "
         f"(late from host {top['late_host_us'] / 1000:.1f} ms, busy {top['late_busy_us'] / 1000:.1f}"
         " ms); step_breakdown: slowest rank per step",
         "Late from its CPU (host): look at that rank's data loading and CPU work before the "
         "collective. Late because busy: it has more work (imbalanced batches or shards) or a "
-        "slower/throttled GPU; compare its kernel breakdown with a typical rank's.",
+        + ("slower/throttled GPU; compare its kernel breakdown with a typical rank's."
+           if _has_gpu_kernels(results) is None else
+           "slower or busier CPU; compare its operators with a typical rank's."),
     )]
+
+
+def _why(why: str, results: Mapping[str, Any]) -> str:
+    """The stragglers table's cause, without the GPU on a trace that has none."""
+    if not why:
+        return "not determined"
+    return why if _has_gpu_kernels(results) is None else why.replace(" or a slower GPU", "")
 
 
 def low_bus_bandwidth(results: Mapping[str, Any]) -> list[Finding]:
@@ -466,7 +475,8 @@ REQUIRES: dict[str, dict[str, Any]] = {
 
 def _has_gpu_kernels(results: Mapping[str, Any]) -> str | None:
     temporal = results.get("temporal_breakdown")
-    if temporal is None or isinstance(temporal, TraceAnalysisError):
+    if (temporal is None or isinstance(temporal, TraceAnalysisError)
+            or not temporal["kernel_time(us)"].notna().any()):  # CPU-only ranks give NaN rows
         return "the analysed window has no GPU kernels (a CPU-only trace, or none in the steps)"
     return None
 
