@@ -18,13 +18,26 @@ Each builder returns a job ``{rank: trace document}`` (write it with
   outside the profiler steps and none was launched (the analysed window has no kernel).
 - ``single_event()``: one launched kernel, no step.
 - ``one_timestamp()``: a step, its launch and its kernels all at one timestamp with zero duration.
+- ``all_unlaunched()``: the healthy 1-rank job of ``health_traces`` without its runtime calls:
+  every GPU event is unlaunched. ``launches_without_kernels()``: the same without its GPU events.
+- ``negative_timestamps()``: the healthy 1-rank job shifted so that every timestamp is negative.
+- ``cpu_rank_among_eight()``: the healthy job on 8 ranks, rank 5 without any GPU event.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from analysis.testing.health_traces import CPU_PID, CPU_TID, GEMM, GPU_PID, T0_US, Job, _launch
+from analysis.testing.health_traces import (
+    CPU_PID,
+    CPU_TID,
+    GEMM,
+    GPU_PID,
+    T0_US,
+    Job,
+    _launch,
+    healthy_job,
+)
 
 STEP_US = 10_000
 GLOO_ARRIVAL_US = 1000
@@ -108,7 +121,39 @@ def one_timestamp() -> Job:
     return {0: _doc(0, 1, events, backend=None, gpu="NVIDIA H20")}
 
 
+def _keep(job: Job, rank: int, keep) -> Job:
+    job[rank]["traceEvents"] = [e for e in job[rank]["traceEvents"] if keep(e)]
+    return job
+
+
+def all_unlaunched() -> Job:
+    """Every GPU event without its launching call."""
+    return _keep(healthy_job(1), 0, lambda e: e.get("cat") != "cuda_runtime")
+
+
+def launches_without_kernels() -> Job:
+    """Launch calls whose GPU events are all missing."""
+    return _keep(healthy_job(1), 0, lambda e: e.get("pid") != GPU_PID)
+
+
+def negative_timestamps() -> Job:
+    """Every timestamp below zero (the healthy job, shifted)."""
+    job = healthy_job(1)
+    for e in job[0]["traceEvents"]:
+        e["ts"] = e["ts"] - T0_US - 1_000_000
+    return job
+
+
+def cpu_rank_among_eight() -> Job:
+    """Eight ranks, rank 5 with no GPU event (and no collective kernel)."""
+    return _keep(healthy_job(8), 5, lambda e: e.get("cat") == "user_annotation")
+
+
 EDGE_JOBS = {
+    "all_unlaunched": all_unlaunched,
+    "launches_without_kernels": launches_without_kernels,
+    "negative_timestamps": negative_timestamps,
+    "cpu_rank_among_eight": cpu_rank_among_eight,
     "gloo_cpu_4ranks": gloo_cpu_job,
     "kernels_outside_steps": kernels_outside_steps,
     "no_kernels_in_window": no_kernels_in_window,
