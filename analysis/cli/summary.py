@@ -14,35 +14,43 @@ from analysis.cli.options import (
 
 @click.command("summary")
 @click.argument("traces")
+@click.option("--wide", is_flag=True,
+              help="Every column on one line per rank (default: fit the terminal, COLUMNS or 100).")
 @trace_loading_options
 @strict_option
-def command(traces: str, strict: bool, **options) -> None:
+def command(traces: str, wide: bool, strict: bool, **options) -> None:
     """Findings, then the headline numbers per rank, for TRACES (a directory, a file or a gs:// URL).
 
     Analyses that cannot run are listed at the end ("could not run"); the exit status is 0 once
     the traces loaded (1 with --strict when something could not run)."""
+    from analysis import analyses as catalogue
     from analysis import registry
+    from analysis.cli import terminal
     from analysis.errors import AnalysisFailedError
-    from analysis.metrics.findings import headline_text
 
     ta = open_analysis(traces, **options)
     # one batch: the findings and the headline columns share their analyses (stragglers, ...)
     failures: list[registry.Failure] = []
-    results = ta.run_many(dict.fromkeys(["findings", *registry.headline_names()], {}), "all",
+    results = ta.run_many(dict.fromkeys(["findings", *catalogue.headline_names()], {}), "all",
                           errors="return", failures=failures)
     found = results["findings"]
+    lines = []
     if isinstance(found, Exception):
-        click.echo(f"no findings: {found}")
+        lines += terminal.wrap(f"no findings: {found}", indent="    ")
     else:
-        for line in headline_text(found) or ["no finding: nothing the rules check for is wrong"]:
-            click.echo(line)
+        for r in found.itertuples():
+            lines += terminal.wrap(f"{r.title}: {r.detail}", indent="    ", first=f"[{r.severity}] ")
+        if not lines:
+            lines = ["no finding: nothing the rules check for is wrong"]
         for rule, why in found.attrs.get("not_run", {}).items():
-            click.echo(f"[not run] {rule}: {why}")
-    click.echo("")
+            lines += terminal.wrap(f"{rule}: {why}", indent="    ", first="[not run] ")
+    lines.append("")
     try:
-        table = registry.headline_table(results)
+        headline = catalogue.headline_table(results)
+        lines += (["no headline numbers"] if headline is None
+                  else terminal.table(headline, key=["rank"], wide=wide))
     except Exception as exc:  # noqa: BLE001 - the table's bug leaves the findings printed
         failures.append(registry.Failure("headline", None, AnalysisFailedError.wrap("headline", None, exc)))
-        table = None
-    click.echo("no headline numbers" if table is None else table.to_string(index=False))
+        lines.append("no headline numbers")
+    click.echo("\n".join(lines))
     report_failures(failures, strict, echo_table=True)

@@ -12,11 +12,12 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from analysis import analyses as catalogue
 from analysis import registry
 from analysis.api import TraceAnalysis
 from analysis.cli import main
 from analysis.errors import AnalysisFailedError, TraceAnalysisError
-from analysis.metrics import temporal_breakdown
+from analysis.metrics.gpu_time import temporal_breakdown
 from analysis.testing.edge_traces import gloo_cpu_job, kernels_outside_steps, no_kernels_in_window
 from analysis.testing.health_traces import healthy_job, write_job
 
@@ -30,8 +31,8 @@ def _broken_on_rank_1(rt, *, patterns="default"):
 @pytest.fixture
 def broken(monkeypatch, tmp_path):
     """A 2-rank job whose temporal breakdown raises a foreign KeyError on rank 1."""
-    spec = registry.get("temporal_breakdown")
-    monkeypatch.setitem(registry.ANALYSES, "temporal_breakdown",
+    spec = catalogue.get("temporal_breakdown")
+    monkeypatch.setitem(catalogue.CATALOGUE.specs, "temporal_breakdown",
                         dataclasses.replace(spec, rank_step=_broken_on_rank_1))
     write_job(healthy_job(2), tmp_path / "job")
     return tmp_path / "job"
@@ -99,15 +100,16 @@ def test_report_shows_the_failure_in_its_section_and_writes_the_rest(broken, tmp
 
 
 def test_check_runs_the_other_ranks(monkeypatch, broken):
-    from analysis.metrics import trace_health
+    from analysis.metrics.health import trace_health
 
     def health(rt, *, patterns="default"):
         if rt.rank == 1:
             raise ZeroDivisionError("x")
         return trace_health.trace_health_rank(rt, patterns=patterns)
 
-    spec = registry.get("trace_health")
-    monkeypatch.setitem(registry.ANALYSES, "trace_health", dataclasses.replace(spec, rank_step=health))
+    spec = catalogue.get("trace_health")
+    monkeypatch.setitem(catalogue.CATALOGUE.specs, "trace_health",
+                        dataclasses.replace(spec, rank_step=health))
     result = CliRunner().invoke(main, ["check", str(broken), "--no-cache", "-q"])
     assert result.exit_code == 0, result.output
     assert "could not run trace_health (rank 1)" in result.stderr
