@@ -73,7 +73,7 @@ def test_overrides():
 
 
 def test_expected_bus_bandwidth_of_the_newer_gpus():
-    from analysis.metrics.findings import EXPECTED_BUSBW_GBPS
+    from analysis.metrics.findings.findings import EXPECTED_BUSBW_GBPS
 
     def expected(gpu):
         return next(v for k, v in EXPECTED_BUSBW_GBPS.items() if k in gpu)
