@@ -1,8 +1,8 @@
 """Every registered analysis, ``findings()``, ``check()``, and the CLI's ``report`` and ``summary``
 × every trace the tests can reach: a result or the project's own error, never a foreign exception.
 
-The traces: ``sample_traces``, the Kineto trace folders and files of ``../shared/traces`` (when
-present), the generated edge-case jobs of ``analysis.testing.edge_traces`` (CPU-only gloo, kernels
+The traces: ``sample_traces``, the trace folders and files of ``../shared/traces`` (when
+present: Kineto, Nsight Systems SQLite, XPlane), the generated edge-case jobs of ``analysis.testing.edge_traces`` (CPU-only gloo, kernels
 outside the steps, one event, one timestamp, unlaunched GPU events, negative timestamps, a
 CPU-only rank among eight) and the faulty jobs of ``analysis.testing.health_traces``. New
 analyses join from the registry. An analysis that raises something else than a
@@ -44,6 +44,7 @@ SHARED_FILES = [
     "tracelens/h100/Falconsai_nsfw_image_detection__1016002.json.gz",
     "tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz",
     "tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+    "nsys/h100_2gpu_1s.sqlite", "xplane/jax_conv_minimal.xplane.pb",  # other profilers' files
 ]
 # big real traces (tens of MB) cost seconds each to parse: covered by their own tests
 # the trace-health faults whose shape an analysis could trip on (the others differ in args only)
