@@ -23,7 +23,12 @@ from analysis import analyses as catalogue
 from analysis import registry
 from analysis.arguments import load_options as check_load_options
 from analysis.engines import Engine, load_engine
-from analysis.errors import ConfigError, FormatNotSupportedError, TraceAnalysisError
+from analysis.errors import (
+    AnalysisFailedError,
+    ConfigError,
+    FormatNotSupportedError,
+    TraceAnalysisError,
+)
 from analysis.kineto.model import Trace
 from analysis.kineto.window import check_gpu_events
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
@@ -207,7 +212,7 @@ class TraceAnalysis:
 
     def run_many(
         self, requests: Mapping[str, Mapping[str, Any]], ranks: RankSpec = None, *,
-        errors: str = "raise",
+        errors: str = "raise", failures: list | None = None,
     ) -> dict[str, Any]:
         """Several registered analyses at once, ``{name: options}`` → ``{name: result}``.
 
@@ -215,11 +220,15 @@ class TraceAnalysis:
         share the per-rank work they have in common. ``ranks=None`` gives each analysis its
         default ranks. ``errors="return"`` puts an analysis's ``TraceAnalysisError`` in its
         result slot instead of raising it (the report uses this: one analysis that cannot run
-        leaves the others).
+        leaves the others). ``failures``, a list, gets a ``registry.Failure`` for each
+        (analysis, rank) that failed while the other ranks ran (the result then comes from
+        those), and for each analysis that failed with an ``AnalysisFailedError``: an exception
+        that is not the project's own, raised inside the analysis (a bug). An analysis the traces
+        cannot give (no GPU events, no shapes) is not a failure: its error is its result.
         """
         derived = {n: o for n, o in requests.items() if catalogue.get(n).derive is not None}
         if derived:
-            return self._run_with_derived(requests, derived, ranks, errors)
+            return self._run_with_derived(requests, derived, ranks, errors, failures)
         specs = {name: catalogue.get(name) for name in requests}
         by_ranks: dict[tuple[int, ...], list[str]] = {}
         for name, spec in specs.items():
@@ -238,21 +247,24 @@ class TraceAnalysis:
                         results[name] = registry.combine_parts(
                             specs[name], {r: parts[r][name] for r in parts}, options, context,
                             explain_no_gpu=self._explain_no_gpu if window == "steps" else None,
+                            failures=failures,
                         )
                     except TraceAnalysisError as exc:
                         if errors != "return":
                             raise
                         results[name] = exc
+                        if failures is not None and isinstance(exc, AnalysisFailedError):
+                            failures.append(registry.Failure(name, None, exc))
         return {name: results[name] for name in requests}
 
-    def _run_with_derived(self, requests, derived, ranks, errors: str) -> dict[str, Any]:
+    def _run_with_derived(self, requests, derived, ranks, errors: str, failures) -> dict[str, Any]:
         """``run_many`` when some requests read other analyses' results (``Analysis.derive``):
         their requirements join the same batch, then each derived result is computed from them."""
         base = {n: dict(o) for n, o in requests.items() if n not in derived}
         for name in derived:
             for required, options in catalogue.get(name).requires.items():
                 base.setdefault(required, dict(options))
-        results = self.run_many(base, ranks, errors="return")
+        results = self.run_many(base, ranks, errors="return", failures=failures)
         for name, options in derived.items():
             spec = catalogue.get(name)
             inputs = {r: results[r] for r in spec.requires}
@@ -260,6 +272,10 @@ class TraceAnalysis:
                 results[name] = spec.derive(inputs, **options)
             except TraceAnalysisError as exc:
                 results[name] = exc
+            except Exception as exc:  # noqa: BLE001 - the boundary: a bug becomes the project's error
+                results[name] = AnalysisFailedError.wrap(name, None, exc)
+                if failures is not None:
+                    failures.append(registry.Failure(name, None, results[name]))
         out = {name: results[name] for name in requests}
         if errors != "return":
             for value in out.values():

@@ -278,3 +278,32 @@ class EmptySelectionError(ConfigError):
 class CollectiveMismatchWarning(UserWarning):
     """Collectives of one process group and type could not be matched across ranks (their counts
     differ and the trace has no sequence numbers); the message names the group and the counts."""
+
+
+class AnalysisFailedError(TraceAnalysisError):
+    """An analysis raised an exception that is not one of the project's own: a bug in it.
+
+    Caught at the boundary of one (analysis, rank) (:func:`analysis.registry.run_on_rank`, the
+    combine and the report's drawing), so the other analyses and ranks still run. ``rank`` is None
+    when the failure is not one rank's (the combine step, a figure). ``error_type`` and
+    ``traceback_text`` keep the original for ``--debug``: they survive pickling (Dask workers).
+    """
+
+    def __init__(self, analysis: str, rank, error_type: str, message: str, traceback_text: str = ""):
+        self.analysis, self.rank = analysis, rank
+        self.error_type, self.message, self.traceback_text = error_type, message, traceback_text
+        where = "" if rank is None else f" on rank {rank}"
+        first = printable(" ".join(str(message).splitlines()))
+        super().__init__(f"{analysis}{where} failed (a bug, please report it): {error_type}: {first}")
+
+    def __reduce__(self):
+        return (type(self), (self.analysis, self.rank, self.error_type, self.message,
+                             self.traceback_text))
+
+    @classmethod
+    def wrap(cls, analysis: str, rank, exc: BaseException) -> AnalysisFailedError:
+        """``exc`` (being handled) as an AnalysisFailedError, with its traceback text."""
+        import traceback
+
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        return cls(analysis, rank, type(exc).__name__, str(exc), text)

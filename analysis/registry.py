@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from functools import cache
 from typing import Any, Literal
 
 from analysis.errors import (
+    AnalysisFailedError,
     ConfigError,
     FormatNotSupportedError,
     NoGPUEventsError,
@@ -43,6 +45,8 @@ from analysis.errors import (
 )
 from analysis.formats import missing as missing_needs
 from analysis.kineto.events import has_gpu_events
+
+_log = logging.getLogger("analysis")
 
 Role = Literal["option", "ranks", "visualize", "figure", "renderer"]
 Placement = Literal["section", "lead", "context", "none"]
@@ -233,6 +237,43 @@ class RankFailure:
     no_gpu: bool = False
 
 
+@dataclass(frozen=True)
+class Failure:
+    """A row of the "could not run" table: ``analysis`` on ``rank`` (None: not one rank's, e.g.
+    the combine step or a figure) failed with ``error`` (the project's error; a foreign exception
+    arrives as :class:`AnalysisFailedError`, a bug)."""
+
+    analysis: str
+    rank: int | None
+    error: TraceAnalysisError
+
+    @property
+    def message(self) -> str:
+        return " ".join(str(self.error).splitlines())
+
+    @property
+    def is_bug(self) -> bool:
+        return isinstance(self.error, AnalysisFailedError)
+
+
+def failures_table(failures: Iterable[Failure]):
+    """The "could not run" table: one row per failure (analysis, rank, one-line message)."""
+    import pandas as pd
+
+    rows = [{"analysis": f.analysis, "rank": "all" if f.rank is None else str(f.rank),
+             "message": f.message} for f in failures]
+    return pd.DataFrame(rows, columns=["analysis", "rank", "message"])
+
+
+def log_failure(failure: Failure) -> None:
+    """Log ``failure`` (with the original traceback of a bug) on the ``analysis`` logger at DEBUG
+    level: ``trace-analysis --debug`` shows it."""
+    text = getattr(failure.error, "traceback_text", "")
+    _log.debug("could not run %s (rank %s): %s%s", failure.analysis,
+               "all" if failure.rank is None else failure.rank, failure.message,
+               ("\n" + text) if text else "")
+
+
 def run_on_rank(
     rt,
     requests: list[tuple[Analysis, dict[str, Any]]],
@@ -269,6 +310,8 @@ def run_on_rank(
             out[name] = RankFailure(rt.rank, exc, no_gpu=True)
         except TraceAnalysisError as exc:
             out[name] = RankFailure(rt.rank, exc)
+        except Exception as exc:  # noqa: BLE001 - the (analysis, rank) boundary: a bug, kept as data
+            out[name] = RankFailure(rt.rank, AnalysisFailedError.wrap(name, rt.rank, exc))
     return out
 
 
@@ -278,23 +321,35 @@ def combine_parts(
     options: Mapping[str, Any],
     context: Mapping[str, Any],
     explain_no_gpu: Callable[[list[int]], str | None] | None = None,
+    failures: list[Failure] | None = None,
 ) -> Any:
     """Combine one analysis's per-rank parts (rank order kept), or raise why it cannot.
 
     Ranks without GPU events are left out with a warning naming them; if no rank is left, the
     ``NoGPUEventsError`` names all of them, with ``explain_no_gpu(ranks)``'s account of why when
     it has one (e.g. "the kernels exist but none falls inside the analysed steps"). Any other
-    per-rank failure is raised as it was.
+    per-rank failure is raised as it was, unless a ``failures`` list is given: then the failed
+    ranks are appended to it as :class:`Failure` rows and left out (raised only when no rank is
+    left). A foreign exception of the combine step is raised as :class:`AnalysisFailedError`.
     """
     ok: dict[int, Any] = {}
     no_gpu: list[int] = []
+    failed: list[RankFailure] = []
     for rank, part in parts.items():
         if isinstance(part, RankFailure):
-            if not part.no_gpu:
+            if part.no_gpu:
+                no_gpu.append(rank)
+            elif failures is None:
                 raise part.error
-            no_gpu.append(rank)
+            else:
+                failed.append(part)
         else:
             ok[rank] = part
+    if failed:
+        if not ok and not no_gpu:
+            raise _all_failed(spec.name, failed)
+        for part in failed:
+            failures.append(Failure(spec.name, part.rank, part.error))
     what = spec.title or spec.name
     if no_gpu:
         why = explain_no_gpu(no_gpu) if explain_no_gpu else None
@@ -304,4 +359,19 @@ def combine_parts(
             f"{what}: rank(s) {no_gpu} left out: no GPU events" + (f" ({why})" if why else ""),
             stacklevel=3,
         )
-    return spec.combine(ok, **_accepted(spec.combine, {**context, **options}))
+    try:
+        return spec.combine(ok, **_accepted(spec.combine, {**context, **options}))
+    except TraceAnalysisError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the boundary: a bug becomes the project's error
+        raise AnalysisFailedError.wrap(spec.name, None, exc) from exc
+
+
+def _all_failed(name: str, failed: list[RankFailure]) -> TraceAnalysisError:
+    """One error for an analysis that failed on every rank (the first one's, naming the ranks)."""
+    first = failed[0].error
+    ranks = [p.rank for p in failed]
+    if isinstance(first, AnalysisFailedError):
+        return AnalysisFailedError(name, None, first.error_type,
+                                   f"{first.message} (ranks {ranks})", first.traceback_text)
+    return first

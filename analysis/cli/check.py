@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import click
 
-from analysis.cli.options import open_analysis, trace_loading_options
+from analysis.cli.options import (
+    open_analysis,
+    report_failures,
+    strict_option,
+    trace_loading_options,
+)
 
 
 @click.command("check")
@@ -18,19 +23,22 @@ from analysis.cli.options import open_analysis, trace_loading_options
 @click.option("--min-severity", type=click.Choice(["error", "warning", "info"]), default="info",
               show_default=True, help="Print findings of this severity or worse.")
 @trace_loading_options
+@strict_option
 @click.pass_context
-def command(ctx: click.Context, traces: str, fmt: str, min_severity: str, **options) -> None:
+def command(ctx: click.Context, traces: str, fmt: str, min_severity: str, strict: bool,
+            **options) -> None:
     """Check TRACES (a directory, a file or a gs:// URL) for problems that make analyses wrong.
 
-    Exit status: 0 when no finding is an error, 1 otherwise.
+    Exit status: 0 when no finding is an error, 1 otherwise. A rank whose checks could not run
+    is warned about on stderr (exit 1 with --strict); the other ranks are checked.
     """
+    from analysis import registry
     from analysis.metrics.health import trace_health
 
     ta = open_analysis(traces, **options)
-    parts = ta.engine.map_ranks(
-        trace_health.trace_health_rank, ta.ranks, window="full", patterns=ta.patterns
-    )
-    findings = trace_health.combine(parts)
+    failures: list[registry.Failure] = []
+    findings = ta.run_many({"trace_health": {}}, "all", failures=failures)["trace_health"]
+    report_failures(failures, strict)
     keep = trace_health.SEVERITIES[: trace_health.SEVERITIES.index(min_severity) + 1]
     shown = findings[findings["severity"].isin(keep)]
     if fmt == "csv":

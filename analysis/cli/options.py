@@ -70,3 +70,36 @@ def open_analysis(traces: str, kernel_patterns: str, no_cache: bool, cache_dir, 
         on_error=on_error,
         progress=False if quiet else None,
     )
+
+
+def strict_option(func):
+    """--strict: exit 1 when any analysis could not run (default: 0 once the traces loaded)."""
+    return click.option(
+        "--strict", is_flag=True,
+        help="Exit with status 1 when any analysis could not run on any rank (default: 0 once the "
+             "traces loaded; the failures are listed and warned about on stderr).",
+    )(func)
+
+
+def report_failures(failures, strict: bool, *, echo_table: bool = False) -> None:
+    """Warn on stderr about each (analysis, rank) that could not run (its traceback too with
+    ``--debug``), print the "could not run" table when ``echo_table``, and exit 1 under
+    ``--strict`` when there is any."""
+    if not failures:
+        return
+    from analysis import registry
+
+    ctx = click.get_current_context(silent=True)
+    debug = bool(ctx and ctx.find_root().obj and ctx.find_root().obj.get("debug"))
+    if echo_table:
+        click.echo("")
+        click.echo("could not run:")
+        click.echo(registry.failures_table(failures).to_string(index=False))
+    for failure in failures:
+        where = "all ranks" if failure.rank is None else f"rank {failure.rank}"
+        click.echo(f"warning: could not run {failure.analysis} ({where}): {failure.message}", err=True)
+        text = getattr(failure.error, "traceback_text", "")
+        if debug and text:
+            click.echo(text, err=True)
+    if strict:
+        raise click.exceptions.Exit(1)

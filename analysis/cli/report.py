@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import click
 
-from analysis.cli.options import int_list, open_analysis, trace_loading_options
+from analysis.cli.options import (
+    int_list,
+    open_analysis,
+    report_failures,
+    strict_option,
+    trace_loading_options,
+)
 
 
 def _formats(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -48,9 +54,13 @@ def _analyses(ctx, param, value: str | None) -> list[str] | None:
               help="Sections to include, comma-separated (default: all; see "
                    "`trace-analysis analyses`).")
 @trace_loading_options
+@strict_option
 def command(traces: str, out_dir: str, ranks: list[int] | None, formats: tuple[str, ...],
-            analyses: list[str] | None, **options) -> None:
-    """Write a report of TRACES (a directory, a file or a gs:// URL) into OUT_DIR."""
+            analyses: list[str] | None, strict: bool, **options) -> None:
+    """Write a report of TRACES (a directory, a file or a gs:// URL) into OUT_DIR.
+
+    An analysis that cannot run on a rank is a row of its section's "could not run" table; the
+    rest is written, and the exit status is 0 (1 with --strict)."""
     from analysis.reports import write_report
 
     ta = open_analysis(traces, **options)
@@ -58,6 +68,7 @@ def command(traces: str, out_dir: str, ranks: list[int] | None, formats: tuple[s
                           analyses=analyses,
                           progress=False if options["quiet"] else None)
     if options["quiet"]:  # -q: no notes (the page says what was left out and why)
+        report_failures(result.failures, strict)
         return
     for title, reason in result.unavailable.items():
         click.echo(f"note: {title} left out: {reason}", err=True)
@@ -66,3 +77,4 @@ def command(traces: str, out_dir: str, ranks: list[int] | None, formats: tuple[s
     n_files = sum(len(p) for p in result.figures.values())
     where = result.index or result.out_dir
     click.echo(f"wrote {where} ({n_files} figure files, {len(result.tables)} tables)")
+    report_failures(result.failures, strict)

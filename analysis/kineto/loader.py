@@ -317,7 +317,9 @@ def assign_ranks(loaded: list[tuple[TraceFile, RankTrace]]) -> dict[int, RankTra
     """Rank of each file: the mapping's, else distributedInfo.rank, else the file name's, else 0.
     The ranks of an nsys/XPlane/rocprof file are its reader's (plus the mapping's rank, if any).
 
-    Also warns, once per file, about the data anomalies its parser counted (``meta.anomalies``).
+    Also warns, once per file, about the data anomalies its parser counted (``meta.anomalies``),
+    and about files whose rank was assumed, when several files compete for ranks (a lone file
+    is rank 0 without a warning: ``meta.rank_origin`` still says "default").
     """
     ranks: dict[int, RankTrace] = {}
     defaulted = []
@@ -346,7 +348,7 @@ def assign_ranks(loaded: list[tuple[TraceFile, RankTrace]]) -> dict[int, RankTra
         if meta.rank in ranks:
             raise DuplicateRankError(meta.rank, ranks[meta.rank].meta.source, file.url)
         ranks[meta.rank] = trace
-    if defaulted:
+    if defaulted and len(loaded) > 1:  # a lone file: no other file to tell its rank from
         warnings.warn(
             "no usable rank in distributedInfo or in the file name of "
             + ", ".join(map(printable, defaulted))

@@ -39,6 +39,8 @@ class ReportResult:
     unavailable: dict[str, str] = field(default_factory=dict)
     # what sections say about ranks they left out (e.g. a CPU-only rank among GPU ranks)
     notes: list[str] = field(default_factory=list)
+    # (analysis, rank) units that could not run (registry.Failure): the "could not run" rows
+    failures: list = field(default_factory=list)
 
     def _repr_html_(self) -> str:  # a notebook shows a link to the page
         from html import escape
@@ -107,7 +109,8 @@ def write_report(
         content = build_report(ta, ranks=ranks, progress=bar, analyses=analyses)
         result = ReportResult(out_dir=out, index=None,
                               unavailable={s.title: s.error for s in content.sections if s.error},
-                              notes=[n for s in content.sections for n in s.notes])
+                              notes=[n for s in content.sections for n in s.notes],
+                              failures=content.failures)
         (tmp / "tables").mkdir()
         result.tables = {k: moved(p, tmp, out)
                          for k, p in write_tables(content.tables, tmp / "tables").items()}

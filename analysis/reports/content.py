@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 import pandas as pd
 import plotly.graph_objects as go
 
+from analysis import registry
 from analysis.analyses import CATALOGUE
-from analysis.errors import ConfigError, TraceAnalysisError
+from analysis.errors import AnalysisFailedError, ConfigError, TraceAnalysisError
 
 
 @dataclass
@@ -57,6 +58,8 @@ class ReportContent:
     sections: list[Section]
     # the run at a glance, for the page's first line: ranks, GPUs, world size, steps, time
     identity: list[str] = field(default_factory=list)
+    # every (analysis, rank) that could not run (registry.Failure), also shown in its section
+    failures: list = field(default_factory=list)
 
     @property
     def figures(self) -> dict[str, go.Figure]:
@@ -104,28 +107,37 @@ def build_report(
     requests = {n: dict(catalogue[n].report_options) for n in always + names}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        results = ta.run_many(requests, chosen, errors="return")
+        failures: list[registry.Failure] = []
+        results = ta.run_many(requests, chosen, errors="return", failures=failures)
     notes = [str(w.message) for w in caught]
 
     def section(name: str) -> Section:
         spec = catalogue[name]
         out = Section(name, spec.title, spec.how_to_read, open_tables=spec.placement == "lead")
         result = results[name]
+        if not isinstance(result, TraceAnalysisError):
+            try:
+                out.tables.update(spec.report_tables(result))
+                if spec.csv_only:
+                    out.csv_only.update(spec.csv_only(result))
+                figure_options = {p.name: p.default for p in spec.params if p.role == "figure"}
+                out.figures.update(spec.draw(result, **figure_options, **spec.report_options))
+            except Exception as exc:  # noqa: BLE001 - one section's bug leaves the others
+                error = exc if isinstance(exc, TraceAnalysisError) else (
+                    AnalysisFailedError.wrap(name, None, exc))
+                failures.append(registry.Failure(name, None, error))
+                out.tables, out.csv_only, out.figures, result = {}, {}, {}, error
         if isinstance(result, TraceAnalysisError):
             out.error = str(result)
-            return out
-        out.tables.update(spec.report_tables(result))
-        if spec.csv_only:
-            out.csv_only.update(spec.csv_only(result))
-        figure_options = {p.name: p.default for p in spec.params if p.role == "figure"}
-        out.figures.update(spec.draw(result, **figure_options, **spec.report_options))
-        out.notes = [n for n in notes if n.startswith((spec.title or name) + ":")]
+        else:
+            out.notes = [n for n in notes if n.startswith((spec.title or name) + ":")]
+        mine = [f for f in failures if f.analysis == name]
+        if mine:  # the section's "could not run" table (analysis, rank, message)
+            out.tables[f"{name}_could_not_run"] = registry.failures_table(mine)
         return out
 
     context, lead, sections = [], [], []
     for name in always:
-        if catalogue[name].placement == "context" and isinstance(results[name], Exception):
-            raise results[name]
         (context if catalogue[name].placement == "context" else lead).append(section(name))
     for name in names:
         sections.append(section(name))
@@ -137,18 +149,34 @@ def build_report(
     for name, spec in catalogue.items():
         result = results.get(name)
         if spec.key_numbers is not None and not (result is None or isinstance(result, Exception)):
-            key_numbers += spec.key_numbers(result)
+            key_numbers += _guarded(name, failures, spec.key_numbers, result) or []
+    headline = _guarded("headline", failures, CATALOGUE.headline_table, results)
+    first_line = _guarded("identity", failures, identity, chosen, results.get("trace_metadata"),
+                          results.get("profiler_step_table")) or []
+    for failure in failures:
+        registry.log_failure(failure)
     return ReportContent(
-        identity=identity(chosen, results.get("trace_metadata"), results.get("profiler_step_table")),
+        identity=first_line,
         source=str(ta.engine.source),
         ranks=chosen,
         kernel_patterns=getattr(ta.patterns, "name", str(ta.patterns)),
-        headline=CATALOGUE.headline_table(results),
+        headline=headline,
         key_numbers=key_numbers,
         context=context,
         lead=lead,
         sections=sections,
+        failures=failures,
     )
+
+
+def _guarded(name: str, failures: list, func, *args):
+    """``func(*args)``, or None with a row in ``failures`` when it raises (a bug, or an error)."""
+    try:
+        return func(*args)
+    except Exception as exc:  # noqa: BLE001 - the key numbers of one analysis leave the rest
+        error = exc if isinstance(exc, TraceAnalysisError) else AnalysisFailedError.wrap(name, None, exc)
+        failures.append(registry.Failure(name, None, error))
+        return None
 
 
 def identity(ranks: list[int], metadata, steps) -> list[str]:

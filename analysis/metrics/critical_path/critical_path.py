@@ -82,6 +82,7 @@ class CriticalPathGraph:
     cycles_broken: int = 0
     success: bool = True
     notes: dict[str, int] = field(default_factory=dict)
+    reason: str = ""  # why there is no path (``success`` False): e.g. an empty window
 
     @property
     def num_nodes(self) -> int:
@@ -225,7 +226,15 @@ def critical_path_graph(
         rank=rt.rank, instance=name, graph=g, critical_path_nodes=list(path),
         path_edges=path_edges, comm_mask=comm, data_loading_mask=data_loading,
         cycles_broken=broken, success=len(path) >= 2, notes=notes,
+        reason="" if len(path) >= 2 else _no_path_reason(len(g.node_ts)),
     )  # fmt: skip
+
+
+def _no_path_reason(nodes: int) -> str:
+    if nodes == 0:
+        return ("the window holds no CPU operator and no GPU event of the analysis (a CPU-only "
+                "or empty step, or kernels outside it): an empty path")
+    return f"the graph of the window has {nodes} node(s) and no edge: an empty path"
 
 
 def _name_contains(names: pd.Series, pattern, regex: bool = True) -> np.ndarray:

@@ -245,7 +245,8 @@ def _gpu_edges(ctx: RankContext, keep, start_node, end_node, node_ts, node_event
     k_stream = stream[kr]
     by_stream = np.lexsort((k_it, k_stream))
     prev = np.full(len(kr), -1)
-    same = np.append(False, k_stream[by_stream][1:] == k_stream[by_stream][:-1])
+    same = np.zeros(len(kr), dtype=bool)  # (no kernel in the window: nothing is "same")
+    same[1:] = k_stream[by_stream][1:] == k_stream[by_stream][:-1]
     prev[by_stream[same]] = by_stream[np.flatnonzero(same) - 1]
     last = np.where(prev >= 0, end_node[kr[np.maximum(prev, 0)]], -1)
 

@@ -61,8 +61,13 @@ STRAGGLER_LATENESS_PCT = 5.0
 LARGE_MESSAGE_BYTES = 1 << 20
 BUSBW_FRACTION = 0.5
 NODE_SIZE = 8
-EXPECTED_BUSBW_GBPS = {"H200": 400.0, "H100": 360.0, "B200": 700.0, "A100": 230.0, "V100": 130.0,
-                       "MI300": 300.0, "MI250": 150.0, "MI355": 400.0}
+# H800: NVLink cut to 400 GB/s (NVIDIA H800 datasheet) of H100's 900, so ~0.45 of its all-reduce
+# bus bandwidth; H20 keeps 900 GB/s NVLink (HGX H20 brief); GB200 has B200's NVLink 5 (1.8 TB/s,
+# GB200 NVL72 datasheet); MI325X MI300X's xGMI (AMD MI325X datasheet). First match wins: H200
+# before H20.
+EXPECTED_BUSBW_GBPS = {"H200": 400.0, "H100": 360.0, "H800": 160.0, "H20": 360.0, "B200": 700.0,
+                       "A100": 230.0, "V100": 130.0, "MI300": 300.0, "MI325": 300.0, "MI250": 150.0,
+                       "MI355": 400.0}
 # Data loading: the median step spends more than this share (%) on the CPU before its first launch.
 DATA_LOADING_GAP_PCT = 10.0
 # The TensorBoard plugin's recommendations: DataLoader share of the step time above 5 % (its
@@ -202,15 +207,24 @@ def straggler_rank(results: Mapping[str, Any]) -> list[Finding]:
         "warning", f"Rank {rank} is a straggler: the others wait for it",
         f"Rank {rank} arrives last at {int(top['times_last'])} of {int(top['instances'])} "
         f"collectives, {top['mean_lateness_us'] / 1000:.1f} ms late on average ({lateness:.1f} % "
-        f"of the median step); why: {top['why'] or 'not determined'}.",
+        f"of the median step); why: {_why(top['why'], results)}.",
         "straggler_lateness_pct", round(lateness, 2), STRAGGLER_LATENESS_PCT,
         f"stragglers: rank {rank} caused {top['wait_caused_us'] / 1000:.1f} ms of waiting in all "
         f"(late from host {top['late_host_us'] / 1000:.1f} ms, busy {top['late_busy_us'] / 1000:.1f}"
         " ms); step_breakdown: slowest rank per step",
         "Late from its CPU (host): look at that rank's data loading and CPU work before the "
         "collective. Late because busy: it has more work (imbalanced batches or shards) or a "
-        "slower/throttled GPU; compare its kernel breakdown with a typical rank's.",
+        + ("slower/throttled GPU; compare its kernel breakdown with a typical rank's."
+           if _has_gpu_kernels(results) is None else
+           "slower or busier CPU; compare its operators with a typical rank's."),
     )]
+
+
+def _why(why: str, results: Mapping[str, Any]) -> str:
+    """The stragglers table's cause, without the GPU on a trace that has none."""
+    if not why:
+        return "not determined"
+    return why if _has_gpu_kernels(results) is None else why.replace(" or a slower GPU", "")
 
 
 def low_bus_bandwidth(results: Mapping[str, Any]) -> list[Finding]:
@@ -219,7 +233,7 @@ def low_bus_bandwidth(results: Mapping[str, Any]) -> list[Finding]:
     meta = _need(results, "trace_metadata")
     if summary.empty:
         raise Silent("no collectives matched across ranks")
-    gpus = " ".join(str(g) for g in meta["gpu"])
+    gpus = " ".join(str(g) for g in meta["gpu"] if isinstance(g, str) and g.strip() not in ("", "-"))
     expected = next((v for k, v in EXPECTED_BUSBW_GBPS.items() if k in gpus), None)
     if expected is None:
         raise Silent(f"no expected bus bandwidth for this GPU ({gpus or 'unknown'})")
@@ -600,11 +614,64 @@ REQUIRES: dict[str, dict[str, Any]] = {
 }
 
 
+def _has_gpu_kernels(results: Mapping[str, Any]) -> str | None:
+    temporal = results.get("temporal_breakdown")
+    if (temporal is None or isinstance(temporal, TraceAnalysisError)
+            or not temporal["kernel_time(us)"].notna().any()):  # CPU-only ranks give NaN rows
+        return "the analysed window has no GPU kernels (a CPU-only trace, or none in the steps)"
+    return None
+
+
+def _has_collectives(results: Mapping[str, Any]) -> str | None:
+    summary = results.get("collective_summary")
+    if summary is None or isinstance(summary, TraceAnalysisError) or summary.empty:
+        return "no collectives matched across two or more ranks"
+    return None
+
+
+def _has_gpu_model(results: Mapping[str, Any]) -> str | None:
+    meta = results.get("trace_metadata")
+    names = [] if meta is None or isinstance(meta, TraceAnalysisError) else [
+        str(g) for g in meta["gpu"] if isinstance(g, str) and g.strip() not in ("", "-")]
+    return None if names else "the trace does not name the GPU model (no deviceProperties)"
+
+
+# What each rule needs from the trace, checked before it runs: a rule whose need is not met is
+# listed in ``not_run`` with the reason, and says nothing (no GPU finding on a CPU-only trace).
+NEEDS: dict[str, Callable[[Mapping[str, Any]], str | None]] = {
+    "gpu_kernels": _has_gpu_kernels,
+    "collectives": _has_collectives,
+    "gpu_model": _has_gpu_model,
+}
+RULE_NEEDS: dict[str, tuple[str, ...]] = {
+    "trace_health_errors": (),
+    "gpu_idle_host_bound": ("gpu_kernels",),
+    "exposed_communication": ("gpu_kernels",),
+    "straggler_rank": ("collectives",),
+    "low_bus_bandwidth": ("gpu_kernels", "collectives", "gpu_model"),
+    "host_to_device_copies": ("gpu_kernels",),
+    "step_time_variance": (),
+    "data_loading_stall": ("gpu_kernels",),
+    "far_from_roofline": ("gpu_kernels",),  # shapes and the GPU: operator_roofline says why
+    # the TensorBoard plugin's rules: about the GPU (DataLoader time as the GPU's starvation)
+    "dataloader_share": ("gpu_kernels",),
+    "tensor_cores_unused": ("gpu_kernels",),
+    "launch_overhead": ("gpu_kernels",),
+    "low_gpu_utilization": ("gpu_kernels",),
+}
+
+
 def findings(results: Mapping[str, Any]) -> pd.DataFrame:
-    """Run every rule over ``results`` → the findings table (see the module doc)."""
+    """Run every rule over ``results`` → the findings table (see the module doc). A rule runs
+    only where the trace has what it needs (``RULE_NEEDS``); otherwise it is in ``not_run``."""
     rows: list[Finding] = []
     not_run: dict[str, str] = {}
     for name, rule in RULES.items():
+        missing = next((why for need in RULE_NEEDS.get(name, ())
+                        if (why := NEEDS[need](results)) is not None), None)
+        if missing is not None:
+            not_run[name] = missing
+            continue
         try:
             rows += rule(results)
         except Silent as why:

@@ -45,7 +45,8 @@ def _spec(name, fp8, bf16, fp16, tf32, fp32, fp64, tb_s) -> GpuSpec:
 
 
 # (pattern on the device name, spec). Sources: NVIDIA V100/A100/H100/H200/L4/HGX B200 datasheets,
-# AMD Instinct MI250X/MI300X/MI355X product pages. None: the precision is not supported.
+# AMD Instinct MI250X/MI300X/MI355X product pages; the newer entries name theirs. None: the
+# precision is not supported.
 GPU_SPECS: list[tuple[str, GpuSpec]] = [
     #                                 fp8     bf16    fp16    tf32   fp32   fp64   TB/s
     (r"V100.*PCIE", _spec("V100 PCIe", None, None, 112.0, None, 14.0, 7.0, 0.9)),
@@ -60,10 +61,23 @@ GPU_SPECS: list[tuple[str, GpuSpec]] = [
     (r"H100 NVL", _spec("H100 NVL", 1671.0, 835.0, 835.0, 418.0, 60.0, 30.0, 3.9)),
     (r"H100", _spec("H100 SXM", 1979.0, 989.0, 989.0, 494.0, 67.0, 34.0, 3.35)),
     (r"H200", _spec("H200 SXM", 1979.0, 989.0, 989.0, 494.0, 67.0, 34.0, 4.8)),
+    # NVIDIA H800 SXM5 datasheet: H100 SXM's tensor cores and HBM3, FP64 cut to 1 TFLOPS (and
+    # NVLink to 400 GB/s: see findings.EXPECTED_BUSBW_GBPS). DeepSeek's published traces.
+    (r"H800", _spec("H800 SXM", 1979.0, 989.0, 989.0, 494.0, 67.0, 1.0, 3.35)),
+    # NVIDIA HGX H20 product brief: 296 FP8 / 148 BF16 / 74 TF32 dense TFLOPS, 44 FP32,
+    # 1 FP64, 96 GB HBM3 at 4.0 TB/s. r"H20\b": not the H200.
+    (r"H20\b", _spec("H20", 296.0, 148.0, 148.0, 74.0, 44.0, 1.0, 4.0)),
+    # NVIDIA GB200 NVL72 datasheet, per GPU (half a superchip), dense (the sheet's sparse
+    # numbers halved): 5 PF FP8, 2.5 PF BF16/FP16, 1.25 PF TF32, 45 TF FP64; 8 TB/s HBM3e.
+    # FP32 is not on the sheet: B200's 75 TF. Before "B200", which its name contains.
+    (r"GB200", _spec("GB200", 5000.0, 2500.0, 2500.0, 1250.0, 75.0, 45.0, 8.0)),
     (r"B200", _spec("B200", 4500.0, 2250.0, 2250.0, 1100.0, 75.0, 37.0, 8.0)),
     (r"\bL4\b", _spec("L4", 242.5, 121.0, 121.0, 60.0, 30.3, None, 0.3)),
     (r"MI250X", _spec("MI250X", None, 383.0, 383.0, None, 95.7, 95.7, 3.2768)),
     (r"MI300X", _spec("MI300X", 2614.9, 1307.4, 1307.4, 653.7, 163.4, 163.4, 5.3)),
+    # AMD Instinct MI325X product page / datasheet: MI300X's compute (304 CUs), 256 GB HBM3E at
+    # 6 TB/s.
+    (r"MI325X", _spec("MI325X", 2614.9, 1307.4, 1307.4, 653.7, 163.4, 163.4, 6.0)),
     (r"MI355X", _spec("MI355X", 5033.0, 2516.6, 2516.6, None, 157.3, 78.6, 8.0)),
 ]
 

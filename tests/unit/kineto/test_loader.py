@@ -7,6 +7,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -125,13 +126,23 @@ def test_rank_from_file_name_rules(name, rank):
     assert rank_from_file_name(f"gs://b/run/{name}") == rank
 
 
-def test_no_rank_anywhere_defaults_to_zero_with_a_warning(tmp_path):
+def test_a_lone_file_without_rank_is_rank_zero_without_a_warning(tmp_path):
     path = _write(tmp_path / "worker.pt.trace.json", _kineto(rank=None))
-    with pytest.warns(TraceLoadWarning, match="worker.pt.trace.json.*rank 0"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TraceLoadWarning)  # one file: nothing to disambiguate
         trace = load_trace(tmp_path, use_cache=False)
     assert trace.rank_list() == [0]
     assert trace[0].meta.rank_origin == "default"
     assert trace[0].meta.source == str(path)
+
+
+def test_no_rank_anywhere_among_several_files_warns(tmp_path):
+    _write(tmp_path / "worker.pt.trace.json", _kineto(rank=None))
+    _write(tmp_path / "other.pt.trace.json", _kineto(rank=1))
+    with pytest.warns(TraceLoadWarning, match="worker.pt.trace.json.*rank 0"):
+        trace = load_trace(tmp_path, use_cache=False)
+    assert trace.rank_list() == [0, 1]
+    assert trace[0].meta.rank_origin == "default"
 
 
 def test_duplicate_ranks_name_both_files(tmp_path):

@@ -26,6 +26,11 @@ from analysis.metrics.roofline.gpu_specs import GPU_SPECS, GpuSpec, gpu_spec, lo
         ("AMD Instinct MI250X", "MI250X"),
         ("AMD Instinct MI300X VF", "MI300X"),
         ("AMD Instinct MI355X", "MI355X"),
+        ("NVIDIA H800", "H800 SXM"),
+        ("NVIDIA H20", "H20"),
+        ("NVIDIA GB200", "GB200"),
+        ("AMD Instinct MI325X", "MI325X"),
+        ("AMD Instinct MI325X VF", "MI325X"),
     ],
 )
 def test_device_names_find_their_entry(device, expected):
@@ -65,3 +70,16 @@ def test_overrides():
         gpu_spec("NVIDIA H100", {"bf61": 1})
     with pytest.raises(ConfigError, match="unknown GPU"):
         gpu_spec(None, "Z9000")
+
+
+def test_expected_bus_bandwidth_of_the_newer_gpus():
+    from analysis.metrics.findings.findings import EXPECTED_BUSBW_GBPS
+
+    def expected(gpu):
+        return next(v for k, v in EXPECTED_BUSBW_GBPS.items() if k in gpu)
+
+    # H800's NVLink is under half of H100's; "NVIDIA H200" must not read as the H20
+    assert expected("NVIDIA H800") < expected("NVIDIA H100 80GB HBM3") / 2
+    assert expected("NVIDIA H200") == EXPECTED_BUSBW_GBPS["H200"]
+    assert expected("NVIDIA H20") == EXPECTED_BUSBW_GBPS["H20"]
+    assert expected("AMD Instinct MI325X") == EXPECTED_BUSBW_GBPS["MI300"]
