@@ -228,8 +228,8 @@ def _true_step(r, s, dur, busy, compute, comm, n_steps) -> dict:
     return {"rank": r, "step": FIRST_STEP + s, "step_time_us": float(dur),
             "computation_us": float(comp),  # a rank's computation kernels never overlap
             "exposed_comm_us": float(exposed), "memory_us": 0.0, "other_us": 0.0,
-            "idle_host_wait_us": float(idle - other), "idle_kernel_wait_us": 0.0,
-            "idle_other_us": float(other), "idle_us": float(idle)}
+            "step_idle_host_wait_us": float(idle - other), "step_idle_kernel_wait_us": 0.0,
+            "step_idle_other_us": float(other), "step_idle_us": float(idle)}
 
 
 def _true_type(kind: str, describe: str, deepep: bool) -> str:
