@@ -131,7 +131,7 @@ class CriticalPathGraph:
         if len(self.critical_path_nodes) == 0:
             return self.graph.window
         ts = self.graph.node_ts[self.critical_path_nodes]
-        return int(ts[0]), int(ts[-1])
+        return int(ts[0]), int(ts.max())
 
     @property
     def past_step_end_us(self) -> float:
@@ -180,7 +180,12 @@ class CriticalPathGraph:
         if self.hta:
             duration = np.maximum(g.edge_weight[e], 0)
         else:
-            duration = np.maximum(g.node_ts[g.edge_dst[e]] - g.node_ts[g.edge_src[e]], 0)
+            # the time each edge adds beyond the furthest point the path has reached (an edge
+            # running back in time, e.g. a launch with clock skew, adds nothing and the time is
+            # not counted twice): the durations tile [path start, path end]
+            ts = g.node_ts[np.asarray(self.critical_path_nodes, dtype=np.int64)]
+            reached = np.maximum.accumulate(ts)[:-1] if len(ts) else ts
+            duration = np.maximum(g.node_ts[g.edge_dst[e]] - reached, 0)
             bound[(typ == DEPENDENCY) & (duration > 0)] = "cpu_untraced"
             sync = (typ == SYNC) & (duration > 0)
             src_ev = g.node_event[g.edge_src[e]]
@@ -242,7 +247,8 @@ def annotation_windows(
     """``(instance name, start ns, end ns)`` of each instance of ``annotation`` in file order.
 
     HTA counts every event whose name contains ``annotation`` (CPU and GPU annotations alike); the
-    default counts CPU-side events only, so ``instance_id`` is the N-th step. ``""`` = whole rank.
+    default counts CPU-side events only (not on a stream, not ``gpu_user_annotation``), so
+    ``instance_id`` is the N-th step. ``""`` = whole rank.
     """
     from analysis.metrics.timebase import event_bounds_ns
 
@@ -256,7 +262,10 @@ def annotation_windows(
     names = ev["name"]
     mask = _name_contains(names, annotation, regex=False)
     if not hta_compat:
-        mask &= ev["stream"].to_numpy() == -1
+        # CPU-side only (as analysis.kineto.steps): Kineto's GPU-timeline copy of a step
+        # annotation is not a second instance, even where the trace gives it no stream
+        mask &= (ev["stream"].to_numpy() == -1) & ~_name_contains(
+            ev["cat"], "^gpu_user_annotation$")
     idx = np.flatnonzero(mask)
     return [(str(names.iat[i]), int(start[i]), int(end[i])) for i in idx]
 
