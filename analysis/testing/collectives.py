@@ -293,6 +293,8 @@ def _true_stragglers(truth: list[dict], n: int, steps: list[dict]) -> list[dict]
     for o in out.values():
         late = o.pop("_late")
         o["mean_lateness_us"] = sum(late) / len(late)
+        for col in ("late_host_us", "late_other_us", "late_busy_us"):  # per collective it was last
+            o[col] /= max(o["times_last"], 1)
         o["wait_caused_per_step_us"] = o["wait_caused_us"] / len(analysed)
         o["wait_caused_pct_of_step"] = o["wait_caused_per_step_us"] / median_step * 100
         rows.append(o)

@@ -15,8 +15,9 @@ the sum of the other ranks' waits. Per rank, in µs:
 - why, over the instances where it was last: its **excess idle** is its ``idle_before_us`` (idle
   time of its GPU, or CPU thread for CPU collectives, since its previous collective or the step
   start) minus the median of the other ranks' in the instance, clipped to [0, lateness]: the part
-  of its lateness it spent idle where the others were working. ``late_host_us`` sums that excess
-  where the collective's launch came late (its CPU was late: data loading, Python, a sleep),
+  of its lateness it spent idle where the others were working. As means per collective it
+  arrived last at (so each is at most its lateness there): ``late_host_us`` is that excess where
+  the collective's launch came late (its CPU was late: data loading, Python, a sleep),
   ``late_other_us`` where the launch was already issued (waiting on another stream or event), and
   ``late_busy_us`` the rest of its lateness (it was still running work: more work or a slower GPU).
   ``why`` names the largest of the three.
@@ -84,6 +85,8 @@ def stragglers(collectives: pd.DataFrame) -> pd.DataFrame:
         late_host_us=("late_host_us", "sum"), late_other_us=("late_other_us", "sum"),
         late_busy_us=("late_busy_us", "sum"), clock_skew_us=("clock_skew_us", "max"),
     ).reset_index()
+    for col in WHY:  # a mean per collective it was last at: at most its lateness there
+        out[col] = out[col] / out["times_last"].where(out["times_last"] > 0, 1)
     caused = _wait_caused(df, last)
     out["wait_caused_us"] = out["rank"].map(caused).fillna(0.0).astype(np.float64)
     steps = df.loc[df["step"] >= 0, ["rank", "step", "step_us"]].drop_duplicates(["rank", "step"])

@@ -191,8 +191,9 @@ def straggler_rank(results: Mapping[str, Any]) -> list[Finding]:
         "straggler_lateness_pct", round(lateness, 2), STRAGGLER_LATENESS_PCT,
         f"stragglers: rank {rank} caused {top['wait_caused_per_step_us'] / 1000:.1f} ms of "
         f"waiting per step ({top['wait_caused_pct_of_step']:.1f} % of the median step; "
-        f"{top['wait_caused_us'] / 1000:.1f} ms over the window; late from host "
-        f"{top['late_host_us'] / 1000:.1f} ms, busy {top['late_busy_us'] / 1000:.1f} ms); "
+        f"{top['wait_caused_us'] / 1000:.1f} ms over the window; per collective it was last at: "
+        f"late from host {top['late_host_us'] / 1000:.1f} ms, busy "
+        f"{top['late_busy_us'] / 1000:.1f} ms); "
         "step_breakdown: slowest rank per step",
         "Late from its CPU (host): look at that rank's data loading and CPU work before the "
         "collective. Late because busy: it has more work (imbalanced batches or shards) or a "
