@@ -23,10 +23,11 @@ from analysis.metrics.health import catalogue as health
 from analysis.metrics.operators import catalogue as operators
 from analysis.metrics.roofline import catalogue as roofline
 from analysis.metrics.steps import catalogue as steps
+from analysis.metrics.tensorboard import catalogue as tensorboard
 from analysis.registry import Analysis, Catalogue
 
-FAMILIES = (steps, compare, health, findings, gpu_time, operators, roofline, distributed,
-            critical_path)
+FAMILIES = (steps, compare, health, findings, gpu_time, operators, tensorboard, roofline,
+            distributed, critical_path)
 
 # The report's order (and the order of ``trace-analysis analyses``): context tables, lead
 # sections, sections; API-only entries next to their kin. An entry not named here follows these,
@@ -35,7 +36,11 @@ REPORT_ORDER = (
     "trace_metadata", "profiler_step_table", "profiler_steps", "trace_diff", "step_start_gap",
     "trace_health", "findings",
     "temporal_breakdown", "idle_time_breakdown", "comm_comp_overlap", "kernel_launch_stats",
-    "kernel_breakdown", "operator_summary", "operator_roofline",
+    "kernel_breakdown", "operator_summary",
+    "gpu_summary", "gpu_utilization_timeline", "step_time_breakdown", "kernel_table",
+    "operator_table", "module_summary", "memory_timeline", "memory_peaks", "operator_memory", "memory_events",
+    "memory_view",
+    "operator_roofline",
     "queue_length", "queue_length_summary", "queue_length_time_series",
     "memory_bandwidth", "memory_bw_summary", "memory_bw_time_series",
     "collectives", "collective_summary", "stragglers", "step_breakdown",

@@ -182,6 +182,38 @@ class MissingExtraError(TraceAnalysisError, KeyError):
         return (type(self), (self.name, self.rank, self.source))
 
 
+class NotRecordedError(TraceAnalysisError):
+    """No rank analysed carries what an analysis reads: the traces were recorded without it."""
+
+    what = ""  # what the traces lack, in words
+    how = ""  # how to record it
+
+    def __init__(self, ranks, sources):
+        self.ranks, self.sources = list(ranks), list(sources)
+        where = self.sources[0] if self.sources else "?"
+        if len(self.sources) > 1:
+            where += f" and {len(self.sources) - 1} more"
+        super().__init__(f"rank(s) {self.ranks} ({where}): {self.what}; record it with {self.how}")
+
+    def __reduce__(self):
+        return (type(self), (self.ranks, self.sources))
+
+
+class NoMemoryProfileError(NotRecordedError):
+    """No rank analysed has ``[memory]`` events (the trace was recorded without memory profiling)."""
+
+    what = "the trace has no [memory] events, so there is no memory view"
+    how = ("torch.profiler.profile(profile_memory=True) (with record_shapes=True and "
+           "with_stack=True to see which operators allocate)")
+
+
+class NoModulesError(NotRecordedError):
+    """No rank has ``nn.Module`` events (recorded without ``with_modules=True``)."""
+
+    what = "the trace has no nn.Module events, so there is no module view"
+    how = "torch.profiler.profile(with_modules=True) (or with_stack=True)"
+
+
 class NoShapesError(TraceAnalysisError):
     """No operator of the ranks analysed has recorded shapes (``record_shapes=False``)."""
 

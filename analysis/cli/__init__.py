@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "schedule": "command",
     "pyspy": "commands",
     "memory": "command",
+    "memory_timeline": "command",
     "check": "command",
     "merge": "command",
 }

@@ -24,17 +24,20 @@ from analysis.formats.detect import FORMATS, detect  # noqa: F401  (re-exported)
 # itself: "operators" (PyTorch CPU operators, ``cpu_op`` rows: an nsys report has them when
 # recorded under ``emit_nvtx()``) and "launches" (launch calls whose correlation id is a GPU
 # event's: a rocprofv3 kernel trace has none).
+# "kineto_args": the Kineto event args the TensorBoard plugin's views read from the trace file
+# (kernel launch args such as ``blocks per SM``, ``[memory]`` events), decoded on demand from JSON.
 LACKS: dict[str, frozenset[str]] = {
     "kineto": frozenset(),
-    "nsys": frozenset({"shapes"}),
-    "xplane": frozenset({"shapes"}),
-    "rocprof": frozenset({"shapes"}),
+    "nsys": frozenset({"shapes", "kineto_args"}),
+    "xplane": frozenset({"shapes", "kineto_args"}),
+    "rocprof": frozenset({"shapes", "kineto_args"}),
 }
 # The needs in words, for error messages.
 NEEDS: dict[str, str] = {
     "operators": "PyTorch CPU operators (cpu_op events; for nsys, record under emit_nvtx())",
     "shapes": "recorded operator input shapes",
     "launches": "launch calls linked to their GPU events (record the HIP/CUDA API too)",
+    "kineto_args": "Kineto's kernel and memory event args (a PyTorch profiler trace)",
 }
 
 

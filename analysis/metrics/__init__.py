@@ -10,6 +10,8 @@ trace (``*_rank``) and a ``combine`` of the per-rank results.
 - ``critical_path/``: the critical path of each step;
 - ``distributed/``: collectives, stragglers, the per-step breakdown across ranks;
 - ``compare/``: the per-step profile that ``compare(base, test)`` compares;
+- ``tensorboard/``: the retired TensorBoard profiler plugin's views (GPU summary, step time,
+  kernels, operators, memory), with its definitions;
 - ``findings/``: what the other analyses say is wrong, ranked.
 
 Each package's docstring names its entry module; its ``catalogue.py`` holds its registry entries.

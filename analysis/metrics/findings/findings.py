@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import TraceAnalysisError
+from analysis.metrics.tensorboard.operator_table import TC_ELIGIBLE_OPS
 
 COLUMNS = ["severity", "title", "detail", "metric", "value", "threshold", "evidence", "suggestion"]
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -64,6 +65,23 @@ EXPECTED_BUSBW_GBPS = {"H200": 400.0, "H100": 360.0, "B200": 700.0, "A100": 230.
                        "MI300": 300.0, "MI250": 150.0, "MI355": 400.0}
 # Data loading: the median step spends more than this share (%) on the CPU before its first launch.
 DATA_LOADING_GAP_PCT = 10.0
+# The TensorBoard plugin's recommendations: DataLoader share of the step time above 5 % (its
+# threshold), GPU utilization below 50 % (its threshold); tensor-core-eligible operators whose
+# kernels use no tensor cores above 10 % of the kernel time (the plugin fires at any share when no
+# kernel at all uses them; a share makes the finding rank-able); CUDA launch calls above 20 % of the
+# step time (launch overhead a CUDA graph removes; our threshold).
+TB_DATALOADER_PCT = 5.0
+TB_GPU_UTILIZATION_PCT = 50.0
+TC_ELIGIBLE_PCT = 10.0
+RUNTIME_SHARE_PCT = 20.0
+# Launch calls longer than this (µs) are blocking calls (a synchronous copy waiting for the GPU),
+# not launch overhead: HTA's runtime_cutoff for the launch statistics.
+LAUNCH_CALL_CUTOFF_US = 50.0
+# Kernel-name markers of tensor-core kernels for the finding: the plugin's list (2021, PyProf) misses
+# today's CUTLASS (``tensorop``, ``wmma``), cuBLAS Hopper (``xmma``/``gmma``/``nvjet``) and flash
+# attention kernels, which would make the finding say "no tensor cores" about kernels that use them.
+TC_KERNEL_MARKERS = ("tensorop", "wmma", "hmma", "gmma", "xmma", "imma", "nvjet", "flash_fwd",
+                     "flash_bwd", "16816", "1688", "884", "conv1x1", "implicit_gemm")
 
 
 @dataclass
@@ -432,6 +450,122 @@ def far_from_roofline(results: Mapping[str, Any]) -> list[Finding]:
     return out
 
 
+def dataloader_share(results: Mapping[str, Any]) -> list[Finding]:
+    """The TensorBoard plugin's rule: the steps spend over 5 % of their time in DataLoader."""
+    steps = _need(results, "step_time_breakdown")
+    sums = steps.groupby("rank")[["dataloader_us", "total_us"]].sum()
+    if not (sums["dataloader_us"] > 0).any():
+        raise Silent("no enumerate(DataLoader) operator inside the profiler steps")
+    share = 100 * sums["dataloader_us"] / sums["total_us"].where(sums["total_us"] > 0)
+    worst = float(share.max())
+    if not worst > TB_DATALOADER_PCT:
+        return []
+    rank = int(share.idxmax())
+    return [Finding(
+        "warning", "Input data loading takes a large share of the steps",
+        f"{worst:.1f} % of rank {rank}'s step time is in DataLoader (enumerate(DataLoader)"
+        "...__next__), as the TensorBoard plugin's overview counts it.",
+        "dataloader_share_pct", round(worst, 2), TB_DATALOADER_PCT,
+        "step_time_breakdown: " + _ranks(share.reset_index(drop=True), share.index.to_series()),
+        "Load data in worker processes: DataLoader(num_workers>0, pin_memory=True, "
+        "persistent_workers=True, prefetch_factor); see "
+        "https://pytorch.org/docs/stable/data.html#single-and-multi-process-data-loading",
+    )]
+
+
+def low_gpu_utilization(results: Mapping[str, Any]) -> list[Finding]:
+    """The TensorBoard plugin's rule: a GPU busy under 50 % of the steps."""
+    summary = _need(results, "gpu_summary")
+    if summary.empty:
+        raise Silent("no GPU kernels")
+    low = summary[summary["gpu_utilization_pct"] < TB_GPU_UTILIZATION_PCT]
+    if low.empty:
+        return []
+    worst = low.loc[low["gpu_utilization_pct"].idxmin()]
+    return [Finding(
+        "info", "Low GPU utilization",
+        f"Rank {int(worst['rank'])}'s GPU {int(worst['gpu'])} runs a kernel "
+        f"{worst['gpu_utilization_pct']:.2f} % of the profiler steps' time "
+        f"({len(low)} GPU(s) under {TB_GPU_UTILIZATION_PCT:.0f} %).",
+        "gpu_utilization_pct", round(float(worst["gpu_utilization_pct"]), 2),
+        TB_GPU_UTILIZATION_PCT,
+        "gpu_summary: " + ", ".join(f"rank {int(r.rank)} GPU {int(r.gpu)} "
+                                    f"{r.gpu_utilization_pct:.2f} %"
+                                    for r in low.head(6).itertuples()),
+        "Give the GPU more work per launch (a larger batch, if convergence allows) and find what "
+        "it waits for in the idle time breakdown and the step time breakdown.",
+    )]
+
+
+def tensor_cores_unused(results: Mapping[str, Any]) -> list[Finding]:
+    """Tensor-core-eligible operators (matmul, conv...) whose kernels use no tensor cores."""
+    meta = _need(results, "trace_metadata")
+    tables = _need(results, "kernel_table")
+    gpus = " ".join(str(g) for g in meta["gpu"].dropna())
+    if not any(m in gpus for m in ("V100", "T4", "A100", "A10", "A30", "A40", "H100", "H200",
+                                   "H800", "B200", "L4", "L40", "RTX")):
+        raise Silent("tensor cores are identified by NVIDIA kernel names: no NVIDIA GPU of "
+                     "compute capability 7 or more named in the trace")
+    k = tables.by_operator
+    total = k.groupby("rank")["total_us"].sum()
+    names = k["name"].astype(str)
+    on_tc = k["tensor_cores_used"].astype(bool) | names.map(
+        lambda n: any(m in n for m in TC_KERNEL_MARKERS)).astype(bool)
+    eligible = k[k["operator"].isin(TC_ELIGIBLE_OPS) & ~on_tc]
+    if eligible.empty:
+        return []
+    lost = eligible.groupby("rank")["total_us"].sum()
+    share = (100 * lost / total.reindex(lost.index)).dropna()
+    worst = float(share.max())
+    if not worst > TC_ELIGIBLE_PCT:
+        return []
+    rank = int(share.idxmax())
+    top = eligible[eligible["rank"] == rank].groupby("operator")["total_us"].sum().nlargest(3)
+    return [Finding(
+        "warning", "Tensor-core-eligible operators run without tensor cores",
+        f"On rank {rank}, {worst:.1f} % of the kernel time is in kernels launched by operators "
+        "that can use tensor cores (matmul, linear, convolution...) but whose kernels do not.",
+        "tc_eligible_no_tc_pct", round(worst, 2), TC_ELIGIBLE_PCT,
+        "kernel_table (by operator): " + ", ".join(f"{op} {us / 1000:.2f} ms"
+                                                  for op, us in top.items()),
+        "Run them in lower precision: torch.autocast (bf16/fp16) for mixed precision, or allow "
+        "TF32 for fp32 matmuls (torch.backends.cuda.matmul.allow_tf32 = True, "
+        "torch.backends.cudnn.allow_tf32 = True); see https://pytorch.org/docs/stable/amp.html",
+    )]
+
+
+def launch_overhead(results: Mapping[str, Any]) -> list[Finding]:
+    """CUDA launch calls take a large share of the steps (the plugin's Runtime category)."""
+    launches = _need(results, "kernel_launch_stats")
+    steps = _need(results, "profiler_step_table")
+    analysed = set(_need(results, "profiler_steps"))
+    steps = steps[steps["step"].isin(analysed)]
+    if steps.empty:
+        raise Silent("needs complete profiler steps")
+    rows = []
+    for rank, frame in launches.items():
+        span = float(steps.loc[steps["rank"] == rank, "duration(us)"].sum())
+        short = frame["cpu_duration"][frame["cpu_duration"] <= LAUNCH_CALL_CUTOFF_US]
+        if span > 0 and len(short):
+            rows.append((rank, 100 * float(short.sum()) / span, len(short)))
+    if not rows:
+        raise Silent("no CUDA launch calls inside the profiler steps")
+    rank, worst, count = max(rows, key=lambda r: r[1])
+    if not worst > RUNTIME_SHARE_PCT:
+        return []
+    return [Finding(
+        "warning", "Kernel launch overhead takes a large share of the steps",
+        f"Rank {rank} spends {worst:.1f} % of its step time inside {count:,} CUDA launch calls "
+        f"(cudaLaunchKernel, cudaMemcpyAsync...; calls over {LAUNCH_CALL_CUTOFF_US:.0f} µs, which "
+        "block, left out).",
+        "launch_time_pct", round(worst, 2), RUNTIME_SHARE_PCT,
+        "kernel_launch_stats: " + ", ".join(f"rank {r} {v:.1f} % ({n:,} launches)"
+                                            for r, v, n in sorted(rows, key=lambda r: -r[1])[:5]),
+        "Launch fewer, larger kernels: capture the step in a CUDA graph (torch.cuda.graphs, "
+        "torch.compile(mode='reduce-overhead')) or fuse small operators (torch.compile).",
+    )]
+
+
 RULES: dict[str, Callable[[Mapping[str, Any]], list[Finding]]] = {
     "trace_health_errors": trace_health_errors,
     "gpu_idle_host_bound": gpu_idle_host_bound,
@@ -442,6 +576,10 @@ RULES: dict[str, Callable[[Mapping[str, Any]], list[Finding]]] = {
     "step_time_variance": step_time_variance,
     "data_loading_stall": data_loading_stall,
     "far_from_roofline": far_from_roofline,
+    "dataloader_share": dataloader_share,
+    "tensor_cores_unused": tensor_cores_unused,
+    "launch_overhead": launch_overhead,
+    "low_gpu_utilization": low_gpu_utilization,
 }
 
 # What the rules read, with the options they need (the registry runs these first).
@@ -462,6 +600,9 @@ REQUIRES: dict[str, dict[str, Any]] = {
     "stragglers": {},
     "collective_summary": {},
     "trace_metadata": {},
+    "step_time_breakdown": {},
+    "gpu_summary": {},
+    "kernel_table": {},
 }
 
 

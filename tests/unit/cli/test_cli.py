@@ -48,7 +48,7 @@ def test_report_writes_the_page_and_tables(sample_traces_dir, cache_dir, tmp_pat
     result = run("report", str(sample_traces_dir), "-o", str(tmp_path / "out"), "-f", "html",
                  "--ranks", "0,1", "--cache-dir", str(cache_dir))
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip() == f"wrote {tmp_path / 'out' / 'index.html'} (0 figure files, 21 tables)"
+    assert result.stdout.strip() == f"wrote {tmp_path / 'out' / 'index.html'} (0 figure files, 29 tables)"
     assert (tmp_path / "out" / "index.html").stat().st_size > 1_000_000  # plotly.js inlined
     assert pd.read_csv(tmp_path / "out" / "tables" / "headline.csv")["rank"].tolist() == [0, 1]
 

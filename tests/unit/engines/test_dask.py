@@ -108,6 +108,8 @@ EVERY_ANALYSIS = {
     "idle_time_breakdown": {"show_idle_interval_stats": True}, "kernel_launch_stats": {},
     "kernel_breakdown": {}, "profiler_step_table": {}, "profiler_steps": {},
     "operator_summary": {"top": None}, "trace_metadata": {},
+    # the TensorBoard views read extras (kernel args, shapes) on the workers
+    "gpu_summary": {}, "step_time_breakdown": {}, "kernel_table": {}, "operator_table": {},
 }
 
 

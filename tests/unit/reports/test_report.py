@@ -28,6 +28,12 @@ FIGURES = [
     "kernel_breakdown",
     "queue_length",
     "memcpy_summary",
+    "gpu_summary",
+    "gpu_utilization_timeline",
+    "step_time_breakdown",
+    "tensor_core_share",
+    "kernel_table",
+    "operator_table",
     "collective_busbw",
     "collective_skew",
     "collective_wait",
@@ -127,9 +133,13 @@ def test_report_writes_the_page_one_svg_per_figure_and_every_table(report):
                  "collectives", "step_breakdown"]:
         assert report.tables[name] == report.out_dir / "tables" / f"{name}.csv"
         assert len(pd.read_csv(report.tables[name])) > 0, name
-    # the sample traces were recorded without record_shapes=True: no operator roofline
-    assert list(report.unavailable) == ["How close to the hardware"]
+    # the sample traces were recorded without record_shapes=True: no operator roofline; and
+    # without profile_memory=True: no memory view. Each section says how to record it.
+    assert list(report.unavailable) == ["Modules (TensorBoard)", "Memory view (TensorBoard)",
+                                        "How close to the hardware"]
+    assert "with_modules=True" in report.unavailable["Modules (TensorBoard)"]
     assert "record_shapes=True" in report.unavailable["How close to the hardware"]
+    assert "profile_memory=True" in report.unavailable["Memory view (TensorBoard)"]
 
 
 def test_report_tables_hold_the_facades_numbers(report, sample_ta):
