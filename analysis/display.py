@@ -174,6 +174,14 @@ def _ranges(values: list[int]) -> str:
     return ", ".join(out)
 
 
+def steps_analysed(analysed: list[int], dropped: list[int]) -> str:
+    """Step numbers and how many of the recorded steps they are: ``[6], []`` → ``"#6 (1 of 1)"``,
+    ``[10, 11, 12, 13], [14]`` → ``"#10–13 (4 of 5)"`` (a number, never "1 profiler steps")."""
+    if not analysed:
+        return "none" + (f" (0 of {len(dropped)})" if dropped else "")
+    return f"#{_ranges(analysed)} ({len(analysed)} of {len(analysed) + len(dropped)})"
+
+
 def _when(ns: int | None) -> str:
     if ns is None:
         return "-"
@@ -198,7 +206,7 @@ def _rows(ov: Overview) -> list[tuple[str, str]]:
         ("World size", ", ".join(map(str, ov.world_size)) or "not recorded"),
         ("GPUs", gpus),
         ("Backend", ", ".join(ov.backends) or "-"),
-        ("Profiler steps analysed", _ranges(ov.steps_analysed)),
+        ("Profiler steps analysed", steps_analysed(ov.steps_analysed, ov.steps_dropped)),
         ("Profiler steps dropped", _ranges(ov.steps_dropped)
          + (" (incomplete last step; include_last_profiler_step=True keeps it)"
             if ov.steps_dropped else "")),

@@ -19,6 +19,7 @@ TITLE = "Critical path: what bounds each step"
 # GPU kernel types keep their colours; CPU and overheads take the idle-time ones they resemble
 BOUND_COLORS = {
     "cpu_bound": COLORS["non-compute"],
+    "cpu_untraced": "#AA4499",
     "data_loading": "#56B4E9",
     "gpu_compute_bound": COLORS["COMPUTATION"],
     "gpu_communication_bound": COLORS["COMMUNICATION"],

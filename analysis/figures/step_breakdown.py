@@ -14,9 +14,9 @@ _LABELS = {
     "exposed_comm_us": ("exposed communication", color_for("COMMUNICATION")),
     "memory_us": ("memory", color_for("MEMORY")),
     "other_us": ("other GPU work", color_for("OTHER")),
-    "idle_host_wait_us": ("idle: host wait", color_for("host_wait")),
-    "idle_kernel_wait_us": ("idle: kernel wait", color_for("kernel_wait")),
-    "idle_other_us": ("idle: other", "#BBBBBB"),
+    "step_idle_host_wait_us": ("idle in step: host wait", color_for("host_wait")),
+    "step_idle_kernel_wait_us": ("idle in step: kernel wait", color_for("kernel_wait")),
+    "step_idle_other_us": ("idle in step: other", "#BBBBBB"),
 }
 
 

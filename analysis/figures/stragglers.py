@@ -11,21 +11,23 @@ TOP = 32  # ranks shown: the table is sorted by the wait they cause
 
 
 def stragglers(df: pd.DataFrame) -> go.Figure:
-    """Wait caused (µs) by the ``TOP`` ranks that caused most, split by why they were late."""
-    title = "Stragglers: time the other ranks waited for each rank"
-    if df.empty or (df["wait_caused_us"] <= 0).all():
+    """Wait caused per step (µs) by the ``TOP`` ranks that caused most."""
+    title = "Stragglers: time the other ranks waited for each rank, per step"
+    if df.empty or not (df["wait_caused_us"] > 0).any():
         return no_data_figure(title, "No rank made another wait (or no collectives)")
     top = df[df["wait_caused_us"] > 0].head(TOP)
     x = top["rank"].astype(int).astype(str)
     fig = go.Figure(go.Bar(
-        x=x, y=top["wait_caused_us"], marker_color=color_for("host_wait"),
-        customdata=top[["times_last", "mean_lateness_us", "why"]].to_numpy(),
-        hovertemplate=("rank %{x}: others waited %{y:.1f} µs<br>last %{customdata[0]} times, "
-                       "mean lateness %{customdata[1]:.1f} µs<br>%{customdata[2]}<extra></extra>"),
+        x=x, y=top["wait_caused_per_step_us"], marker_color=color_for("host_wait"),
+        customdata=top[["times_last", "mean_lateness_us", "why",
+                        "wait_caused_pct_of_step"]].to_numpy(),
+        hovertemplate=("rank %{x}: others waited %{y:.1f} µs per step (%{customdata[3]:.1f} % of "
+                       "the median step)<br>last %{customdata[0]} times, mean lateness "
+                       "%{customdata[1]:.1f} µs<br>%{customdata[2]}<extra></extra>"),
     ))
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=list(x))
     return apply_layout(fig, title, x_title="Rank (most costly first)",
-                        y_title="Wait caused (µs)")
+                        y_title="Wait caused per step (µs)")
 
 
 def draw(result: pd.DataFrame) -> dict[str, go.Figure]:

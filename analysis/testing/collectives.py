@@ -212,7 +212,7 @@ def generate_collective_job(config: CollectiveJobConfig) -> CollectiveJob:
     order = list(dict.fromkeys(t["_order"] for t in truth))
     for t in truth:
         t["collective"] = order.index(t.pop("_order"))
-    return CollectiveJob(config, traces, truth, _true_stragglers(truth, n), steps)
+    return CollectiveJob(config, traces, truth, _true_stragglers(truth, n, steps), steps)
 
 
 def _true_step(r, s, dur, busy, compute, comm, n_steps) -> dict:
@@ -228,8 +228,8 @@ def _true_step(r, s, dur, busy, compute, comm, n_steps) -> dict:
     return {"rank": r, "step": FIRST_STEP + s, "step_time_us": float(dur),
             "computation_us": float(comp),  # a rank's computation kernels never overlap
             "exposed_comm_us": float(exposed), "memory_us": 0.0, "other_us": 0.0,
-            "idle_host_wait_us": float(idle - other), "idle_kernel_wait_us": 0.0,
-            "idle_other_us": float(other), "idle_us": float(idle)}
+            "step_idle_host_wait_us": float(idle - other), "step_idle_kernel_wait_us": 0.0,
+            "step_idle_other_us": float(other), "step_idle_us": float(idle)}
 
 
 def _true_type(kind: str, describe: str, deepep: bool) -> str:
@@ -255,12 +255,13 @@ def _finish_steps(steps: list[dict]) -> None:
     steps.sort(key=lambda x: (x["step"], x["rank"]))
 
 
-def _true_stragglers(truth: list[dict], n: int) -> list[dict]:
+def _true_stragglers(truth: list[dict], n: int, steps: list[dict]) -> list[dict]:
     out = {r: {"rank": r, "times_last": 0, "instances": 0, "wait_caused_us": 0.0, "_late": [],
                "late_host_us": 0.0, "late_other_us": 0.0, "late_busy_us": 0.0} for r in range(n)}
     by_instance: dict[int, list[dict]] = {}
     for t in truth:
         by_instance.setdefault(t["collective"], []).append(t)
+    waits: dict[tuple[int, int], list[tuple[float, float]]] = {}  # (culprit, waiter) -> intervals
     for rows in by_instance.values():
         first = min(t["start_us"] for t in rows)
         for t in rows:
@@ -269,17 +270,33 @@ def _true_stragglers(truth: list[dict], n: int) -> list[dict]:
             o["_late"].append(t["start_us"] - first)
             if t["is_last"] and t["skew_us"] > 0:
                 o["times_last"] += 1
-                o["wait_caused_us"] += sum(x["wait_us"] for x in rows)
+                for x in rows:  # a rank waits at most as long as its own collective ran
+                    if x is not t and x["wait_us"] > 0:
+                        waits.setdefault((t["rank"], x["rank"]), []).append(
+                            (x["start_us"], x["start_us"] + min(x["wait_us"], x["duration_us"])))
                 others = sorted(x["idle_before_us"] for x in rows if x is not t)
                 k = len(others)
                 median = (others[(k - 1) // 2] + others[k // 2]) / 2
                 idle = min(max(t["idle_before_us"] - median, 0.0), t["skew_us"])
                 o["late_host_us" if t["launch_late"] else "late_other_us"] += idle
                 o["late_busy_us"] += t["skew_us"] - idle
+    for (culprit, _), spans in waits.items():  # overlapping waits of one rank count once
+        end = float("-inf")
+        for a, b in sorted(spans):
+            out[culprit]["wait_caused_us"] += max(b - max(a, end), 0.0)
+            end = max(end, b)
+    analysed = {t["step"] for t in truth}
+    times = sorted(x["step_time_us"] for x in steps if x["step"] in analysed)
+    k = len(times)
+    median_step = (times[(k - 1) // 2] + times[k // 2]) / 2
     rows = []
     for o in out.values():
         late = o.pop("_late")
         o["mean_lateness_us"] = sum(late) / len(late)
+        for col in ("late_host_us", "late_other_us", "late_busy_us"):  # per collective it was last
+            o[col] /= max(o["times_last"], 1)
+        o["wait_caused_per_step_us"] = o["wait_caused_us"] / len(analysed)
+        o["wait_caused_pct_of_step"] = o["wait_caused_per_step_us"] / median_step * 100
         rows.append(o)
     return sorted(rows, key=lambda o: (-o["wait_caused_us"], o["rank"]))
 

@@ -5,8 +5,10 @@ Each builder returns ``(trace, truth)``: ``trace`` is a Kineto JSON document (a 
 expected path length and time per ``bound_by`` category of every step, in µs, worked out by hand
 from the rules in ``analysis.metrics.critical_path.critical_path_graph``.
 
-Every step is wrapped in one CPU operator (``train_step``) that spans it exactly, so that the path
-runs from the step's start to its end and its length equals the step time.
+Every step but those of ``untraced_gaps`` and ``exposed_communication`` is wrapped in one CPU
+operator (``train_step``) that spans it exactly, so that the path runs from the step's start to its
+end and its length equals the step time; those two leave CPU time unrecorded, which the default
+analysis counts as ``cpu_untraced`` (HTA counts nothing: ``hta_length``).
 
 - ``cpu_bound``: operators with short kernels the CPU never waits for;
 - ``gpu_bound``: three queued kernels, then ``cudaDeviceSynchronize`` until the GPU is done;
@@ -17,7 +19,9 @@ runs from the step's start to its end and its length equals the step time.
 - ``cuda_graph``: one ``cudaGraphLaunch`` running four kernels back to back (HTA #290);
 - ``rocm``: ``gpu_bound`` as an AMD trace records it: ``hip*`` calls, stream 0, no sync events;
 - ``triton``: ten kernels launched with ``cuLaunchKernelEx`` (HTA #271), each after the previous one
-  finished: the stream idles between them because the CPU is late, not because of GPU overhead.
+  finished: the stream idles between them because the CPU is late, not because of GPU overhead;
+- ``untraced_gaps``: three operators with untraced CPU time before, between and after them;
+- ``exposed_communication``: an all-reduce the CPU waits for, between untraced CPU time.
 """
 
 from __future__ import annotations
@@ -78,13 +82,14 @@ class _Builder:
                 "traceEvents": self.events}  # fmt: skip
 
 
-def _steps(body: Callable[[_Builder, int], PathTruth], steps: int):
+def _steps(body: Callable[[_Builder, int], PathTruth], steps: int, wrap: bool = True):
     b = _Builder()
     truth = None
     for i in range(steps):
         t0 = i * STEP_US
         b.cpu(f"ProfilerStep#{i + 1}", t0, STEP_US, cat="user_annotation")
-        b.cpu("train_step", t0, STEP_US)
+        if wrap:
+            b.cpu("train_step", t0, STEP_US)
         truth = body(b, t0)
     return b.document(), truth
 
@@ -220,6 +225,42 @@ def out_of_order_stack(steps: int = 1):
     return _steps(body, steps)
 
 
+def untraced_gaps(steps: int = 3):
+    """No operator spans the step: the CPU runs code the profiler did not record before, between
+    and after three operators (no ``train_step`` wrapper)."""
+
+    def body(b, t):
+        b.cpu("aten::op1", t + 50, 100)  # untraced [0, 50), then [50, 150]
+        b.cpu("aten::op2", t + 400, 100)  # untraced [150, 400)
+        b.launch("cudaLaunchKernel", t + 420, 10, [("elementwise_kernel", t + 440, 10)])
+        b.cpu("aten::op3", t + 900, 60)  # untraced [500, 900), then [960, 1000)
+        return PathTruth(STEP_US, {"cpu_bound": 260, "cpu_untraced": 50 + 250 + 400 + 40},
+                         hta_length=260)  # fmt: skip
+
+    return _steps(body, steps, wrap=False)
+
+
+NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def exposed_communication(steps: int = 3):
+    """An all-reduce the CPU waits for with ``cudaStreamSynchronize``, between untraced CPU time
+    (no ``train_step`` wrapper): the wait is communication, the gaps are ``cpu_untraced``."""
+
+    def body(b, t):
+        b.cpu("c10d::allreduce_", t + 10, 30)  # untraced [0, 10)
+        b.launch("cudaLaunchKernel", t + 20, 10, [(NCCL_KERNEL, t + 40, 600)])  # kernel [40, 640]
+        b.sync("cudaStreamSynchronize", "Stream Sync", t + 50, 595, t + 639, 1)  # returns at 645
+        b.cpu("aten::mul", t + 700, 250)  # untraced [645, 700), then [950, 1000)
+        # 10 CPU (c10d until the launch), 20 launch delay, 600 kernel + 5 until the sync returns
+        return PathTruth(STEP_US, {"cpu_bound": 10 + 250, "cpu_untraced": 10 + 55 + 50,
+                                   "gpu_kernel_launch_overhead": 20,
+                                   "gpu_communication_bound": 605},
+                         hta_length=10 + 20 + 600 + 250)  # fmt: skip
+
+    return _steps(body, steps, wrap=False)
+
+
 SCENARIOS = {
     "cpu_bound": cpu_bound,
     "gpu_bound": gpu_bound,
@@ -229,4 +270,6 @@ SCENARIOS = {
     "cuda_graph": cuda_graph,
     "triton": triton,
     "rocm": rocm,
+    "untraced_gaps": untraced_gaps,
+    "exposed_communication": exposed_communication,
 }

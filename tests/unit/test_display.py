@@ -71,7 +71,7 @@ def test_text_repr_is_readable(hand_made, tmp_path):
     lines = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in text.splitlines()[1:]
                  if not line.startswith("    - "))
     assert lines["Ranks"] == "2 (0–1)"
-    assert lines["Profiler steps analysed"] == "1–2"
+    assert lines["Profiler steps analysed"] == "#1–2 (2 of 3)"
     assert lines["Profiler steps dropped"].startswith("3 (incomplete last step")
     assert lines["Time range"] == (
         "2024-11-19 07:06:40.000 UTC → 2024-11-19 07:06:40.001 UTC (1.300 ms)"
@@ -154,3 +154,11 @@ def test_findings_that_fail_say_why(hand_made, tmp_path, monkeypatch):
 
     monkeypatch.setattr(ta, "check", broken, raising=False)
     assert "not available (ValueError: no kernels)" in repr(ta)
+
+
+def test_steps_analysed_says_numbers_and_count():
+    from analysis.display import steps_analysed
+
+    assert steps_analysed([6], []) == "#6 (1 of 1)"
+    assert steps_analysed([10, 11, 12, 13], [14]) == "#10–13 (4 of 5)"
+    assert steps_analysed([], [3]) == "none (0 of 1)"

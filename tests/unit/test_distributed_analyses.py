@@ -32,7 +32,8 @@ def test_facade_methods_return_the_truth(job_dir):
     np.testing.assert_allclose(got["busbw_gbps"], truth["busbw_gbps"])
     s = ta.get_stragglers(visualize=False)
     assert s["rank"].tolist() == [t["rank"] for t in job.stragglers]
-    np.testing.assert_allclose(s["wait_caused_us"], [t["wait_caused_us"] for t in job.stragglers])
+    for col in ("wait_caused_us", "wait_caused_per_step_us", "wait_caused_pct_of_step"):
+        np.testing.assert_allclose(s[col], [t[col] for t in job.stragglers])
     steps = ta.get_step_breakdown(visualize=False)
     np.testing.assert_allclose(steps["step_margin_us"], [t["step_margin_us"] for t in job.steps])
     summary = ta.get_collective_summary()
@@ -71,4 +72,4 @@ def test_report_has_the_sections(job_dir):
     assert {"collective_summary", "stragglers"} <= set(first.tables)
     assert "collectives" in first.csv_only
     assert "step_time_heatmap" in content.sections[1].figures
-    assert {"times_last", "wait_caused_us"} <= set(content.headline.columns)
+    assert {"times_last", "wait_caused_per_step_us"} <= set(content.headline.columns)

@@ -12,8 +12,10 @@ ENTRIES = (
     Analysis(
         name="critical_path",
         method="get_critical_path_summary",
-        doc="Per rank and profiler step: the critical path's length (µs), node/event/edge counts "
-            "and the share (%) of the path per ``bound_by`` category (cpu_bound, data_loading, "
+        doc="Per rank and profiler step: the critical path's length (µs; the step's duration, "
+            "``step_us``, plus ``past_step_end_us`` where GPU work runs past the step), "
+            "node/event/edge counts and the share (%) of the path per ``bound_by`` category "
+            "(cpu_bound, cpu_untraced, data_loading, "
             "gpu_compute_bound, gpu_communication_bound, gpu_kernel_kernel_overhead, "
             "gpu_kernel_launch_overhead). ``annotation`` names the windows (every instance).",
         rank_step=critical_path.critical_path_summary_rank,
@@ -26,8 +28,9 @@ ENTRIES = (
             "The critical path is the longest chain of work that had to happen one after the other "
             "in a step (CPU operators, kernel launches, kernels, synchronisations): the step could "
             "not have been shorter without shortening something on it. Each bar splits one step's "
-            "path by what it was made of: CPU time (cpu_bound, data_loading) means the GPU waited "
-            "for the host; GPU compute or communication means the kernels themselves bound the "
+            "path by what it was made of: CPU time (cpu_bound, data_loading, and cpu_untraced: the "
+            "CPU was busy in code the profiler did not record, such as Python or the GIL) means "
+            "the GPU waited for the host; GPU compute or communication means the kernels themselves bound the "
             "step; kernel-kernel and launch overheads are gaps between kernels and delays between "
             "a launch and its kernel on an idle stream."
         ),

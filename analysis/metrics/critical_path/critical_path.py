@@ -7,14 +7,24 @@ shorter by speeding up anything off the path. Each path edge is attributed to an
 classified (``bound_by``) as HTA 0.5.0 does:
 
 - ``cpu_bound``: time inside a CPU operator or runtime call;
+- ``cpu_untraced`` (default analysis only): the CPU was busy in code the profiler did not record
+  (Python, data loading outside the recorded operators, the GIL): a dependency edge between two
+  operators of a thread, and the step's time before the path's first event and after its last;
 - ``data_loading`` (not in HTA; default analysis only): the same, inside a ``DataLoader`` span;
 - ``gpu_compute_bound`` / ``gpu_communication_bound``: a GPU kernel (communication by the kernel
   pattern preset), memcpy or memset;
 - ``gpu_kernel_kernel_overhead``: the gap between two kernels on a stream;
 - ``gpu_kernel_launch_overhead``: the delay from a launch call to its kernel on an idle stream;
-- ``""``: zero-weight dependency and synchronisation edges.
+- ``""`` (HTA mode): zero-weight dependency and synchronisation edges.
 
-``summary()`` is the share (%) of path time per ``bound_by``. Window: one instance of an annotation
+Default analysis: every edge on the path counts the time it spans (HTA counts zero for dependency,
+sync and blocking-call edges), so the path covers the whole step: its length is the step's duration
+(``step_us``), or, where GPU work launched in the step runs past the step's end, the step plus that
+overrun (``past_step_end_us``). A sync edge counts as communication when it waits for a
+communication kernel, as ``gpu_kernel_kernel_overhead`` when a stream waits for another stream,
+and as ``cpu_bound`` when the CPU's sync call returns after the GPU finished.
+
+``summary()`` is the share (%) of path time per ``bound_by`` (summing to 100). Window: one instance of an annotation
 (``ProfilerStep`` by default) on one rank, within the analysed profiler steps; times in µs.
 ``patterns.hta_quirks`` (``kernel_patterns="hta"``) reproduces HTA 0.5.0's graph exactly; the default
 fixes its known failures (see ``docs/deviations.md``).
@@ -39,9 +49,11 @@ from analysis.kineto.model import RankTrace
 from analysis.metrics.compare.trace_diff_hta import shorten_name  # HTA's short kernel names
 from analysis.metrics.critical_path.critical_path_context import RankContext, rank_context
 from analysis.metrics.critical_path.critical_path_graph import (
+    DEPENDENCY,
     EDGE_TYPES,
     KERNEL_KERNEL,
     LAUNCH,
+    SYNC,
     CPGraphArrays,
     build_graph,
 )
@@ -51,6 +63,7 @@ from analysis.metrics.timebase import Rounding
 
 BOUND_BY = (
     "cpu_bound",
+    "cpu_untraced",
     "data_loading",
     "gpu_compute_bound",
     "gpu_communication_bound",
@@ -59,7 +72,7 @@ BOUND_BY = (
 )
 BREAKDOWN_COLUMNS = ("event_idx", "duration", "type", "s_name", "cat", "pid", "tid", "stream",
                      "bound_by")  # fmt: skip
-SUMMARY_COLUMNS = ("rank", "instance", "path_length_us", "path_nodes", "path_events", "path_edges",
+SUMMARY_COLUMNS = ("rank", "instance", "path_length_us", "step_us", "past_step_end_us", "path_nodes", "path_events", "path_edges",
                    "nodes", "edges", "cycles_broken") + BOUND_BY  # fmt: skip
 _DATA_LOADER = re.compile(r"DataLoader", re.IGNORECASE)
 
@@ -83,6 +96,7 @@ class CriticalPathGraph:
     success: bool = True
     notes: dict[str, int] = field(default_factory=dict)
     reason: str = ""  # why there is no path (``success`` False): e.g. an empty window
+    hta: bool = False  # HTA 0.5.0's attribution (weights, no untraced time, no window gaps)
 
     @property
     def num_nodes(self) -> int:
@@ -100,9 +114,30 @@ class CriticalPathGraph:
 
     @property
     def path_length_us(self) -> float:
-        """Length of the critical path, µs (sum of the path's clipped edge weights)."""
-        w = np.maximum(self.graph.edge_weight[self.path_edges], 0)
-        return float(w.sum()) / 1000.0
+        """Length of the critical path, µs: HTA mode, the sum of the path's clipped edge weights;
+        default, the time the path covers (the step, or more where the GPU runs past its end)."""
+        if self.hta:
+            w = np.maximum(self.graph.edge_weight[self.path_edges], 0)
+            return float(w.sum()) / 1000.0
+        return float(self.get_critical_path_breakdown()["duration"].sum())
+
+    @property
+    def step_us(self) -> float:
+        """The window's (step's) duration, µs."""
+        w0, w1 = self.graph.window
+        return (w1 - w0) / 1000.0
+
+    def _path_extent_ns(self) -> tuple[int, int]:
+        """(first, last) time of the path's nodes, ns (the window when the path is empty)."""
+        if len(self.critical_path_nodes) == 0:
+            return self.graph.window
+        ts = self.graph.node_ts[self.critical_path_nodes]
+        return int(ts[0]), int(ts.max())
+
+    @property
+    def past_step_end_us(self) -> float:
+        """How far the path (GPU work launched in the step) runs past the step's end, µs."""
+        return max(self._path_extent_ns()[1] - self.graph.window[1], 0) / 1000.0
 
     def edges(self) -> pd.DataFrame:
         """All edges: ``begin``, ``end`` (node ids), ``weight`` (µs), ``type``, ``event_idx``
@@ -143,11 +178,26 @@ class CriticalPathGraph:
         bound[has & (stream >= 0) & self.comm_mask[p]] = "gpu_communication_bound"
         bound[typ == KERNEL_KERNEL] = "gpu_kernel_kernel_overhead"
         bound[typ == LAUNCH] = "gpu_kernel_launch_overhead"
+        if self.hta:
+            duration = np.maximum(g.edge_weight[e], 0)
+        else:
+            # the time each edge adds beyond the furthest point the path has reached (an edge
+            # running back in time, e.g. a launch with clock skew, adds nothing and the time is
+            # not counted twice): the durations tile [path start, path end]
+            ts = g.node_ts[np.asarray(self.critical_path_nodes, dtype=np.int64)]
+            reached = np.maximum.accumulate(ts)[:-1] if len(ts) else ts
+            duration = np.maximum(g.node_ts[g.edge_dst[e]] - reached, 0)
+            bound[(typ == DEPENDENCY) & (duration > 0)] = "cpu_untraced"
+            sync = (typ == SYNC) & (duration > 0)
+            src_ev = g.node_event[g.edge_src[e]]
+            dst_gpu = ev["stream"].to_numpy()[g.node_event[g.edge_dst[e]]] >= 0
+            bound[sync] = np.where(dst_gpu[sync], "gpu_kernel_kernel_overhead", "cpu_bound")
+            bound[sync & self.comm_mask[src_ev]] = "gpu_communication_bound"
         rows = ev.iloc[p]
         names = rows["name"].astype(str).to_numpy()
-        return pd.DataFrame({
+        out = pd.DataFrame({
             "event_idx": _labels(ev, attr),
-            "duration": np.maximum(g.edge_weight[e], 0) / 1000.0,
+            "duration": duration / 1000.0,
             "type": np.asarray(EDGE_TYPES, dtype=object)[typ],
             "s_name": np.where(has, [shorten_name(n) for n in names], None),
             "cat": np.where(has, rows["cat"].astype(str).to_numpy(), None),
@@ -156,6 +206,20 @@ class CriticalPathGraph:
             "stream": stream,
             "bound_by": bound,
         })  # fmt: skip
+        return out if self.hta else self._with_window_gaps(out)
+
+    def _with_window_gaps(self, bd: pd.DataFrame) -> pd.DataFrame:
+        """The step's time before the path's first node and after its last, as ``cpu_untraced``
+        rows (``type`` ``critical_path_window_gap``) at the path's ends."""
+        (w0, w1), (p0, p1) = self.graph.window, self._path_extent_ns()
+        def gap(ns):
+            return pd.DataFrame({
+                "event_idx": pd.array([pd.NA], dtype="Int64"), "duration": [ns / 1000.0],
+                "type": ["critical_path_window_gap"], "s_name": [None], "cat": [None],
+                "pid": [-1], "tid": [-1], "stream": [-1], "bound_by": ["cpu_untraced"],
+            })  # fmt: skip
+        parts = ([gap(p0 - w0)] if p0 > w0 else []) + [bd] + ([gap(w1 - p1)] if w1 > p1 else [])
+        return pd.concat(parts, ignore_index=True) if len(parts) > 1 else bd
 
     def summary(self) -> pd.Series:
         """Share of the path's time per ``bound_by`` category, in % (HTA's ``summary()``)."""
@@ -184,7 +248,8 @@ def annotation_windows(
     """``(instance name, start ns, end ns)`` of each instance of ``annotation`` in file order.
 
     HTA counts every event whose name contains ``annotation`` (CPU and GPU annotations alike); the
-    default counts CPU-side events only, so ``instance_id`` is the N-th step. ``""`` = whole rank.
+    default counts CPU-side events only (not on a stream, not ``gpu_user_annotation``), so
+    ``instance_id`` is the N-th step. ``""`` = whole rank.
     """
     from analysis.metrics.timebase import event_bounds_ns
 
@@ -198,7 +263,10 @@ def annotation_windows(
     names = ev["name"]
     mask = _name_contains(names, annotation, regex=False)
     if not hta_compat:
-        mask &= ev["stream"].to_numpy() == -1
+        # CPU-side only (as analysis.kineto.steps): Kineto's GPU-timeline copy of a step
+        # annotation is not a second instance, even where the trace gives it no stream
+        mask &= (ev["stream"].to_numpy() == -1) & ~_name_contains(
+            ev["cat"], "^gpu_user_annotation$")
     idx = np.flatnonzero(mask)
     return [(str(names.iat[i]), int(start[i]), int(end[i])) for i in idx]
 
@@ -225,7 +293,7 @@ def critical_path_graph(
     return CriticalPathGraph(
         rank=rt.rank, instance=name, graph=g, critical_path_nodes=list(path),
         path_edges=path_edges, comm_mask=comm, data_loading_mask=data_loading,
-        cycles_broken=broken, success=len(path) >= 2, notes=notes,
+        cycles_broken=broken, success=len(path) >= 2, notes=notes, hta=patterns.hta_quirks,
         reason="" if len(path) >= 2 else _no_path_reason(len(g.node_ts)),
     )  # fmt: skip
 
@@ -299,6 +367,7 @@ def combine(parts: dict[int, dict[str, CriticalPathGraph]]) -> pd.DataFrame:
         for inst, g in graphs.items():
             s = g.summary()
             row = {"rank": rank, "instance": inst, "path_length_us": g.path_length_us,
+                   "step_us": g.step_us, "past_step_end_us": g.past_step_end_us,
                    "path_nodes": len(g.critical_path_nodes),
                    "path_events": len(g.critical_path_events_set),
                    "path_edges": len(g.path_edges), "nodes": g.num_nodes, "edges": g.num_edges,
@@ -340,10 +409,13 @@ def combine_graphs(parts: dict[int, dict[str, CriticalPathGraph]]):
 
 
 def headline(summary: pd.DataFrame) -> pd.DataFrame:
-    """Per rank: the category that bounds most of the critical path over its steps, and its %."""
+    """Per rank: the category that bounds most of the critical path over its steps, and its %
+    (``cpu_bound`` here counts the CPU's traced and untraced time together)."""
     rows = []
     for rank, df in summary.groupby("rank", sort=True):
         us = {b: float((df[b] * df["path_length_us"]).sum() / 100) for b in BOUND_BY}
+        # the CPU's time is one family: recorded operators and untraced code alike
+        us["cpu_bound"] += us.pop("cpu_untraced")
         total = float(df["path_length_us"].sum())
         top = max(us, key=us.get)
         rows.append({"rank": rank, "critical_path_bound_by": top,

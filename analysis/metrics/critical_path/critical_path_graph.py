@@ -13,13 +13,14 @@ here with array operations instead of per-event Python objects:
   operators on the stack are linked, weight = the time between them (zero into the end of a blocking
   call such as ``cudaStreamSynchronize``: that time is the GPU's). Each edge is attributed to the
   operator it lies in.
-- **Dependency edges** (zero weight): the end of one top-level operator to the start of the next on
-  the same thread.
+- **Dependency edges** (zero weight in HTA; the default: the time between them, CPU work the
+  profiler did not record): the end of one top-level operator to the start of the next on the
+  same thread.
 - **GPU edges**: each kernel's own span; a **launch delay** edge from the launching runtime call
   when the stream's queue was empty at the launch and the previous kernel had finished (HTA also
   requires that nothing else was queued by the time the kernel started); otherwise a
   **kernel-kernel** edge from the previous kernel on the stream (weight = the gap).
-- **Sync edges** (zero weight): the last kernel of a stream (``Stream Sync``) or of every stream
+- **Sync edges** (zero weight in HTA; the default: the time they span): the last kernel of a stream (``Stream Sync``) or of every stream
   (``Context Sync``) to the end of the synchronising runtime call; a kernel recorded by
   ``cudaEventRecord`` to ``cudaEventSynchronize`` (``Event Sync``) or to the first kernel launched
   after ``cudaStreamWaitEvent`` on the waiting stream (``Stream Wait Event``).
@@ -114,6 +115,12 @@ def build_graph(ctx: RankContext, window: tuple[int, int]) -> CPGraphArrays:
                            start_node, end_node, node_ts)  # fmt: skip
     gpu_edges = _gpu_edges(ctx, keep, start_node, end_node, node_ts, node_event, notes)
     src, dst, w, typ, attr = (np.concatenate([a, b]) for a, b in zip(cpu_edges, gpu_edges, strict=False))
+    if not ctx.hta_compat:
+        # the default counts the time a dependency or sync edge spans (untraced CPU work between
+        # two operators of a thread; a wait for another stream or for the CPU's sync call to
+        # return), so that the longest path covers the window; HTA gives them weight 0
+        spans = (typ == DEPENDENCY) | (typ == SYNC)
+        w = np.where(spans, np.maximum(node_ts[dst] - node_ts[src], 0), w)
     return CPGraphArrays(
         events=ev, start=start, end=end, node_event=node_event, node_ts=node_ts,
         node_is_start=node_is_start, edge_src=src, edge_dst=dst, edge_weight=w,

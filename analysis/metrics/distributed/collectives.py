@@ -18,6 +18,7 @@ rows are left out with a ``CollectiveMismatchWarning`` naming the counts per ran
 
 **Per row (collective instance, rank)**, times in µs: ``skew`` = latest start − earliest start of
 the instance; ``wait`` = latest start − this rank's start (time spent waiting for the last rank);
+skew and wait are NaN (unknown) when only one rank of the instance is loaded;
 ``transfer`` = this rank's end − latest start (clipped at 0: the part no rank can blame on another);
 ``algbw_gbps`` = bytes / transfer (GB/s, 10⁹ bytes); ``busbw_gbps`` = algbw × nccl-tests' factor
 (all-reduce 2(n−1)/n; all-gather, reduce-scatter, all-to-all (n−1)/n; broadcast, reduce, send/recv
@@ -26,7 +27,8 @@ of the same rank (all of it for CPU collectives). ``bytes`` = max(in, out) eleme
 (nccl-tests' size convention: an all-gather counts its whole output); NaN when unknown.
 ``idle_before_us`` = how long the rank's GPU (all streams; for CPU collectives the launching
 thread's ``cpu_op`` events) ran nothing between the end of the rank's previous collective (or the
-start of the profiler step, whichever is later) and this collective's start; ``launch_late`` = the
+start of the profiler step, whichever is later) and this collective's start; ``step_us`` = the
+duration of the rank's profiler step the collective started in (0 outside every step); ``launch_late`` = the
 GPU went idle right before the collective and its launch call started after that (the CPU was late). ``is_last`` marks the rank that arrived last (the first such rank on ties).
 """
 
@@ -88,10 +90,10 @@ RANK_COLUMNS = {
     "rank": "int64", "group": "object", "type": "object", "seq": "int64", "ordinal": "int64",
     "name": "object", "bytes": "float64", "group_size": "int64", "start_ns": "int64",
     "end_ns": "int64", "exposed_ns": "int64", "idle_before_ns": "int64", "launch_late": "bool",
-    "step": "int64",
+    "step": "int64", "step_dur_ns": "int64",
 }
 COLUMNS = [
-    "collective", "group", "type", "seq", "rank", "step", "name", "bytes", "group_size",
+    "collective", "group", "type", "seq", "rank", "step", "step_us", "name", "bytes", "group_size",
     "start_us", "end_us", "duration_us", "skew_us", "wait_us", "transfer_us", "algbw_gbps",
     "busbw_gbps", "exposed_us", "idle_before_us", "launch_late", "is_last",
 ]
@@ -130,22 +132,23 @@ def collectives_rank(
         return _empty()
     out = out.sort_values("start_ns", kind="stable").reset_index(drop=True)
     out["ordinal"] = out.groupby(["group", "type"], sort=False).cumcount()
-    out["step"], step_start = _steps_of(rt, out["start_ns"].to_numpy())
+    out["step"], step_start, out["step_dur_ns"] = _steps_of(rt, out["start_ns"].to_numpy())
     out["idle_before_ns"] = _idle_since_previous(out, step_start, busy)
     out["rank"] = rt.rank
     return out[list(RANK_COLUMNS)].astype(RANK_COLUMNS)
 
 
-def _steps_of(rt: RankTrace, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The ProfilerStep number each start falls in (-1 outside every step) and that step's start
-    (the start itself outside every step)."""
+def _steps_of(rt: RankTrace, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ProfilerStep number each start falls in (-1 outside every step), that step's start
+    (the start itself outside every step) and its duration (0 outside every step)."""
     steps = rt.profiler_steps()
     if steps.empty:
-        return np.full(len(starts), -1, dtype=np.int64), starts.copy()
+        return np.full(len(starts), -1, dtype=np.int64), starts.copy(), np.zeros(len(starts), np.int64)
     ts, end = steps["ts"].to_numpy(), (steps["ts"] + steps["dur"]).to_numpy()
     i = np.clip(np.searchsorted(ts, starts, side="right") - 1, 0, None)
     inside = (ts[i] <= starts) & (starts < end[i])
-    return np.where(inside, steps["step"].to_numpy()[i], -1), np.where(inside, ts[i], starts)
+    return (np.where(inside, steps["step"].to_numpy()[i], -1), np.where(inside, ts[i], starts),
+            np.where(inside, end[i] - ts[i], 0))
 
 
 def _idle_since_previous(out: pd.DataFrame, step_start: np.ndarray, busy: dict) -> np.ndarray:
@@ -352,17 +355,19 @@ def combine(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     instance = pd.Series(np.arange(len(order)), index=order.index)
     # rows are in rank order within an instance, so the first latest start is the lowest rank's
     last_row = key["start_ns"].idxmax()
+    compared = key["rank"].transform("size") > 1  # skew and wait are unknown with one rank
     out = pd.DataFrame(
         {
             "collective": df["_key"].map(instance).to_numpy(),
             "group": df["group"], "type": df["type"], "seq": df["seq"], "rank": df["rank"],
-            "step": df["step"], "name": df["name"], "bytes": df["bytes"],
+            "step": df["step"], "step_us": df["step_dur_ns"] / 1e3, "name": df["name"],
+            "bytes": df["bytes"],
             "group_size": n.astype(np.int64),
             "start_us": df["start_ns"] / 1e3,
             "end_us": df["end_ns"] / 1e3,
             "duration_us": (df["end_ns"] - df["start_ns"]) / 1e3,
-            "skew_us": (latest - first) / 1e3,
-            "wait_us": (latest - df["start_ns"]) / 1e3,
+            "skew_us": ((latest - first) / 1e3).where(compared),
+            "wait_us": ((latest - df["start_ns"]) / 1e3).where(compared),
             "transfer_us": transfer / 1e3,
             "algbw_gbps": algbw,  # bytes per ns = GB/s
             "busbw_gbps": algbw * factor,

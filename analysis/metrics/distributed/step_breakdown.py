@@ -8,12 +8,14 @@ Per rank and ``ProfilerStep`` (the analysed steps), in µs, over the step's span
 - ``exposed_comm_us``: time communication ran while no computation did;
 - ``memory_us``: time memory copies/sets ran while neither of those did;
 - ``other_us``: time other GPU work (neither of the three kinds) ran alone;
-- ``idle_us`` = step time − time any GPU work ran, split by what ended each idle gap of the rank's
-  GPU (all streams merged), with HTA's idle rule applied to the whole GPU: ``idle_host_wait_us`` if
-  the call that launched the work ending the gap started after the gap began (the GPU waited for the
-  CPU), else ``idle_kernel_wait_us`` if the gap is shorter than ``consecutive_kernel_delay`` µs
-  (HTA's 30), else ``idle_other_us``. The gap after a rank's last GPU event, and every gap of a rank
-  without GPU events (CPU-only traces), is ``other``.
+- ``step_idle_us`` = step time − time any GPU work ran: the GPU's idle time over the **whole
+  step**, all streams merged (before its first kernel and after its last included; unlike
+  ``get_idle_time_breakdown``, which counts gaps between kernels per stream, see docs/idle.md),
+  split by what ended each idle gap, with HTA's idle rule applied to the whole GPU:
+  ``step_idle_host_wait_us`` if the call that launched the work ending the gap started after the
+  gap began (the GPU waited for the CPU), else ``step_idle_kernel_wait_us`` if the gap is shorter
+  than ``consecutive_kernel_delay`` µs (HTA's 30), else ``step_idle_other_us``. The gap after a
+  rank's last GPU event, and every gap of a rank without GPU events (CPU-only traces), is ``other``.
 
 The six parts add up to ``step_time_us``. ``combine`` adds, per step, ``step_slowest_rank`` (the rank
 with the longest step; lowest rank on ties) and ``step_margin_us`` (its step time − the median over
@@ -33,9 +35,9 @@ from analysis.metrics.intervals import time_by_state
 from analysis.metrics.kernel_types import KernelPatterns, busy_intervals, classified_gpu_events
 
 CONSECUTIVE_KERNEL_DELAY_US = 30  # HTA's default
-PARTS = ["computation_us", "exposed_comm_us", "memory_us", "other_us", "idle_host_wait_us",
-         "idle_kernel_wait_us", "idle_other_us"]
-RANK_COLUMNS = ["rank", "step", "step_time_us", *PARTS, "idle_us"]
+PARTS = ["computation_us", "exposed_comm_us", "memory_us", "other_us", "step_idle_host_wait_us",
+         "step_idle_kernel_wait_us", "step_idle_other_us"]  # idle: the whole step (docs/idle.md)
+RANK_COLUMNS = ["rank", "step", "step_time_us", *PARTS, "step_idle_us"]
 COLUMNS = [*RANK_COLUMNS, "step_slowest_rank", "step_margin_us"]
 _KINDS = ("COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER")
 
@@ -69,8 +71,9 @@ def step_breakdown_rank(
         split = [int(np.clip(np.minimum(e, t0 + dur) - np.maximum(s, t0), 0, None).sum())
                  for s, e in gaps]
         split[2] = idle_total - split[0] - split[1]  # the rest: 'other', incl. the trailing gap
-        row.update(idle_host_wait_us=split[0] / 1e3, idle_kernel_wait_us=split[1] / 1e3,
-                   idle_other_us=split[2] / 1e3, idle_us=idle_total / 1e3)
+        row.update(step_idle_host_wait_us=split[0] / 1e3,
+                   step_idle_kernel_wait_us=split[1] / 1e3,
+                   step_idle_other_us=split[2] / 1e3, step_idle_us=idle_total / 1e3)
         rows.append(row)
     return pd.DataFrame(rows, columns=RANK_COLUMNS)
 

@@ -196,6 +196,8 @@ def straggler_rank(results: Mapping[str, Any]) -> list[Finding]:
     steps = _need(results, "step_breakdown")
     if table.empty or steps.empty:
         raise Silent("no collectives matched across two or more ranks")
+    if table["times_last"].isna().all():
+        raise Silent("one rank loaded: no collective to compare across ranks")
     top = table.iloc[0]
     step_us = float(steps.groupby("step")["step_time_us"].median().median())
     lateness = 100.0 * float(top["mean_lateness_us"]) / step_us if step_us > 0 else 0.0
@@ -207,11 +209,15 @@ def straggler_rank(results: Mapping[str, Any]) -> list[Finding]:
         "warning", f"Rank {rank} is a straggler: the others wait for it",
         f"Rank {rank} arrives last at {int(top['times_last'])} of {int(top['instances'])} "
         f"collectives, {top['mean_lateness_us'] / 1000:.1f} ms late on average ({lateness:.1f} % "
-        f"of the median step); why: {_why(top['why'], results)}.",
+        f"of the median step); why: {_why(top['why'], results)}."
+        + (f" Caveat: {top['clock_caveat']}." if top.get("clock_caveat") else ""),
         "straggler_lateness_pct", round(lateness, 2), STRAGGLER_LATENESS_PCT,
-        f"stragglers: rank {rank} caused {top['wait_caused_us'] / 1000:.1f} ms of waiting in all "
-        f"(late from host {top['late_host_us'] / 1000:.1f} ms, busy {top['late_busy_us'] / 1000:.1f}"
-        " ms); step_breakdown: slowest rank per step",
+        f"stragglers: rank {rank} caused {top['wait_caused_per_step_us'] / 1000:.1f} ms of "
+        f"waiting per step ({top['wait_caused_pct_of_step']:.1f} % of the median step; "
+        f"{top['wait_caused_us'] / 1000:.1f} ms over the window; per collective it was last at: "
+        f"late from host {top['late_host_us'] / 1000:.1f} ms, busy "
+        f"{top['late_busy_us'] / 1000:.1f} ms); "
+        "step_breakdown: slowest rank per step",
         "Late from its CPU (host): look at that rank's data loading and CPU work before the "
         "collective. Late because busy: it has more work (imbalanced batches or shards) or a "
         + ("slower/throttled GPU; compare its kernel breakdown with a typical rank's."

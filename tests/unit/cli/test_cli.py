@@ -151,7 +151,7 @@ def test_summary_and_check_fit_the_terminal(sample_traces_dir, cache_dir, comman
     lines = result.stdout.splitlines()
     assert max(len(line) for line in lines) <= columns
     if command == "summary":  # every column is still there: in a block, or said once
-        for column in ("gpu", "idle_%", "comm_overlap_%", "wait_caused_us"):
+        for column in ("gpu", "idle_%", "comm_overlap_%", "wait_caused_per_step_us"):
             assert column in result.stdout
         assert "same on every row: gpu NVIDIA H100 80GB HBM3" in result.stdout
     else:  # eight identical info rows are one entry naming the ranks

@@ -152,8 +152,12 @@ def test_nccl_args_on_kernels_of_a_real_trace(hta_traces_dir):
     first = rt.collectives.set_index("event").loc[kernels.index[0]]
     assert got.loc[0, "bytes"] == first["in_nelems"] * 4
     np.testing.assert_allclose(got["duration_us"], kernels["dur"].to_numpy() / 1e3)
-    # one rank loaded: nothing to wait for, the transfer is the whole kernel
-    assert (got["skew_us"] == 0).all() and (got["transfer_us"] == got["duration_us"]).all()
+    # one rank loaded: skew and wait are unknown (NaN, not 0), the transfer is the whole kernel
+    assert got["skew_us"].isna().all() and got["wait_us"].isna().all()
+    assert (got["transfer_us"] == got["duration_us"]).all()
+    table = S.stragglers(got)  # nothing to compare with: unknown, not zero
+    assert table[["times_last", "wait_caused_us", "mean_lateness_us"]].isna().all().all()
+    assert C.summary(got)["skew_p95_us"].isna().all()
     np.testing.assert_allclose(got["algbw_gbps"], got["bytes"] / (got["duration_us"] * 1e3))
 
 
@@ -167,7 +171,10 @@ def test_kernels_only_on_two_real_ranks(hta_traces_dir):
         # start_us is an absolute epoch µs in float64 (0.25 µs spacing); skew is exact in ns
         assert inst["skew_us"].iloc[0] == pytest.approx(starts.max() - starts.min(), abs=0.5)
     table = S.stragglers(got)
-    assert table["wait_caused_us"].sum() == pytest.approx(got["wait_us"].sum())
+    # each rank's wait is cut at the end of its own kernel: never more than the kernels ran
+    waits = got[~got["is_last"]]
+    assert 0 < table["wait_caused_us"].sum() <= np.minimum(waits["wait_us"],
+                                                           waits["duration_us"]).sum() + 1e-6
 
 
 @pytest.mark.parametrize("folder", ["critical_path/alexnet", "triton_example", "cpu_only"])

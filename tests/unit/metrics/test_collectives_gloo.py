@@ -138,7 +138,7 @@ def test_step_breakdown_of_cpu_ranks(gloo_traces):
     steps = B.combine({r: B.step_breakdown_rank(gloo_traces[r]) for r in gloo_traces})
     assert sorted(set(steps["step"])) == [2, 3, 4] and len(steps) == 3 * RANKS
     # no GPU: the whole step is idle, 'other'
-    assert (steps["idle_other_us"] == steps["step_time_us"]).all()
+    assert (steps["step_idle_other_us"] == steps["step_time_us"]).all()
     # the delayed steps take the delay longer than the undelayed one, on every rank
     median = steps.groupby("step")["step_time_us"].median() / 1e3
     assert median[3] - median[2] >= DELAY_MS - 60 and median[4] - median[2] >= DELAY_MS - 60

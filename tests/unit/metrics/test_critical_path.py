@@ -30,6 +30,8 @@ DOMINANT = {
     "cuda_graph": "cpu_bound",
     "triton": "cpu_bound",
     "rocm": "gpu_compute_bound",
+    "untraced_gaps": "cpu_untraced",
+    "exposed_communication": "gpu_communication_bound",
 }
 
 
@@ -57,7 +59,8 @@ def test_every_step_has_the_known_path(scenario):
         assert summary.sum() == pytest.approx(100.0)
 
 
-@pytest.mark.parametrize("scenario", ["cpu_bound", "launch_bound", "gpu_bound", "cuda_graph"])
+@pytest.mark.parametrize("scenario", ["cpu_bound", "launch_bound", "gpu_bound", "cuda_graph",
+                                      "untraced_gaps", "exposed_communication"])
 def test_hta_mode_last_step(scenario):
     """kernel_patterns="hta" reproduces HTA's rules, including its failures (hta_length)."""
     rt, truth = load(scenario)
@@ -216,3 +219,17 @@ def test_blocking_call_that_waited_for_nothing_is_cpu_time():
     g = critical_path_rank(rt)["ProfilerStep#1"]
     assert g.path_length_us == cpt.STEP_US
     assert by_bound(g) == {"cpu_bound": cpt.STEP_US}
+
+
+@pytest.mark.parametrize("scenario", ["untraced_gaps", "exposed_communication"])
+def test_untraced_time_is_attributed_and_the_path_covers_the_step(scenario):
+    """Default: dependency edges and the step's ends count as cpu_untraced; HTA counts nothing."""
+    rt, truth = load(scenario)
+    table = combine({0: critical_path_rank(rt)})
+    assert (table["path_length_us"] == table["step_us"]).all()
+    assert (table["past_step_end_us"] == 0).all()
+    assert table[list(BOUND_BY)].sum(axis=1).tolist() == pytest.approx([100.0] * 3)
+    assert table["cpu_untraced"].tolist() == pytest.approx(
+        [truth.bound_by["cpu_untraced"] / cpt.STEP_US * 100] * 3)
+    hta = critical_path_rank(rt, patterns="hta", instance_id=0)["ProfilerStep#1"]
+    assert "cpu_untraced" not in by_bound(hta)

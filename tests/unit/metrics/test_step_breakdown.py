@@ -34,14 +34,14 @@ def test_every_part_of_a_hand_built_step():
     assert row == {
         "rank": 0, "step": 1, "step_time_us": 1000.0,
         "computation_us": 430.0, "exposed_comm_us": 150.0, "memory_us": 50.0, "other_us": 0.0,
-        "idle_host_wait_us": 100.0, "idle_kernel_wait_us": 20.0, "idle_other_us": 250.0,
-        "idle_us": 370.0,
+        "step_idle_host_wait_us": 100.0, "step_idle_kernel_wait_us": 20.0, "step_idle_other_us": 250.0,
+        "step_idle_us": 370.0,
     }
 
 
 def test_kernel_wait_threshold_is_an_option():
     row = B.step_breakdown_rank(step_rank(), consecutive_kernel_delay=10).iloc[0]
-    assert row["idle_kernel_wait_us"] == 0 and row["idle_other_us"] == 270
+    assert row["step_idle_kernel_wait_us"] == 0 and row["step_idle_other_us"] == 270
 
 
 def test_slowest_rank_and_margin_over_the_median():
@@ -54,4 +54,4 @@ def test_slowest_rank_and_margin_over_the_median():
     assert (table["step_slowest_rank"] == 2).all()
     assert table["step_margin_us"].tolist() == pytest.approx([100.0] * 3)  # 1300 − median 1200
     # a rank without GPU events: the whole step is idle, 'other'
-    assert table.loc[2, "idle_other_us"] == table.loc[2, "step_time_us"] == 1300
+    assert table.loc[2, "step_idle_other_us"] == table.loc[2, "step_time_us"] == 1300
