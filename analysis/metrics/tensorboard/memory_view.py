@@ -180,15 +180,19 @@ def operator_memory(m: pd.DataFrame, rank: int) -> pd.DataFrame:
     # subtree sums: each visited node (the only ones with records below) adds its total to its
     # parent's, children before parents (reverse pre-order)
     path = np.flatnonzero(nodes["visited"].to_numpy(bool))[::-1]
+    parent_l = parent.tolist()
     rows = []
     for device, table in self_sums.groupby(level="device"):
         values = np.zeros((len(nodes), 3), np.int64)
         mine = table.index.get_level_values("node").to_numpy()
         values[mine] = table.to_numpy(np.int64)
-        total = values.copy()
+        columns = [values[:, i].tolist() for i in range(3)]  # Python ints: one add per node
         for n in path.tolist():
-            if parent[n] >= 0:
-                total[parent[n]] += total[n]
+            p = parent_l[n]
+            if p >= 0:
+                for col in columns:
+                    col[p] += col[n]
+        total = np.array(columns, np.int64).T
         ops = np.flatnonzero(is_op & (values.any(axis=1) | total.any(axis=1)))
         frame = pd.DataFrame({"operator": names[ops]})
         for i, col in enumerate(("size_increase_bytes", "allocation_bytes", "allocation_count")):
