@@ -325,6 +325,9 @@ def _number(value: Any, missing: float) -> float:
     return missing
 
 
+_PLAIN_NUMBERS = frozenset((int, float))
+
+
 def _build_memory_ops(rows: np.ndarray, args: list[_MemoryArgs]) -> pd.DataFrame:
     return pd.DataFrame(
         {
@@ -404,7 +407,9 @@ def _build_kernel_args(rows: np.ndarray, args: list[_KernelArgs], cats: list[str
     cats = [c for c, k in zip(cats, keep, strict=True) if k]
 
     def numbers(field: str) -> np.ndarray:
-        return np.array([_number(getattr(a, field), np.nan) for a in args], dtype=np.float64)
+        # ints and floats as they are (bool is neither type); anything else through _number
+        return np.array([v if type(v) in _PLAIN_NUMBERS else _number(v, np.nan)
+                         for v in (getattr(a, field) for a in args)], dtype=np.float64)
 
     def texts(field: str) -> pd.Categorical:
         raws = [getattr(a, field) for a in args]
@@ -431,7 +436,8 @@ def _build_kernel_args(rows: np.ndarray, args: list[_KernelArgs], cats: list[str
             "block": texts("block"),
             "registers_per_thread": numbers("registers"),
             "shared_memory": numbers("shared_memory"),
-            "external_id_lower": np.array([_int_or(a.external_id_lower, -1) for a in args],
+            "external_id_lower": np.array([-1 if v is None else _int_or(v, -1)
+                                           for v in (a.external_id_lower for a in args)],
                                           dtype=np.int64),
         },
         index=pd.Index(rows, dtype="int64"),

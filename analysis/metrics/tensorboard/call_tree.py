@@ -98,11 +98,12 @@ def build_trees(nodes: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[int]]
     A node whose only child has its name (both operators) absorbs the child (the plugin's
     ``remove_dup_nodes``): the child is left out (-3), its children become the node's, and so do
     its runtime calls (the node's own are dropped, as the plugin does)."""
-    starts, ends = nodes["start"].to_numpy(), nodes["end"].to_numpy()
-    tids = nodes["tid"].to_numpy()
-    names = nodes["name"].to_numpy(object)
-    op_type = nodes["op_type"].to_numpy(bool)
-    parent = np.full(len(nodes), -2, np.int64)
+    # Python lists: the loops below read one element at a time (numpy scalars are slower)
+    starts, ends = nodes["start"].to_numpy().tolist(), nodes["end"].to_numpy().tolist()
+    tids = nodes["tid"].to_numpy().tolist()
+    names = nodes["name"].to_numpy(object).tolist()
+    op_type = nodes["op_type"].to_numpy(bool).tolist()
+    parent = [-2] * len(nodes)
     children: list[list[int]] = [[] for _ in range(len(nodes))]
     roots: list[int] = []
     stack: list[int] = []
@@ -117,7 +118,7 @@ def build_trees(nodes: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[int]]
         parent[n] = stack[-1] if stack else -1
         (children[stack[-1]] if stack else roots).append(n)
         stack.append(n)
-    runtimes_of = np.arange(len(nodes))
+    runtimes_of = list(range(len(nodes)))
     todo = list(roots)
     while todo:
         n = todo.pop()
@@ -130,6 +131,6 @@ def build_trees(nodes: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[int]]
             for c in children[n]:
                 parent[c] = n
         todo.extend(children[n])
-    return parent, runtimes_of, roots
+    return np.array(parent, np.int64), np.array(runtimes_of, np.int64), roots
 
 

@@ -41,6 +41,10 @@ TC_MARKERS = ("h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816",
 
 def uses_tensor_cores(names: pd.Series) -> np.ndarray:
     """Per kernel name: does it contain one of :data:`TC_MARKERS`."""
+    if isinstance(names.dtype, pd.CategoricalDtype):  # each category tested once, by its code
+        cats = names.cat.categories.astype(str)
+        flags = np.array([any(m in n for m in TC_MARKERS) for n in cats] + [False], dtype=bool)
+        return flags[names.cat.codes.to_numpy()]  # code -1 (missing): "nan", no marker
     names = names.astype(str)
     distinct = pd.Series(names.unique())
     flags = {n: any(m in n for m in TC_MARKERS) for n in distinct}
@@ -57,10 +61,9 @@ def kernels_with_args(rt: RankTrace) -> pd.DataFrame:
     return rt.memoised("tensorboard_kernels", compute)
 
 
-def _sm_efficiency_us(ts, end, blocks, w0, w1) -> float:
-    """∫ min(Σ blocks per SM of running kernels, 1) dt over [w0, w1), in µs (the plugin's sweep)."""
-    if not len(ts):
-        return 0.0
+def _sm_segments(ts, end, blocks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The plugin's sweep of blocks per SM: the segments with a kernel running and the value
+    min(Σ blocks per SM, 1) on each (computed once, then clipped to any window)."""
     times = np.concatenate([ts, end])
     kinds = np.concatenate([np.zeros(len(ts), np.int8), np.ones(len(end), np.int8)])
     delta = np.concatenate([blocks, -blocks])
@@ -69,9 +72,21 @@ def _sm_efficiency_us(ts, end, blocks, w0, w1) -> float:
     level = np.cumsum(delta)  # the value after each endpoint, summed in the plugin's order
     seg_s, seg_e, value = times[:-1], times[1:], level[:-1]
     ok = (seg_e > seg_s) & (value > 0)
-    seg_s, seg_e, value = seg_s[ok], seg_e[ok], np.minimum(value[ok], 1.0)
+    return seg_s[ok], seg_e[ok], np.minimum(value[ok], 1.0)
+
+
+def _sm_within(segments, w0, w1) -> float:
+    """∫ of the sweep's value over [w0, w1), in µs."""
+    seg_s, seg_e, value = segments
     inside = np.clip(np.minimum(seg_e, w1) - np.maximum(seg_s, w0), 0, None)
     return float((value * inside).sum())
+
+
+def _sm_efficiency_us(ts, end, blocks, w0, w1) -> float:
+    """∫ min(Σ blocks per SM of running kernels, 1) dt over [w0, w1), in µs (the plugin's sweep)."""
+    if not len(ts):
+        return 0.0
+    return _sm_within(_sm_segments(ts, end, blocks), w0, w1)
 
 
 def gpu_summary_rank(rt: RankTrace) -> pd.DataFrame:
@@ -166,10 +181,10 @@ def gpu_utilization_timeline_rank(rt: RankTrace) -> pd.DataFrame:
         busy = merge(ts, stop)
         blocks = g["blocks_per_sm"].to_numpy(float)
         has = blocks > 0
+        segments = _sm_segments(ts[has], stop[has], blocks[has]) if has.any() else None
         for a, b in zip(edges[:-1], edges[1:], strict=True):
             width = b - a
-            sm = (_sm_efficiency_us(ts[has], stop[has], blocks[has], a, b) / width
-                  if has.any() else np.nan)
+            sm = _sm_within(segments, a, b) / width if segments is not None else np.nan
             rows.append({"rank": rt.rank, "gpu": int(gpu), "start_us": a, "end_us": b,
                          "gpu_utilization_pct": 100 * length_within(busy, a, b) / width,
                          "sm_efficiency_pct": 100 * sm})

@@ -103,23 +103,26 @@ def _enclosing_operators(rt: RankTrace, m: pd.DataFrame):
     # one sweep per thread over the tree's nodes in pre-order (start, longest first) and the
     # records in time order: the open nodes on the stack are the path from the root
     in_tree = np.flatnonzero(parent >= -1)
+    # Python lists for the element-wise sweep (numpy scalars are slower)
+    starts_l, ends_l, parent_l = starts.tolist(), ends.tolist(), parent.tolist()
     for tid in np.unique(rec_tid).tolist():
         recs = np.flatnonzero(rec_tid == tid)
         recs = recs[np.argsort(rec_ts[recs], kind="stable")]
         own = in_tree[tids[in_tree] == tid].tolist()
         stack: list[int] = []
         i = 0
-        for r in recs.tolist():
-            t = rec_ts[r]
-            while i < len(own) and starts[own[i]] <= t:
+        found = []
+        for t in rec_ts[recs].tolist():
+            while i < len(own) and starts_l[own[i]] <= t:
                 n = own[i]
-                while stack and stack[-1] != parent[n]:
+                while stack and stack[-1] != parent_l[n]:
                     stack.pop()
                 stack.append(n)
                 i += 1
-            while stack and not t < ends[stack[-1]]:
+            while stack and not t < ends_l[stack[-1]]:
                 stack.pop()
-            node_of[r] = stack[-1] if stack else -1
+            found.append(stack[-1] if stack else -1)
+        node_of[recs] = found
     visited = np.zeros(len(nodes), bool)
     for n in np.unique(node_of[node_of >= 0]).tolist():
         while n >= 0 and not visited[n]:  # the path down to each record's node
@@ -177,15 +180,19 @@ def operator_memory(m: pd.DataFrame, rank: int) -> pd.DataFrame:
     # subtree sums: each visited node (the only ones with records below) adds its total to its
     # parent's, children before parents (reverse pre-order)
     path = np.flatnonzero(nodes["visited"].to_numpy(bool))[::-1]
+    parent_l = parent.tolist()
     rows = []
     for device, table in self_sums.groupby(level="device"):
         values = np.zeros((len(nodes), 3), np.int64)
         mine = table.index.get_level_values("node").to_numpy()
         values[mine] = table.to_numpy(np.int64)
-        total = values.copy()
+        columns = [values[:, i].tolist() for i in range(3)]  # Python ints: one add per node
         for n in path.tolist():
-            if parent[n] >= 0:
-                total[parent[n]] += total[n]
+            p = parent_l[n]
+            if p >= 0:
+                for col in columns:
+                    col[p] += col[n]
+        total = np.array(columns, np.int64).T
         ops = np.flatnonzero(is_op & (values.any(axis=1) | total.any(axis=1)))
         frame = pd.DataFrame({"operator": names[ops]})
         for i, col in enumerate(("size_increase_bytes", "allocation_bytes", "allocation_count")):
@@ -208,12 +215,17 @@ def memory_events(m: pd.DataFrame, rank: int) -> pd.DataFrame:
     names = nodes["name"].to_numpy(object)
     is_op = nodes["is_op"].to_numpy(bool)
     r = m[m["has_addr"].to_numpy()]
-    ts = r["ts"].to_numpy(np.int64)
-    nbytes = r["bytes"].to_numpy(np.int64)
-    addr = r["addr"].to_numpy(np.int64)
-    dev = r["device"].to_numpy(object)
-    node = r["node"].to_numpy(np.int64)
-    parent = r["parent_node"].to_numpy(np.int64)
+    # Python lists for the loop below (numpy scalars are slower); times divided by numpy first
+    ts_np = r["ts"].to_numpy(np.int64)
+    ts = ts_np.tolist()
+    us = (ts_np / 1000).tolist()
+    nbytes = r["bytes"].to_numpy(np.int64).tolist()
+    addr = r["addr"].to_numpy(np.int64).tolist()
+    dev = r["device"].to_numpy(object).tolist()
+    node = r["node"].to_numpy(np.int64).tolist()
+    parent = r["parent_node"].to_numpy(np.int64).tolist()
+    names = names.tolist()
+    is_op = is_op.tolist()
 
     def operator(i: int) -> str:
         n = node[i]
@@ -232,13 +244,13 @@ def memory_events(m: pd.DataFrame, rank: int) -> pd.DataFrame:
             alloc[addr[i]] = i
         elif addr[i] in alloc:
             a = alloc.pop(addr[i])
-            rows.append((dev[a], operator(a), -nbytes[i], ts[a] / 1000, ts[i] / 1000,
-                         (ts[i] - ts[a]) / 1000, True))
+            rows.append((dev[a], operator(a), -nbytes[i], us[a], us[i],
+                         float(np.float64(ts[i] - ts[a]) / 1000), True))
         else:
             free[addr[i]] = i
-    rows += [(dev[a], operator(a), nbytes[a], ts[a] / 1000, np.nan, np.nan, False)
+    rows += [(dev[a], operator(a), nbytes[a], us[a], np.nan, np.nan, False)
              for a in alloc.values()]
-    rows += [(dev[f], UNKNOWN, -nbytes[f], np.nan, ts[f] / 1000, np.nan, True)
+    rows += [(dev[f], UNKNOWN, -nbytes[f], np.nan, us[f], np.nan, True)
              for f in free.values()]
     out = pd.DataFrame(rows, columns=EVENT_COLUMNS[1:])
     out.insert(0, "rank", rank)
