@@ -105,6 +105,7 @@ def load_file(
             parse_trace_bytes,  # here, so sources-only callers never import it
         )
 
+        data = _with_graph_capture(data, url)
         trace = parse_trace_bytes(data, url, map_chunks=map_chunks)
     except InputFileError as exc:
         return ("error", type(exc), exc.path, exc.reason, None)
@@ -123,6 +124,20 @@ def load_file(
         except OSError as exc:
             notes.append(f"{url}: could not write the trace cache entry ({exc}); not cached")
     return ("trace", trace, notes)
+
+
+def _with_graph_capture(data: bytes, url: str) -> bytes:
+    """A local replay trace with a ``capture_traces/`` folder beside it, merged with its capture
+    traces (``analysis.kineto.cuda_graphs``); any other trace unchanged."""
+    if not _is_local(url):
+        return data
+    from analysis.kineto.cuda_graphs import find_capture_folder, merge_trace_bytes
+
+    folder = find_capture_folder(url.removeprefix("file://"))
+    if folder is None:
+        return data
+    merged, _ = merge_trace_bytes(data, folder)
+    return merged
 
 
 def error_from(outcome: tuple) -> InputFileError:

@@ -1,0 +1,98 @@
+"""Graph replay traces joined with their capture traces: synthetic ground truth and the shared
+vLLM / SGLang traces."""
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from analysis.kineto.cuda_graphs import merge_graph_capture, read_capture_events
+
+INFERENCE = Path(__file__).resolve().parents[3] / "../shared/traces/tracelens/inference"
+
+
+def _x(cat, name, ts, dur, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+            "args": args}
+
+
+def _capture(ops):
+    """A capture trace: each (op, kernel) launched inside its operator between begin/end."""
+    ev = [_x("cuda_runtime", "cudaStreamBeginCapture", 0, 1, correlation=1)]
+    t = 10
+    for i, op in enumerate(ops):
+        ev.append(_x("cpu_op", op, t, 10, **{"Input Dims": [[i + 1, 4]]}))
+        ev.append(_x("cuda_runtime", "cudaLaunchKernel", t + 2, 3, correlation=100 + i))
+        t += 20
+    ev.append(_x("cuda_runtime", "cudaStreamEndCapture", t, 1, correlation=2))
+    return ev
+
+
+def _replay(kernel_counts):
+    """One cudaGraphLaunch per count, each with that many kernels (known durations)."""
+    ev, t = [], 1000
+    for g, n in enumerate(kernel_counts):
+        ev.append(_x("cuda_runtime", "cudaGraphLaunch", t, 50, correlation=500 + g))
+        for k in range(n):
+            kern = _x("kernel", f"k{k}", t + 100 + 10 * k, k + 1.0, correlation=500 + g,
+                      stream=7)
+            kern["pid"], kern["tid"] = 0, 7
+            ev.append(kern)
+        t += 1000
+    return ev
+
+
+def test_kernels_attributed_to_captured_operators_and_unmatched_launch_counted():
+    replay = _replay([3, 2])  # the second launch matches no capture (3 launches captured)
+    out, stats = merge_graph_capture(replay, [_capture(["aten::mm", "aten::add", "aten::mm"])])
+    assert (stats.graph_launches, stats.matched_launches, stats.unmatched_launches) == (2, 1, 1)
+    assert (stats.kernels_attributed, stats.kernels_unattributed) == (3, 2)
+    assert "2 kernels" in stats.reasons[0]
+    ops = {e["args"]["External id"]: e for e in out if e["cat"] == "cpu_op"}
+    calls = {e["args"]["correlation"] for e in out if e["cat"] == "cuda_runtime"}
+    attributed = {}
+    for k in (e for e in out if e["cat"] == "kernel"):
+        op = ops.get(k["args"].get("External id"))
+        assert k["args"]["correlation"] in calls
+        if op:
+            attributed[k["name"]] = (op["name"], op["args"]["Input Dims"])
+        else:  # unmatched: still under its graph launch
+            assert k["args"]["correlation"] == 501
+    assert attributed == {"k0": ("aten::mm", [[1, 4]]), "k1": ("aten::add", [[2, 4]]),
+                          "k2": ("aten::mm", [[3, 4]])}
+    # the synthetic operators lie inside the graph launch they replace
+    for op in ops.values():
+        assert 1000 <= op["ts"] and op["ts"] + op["dur"] <= 1050
+
+
+def test_operator_summary_of_a_replay_with_capture_folder(tmp_path):
+    from analysis.api import TraceAnalysis
+
+    (tmp_path / "capture_traces").mkdir()
+    (tmp_path / "capture_traces" / "cap.json").write_text(
+        json.dumps({"traceEvents": _capture(["aten::mm", "aten::add", "aten::mm"])}))
+    (tmp_path / "replay.json").write_text(json.dumps({"traceEvents": _replay([3, 3])}))
+    summary = TraceAnalysis(trace_files=[str(tmp_path / "replay.json")]).get_operator_summary()
+    by_name = summary.groupby("name")["gpu_self_us"].sum()
+    assert by_name["aten::mm"] == pytest.approx(2 * (1.0 + 3.0))
+    assert by_name["aten::add"] == pytest.approx(2 * 2.0)
+
+
+@pytest.mark.parametrize("folder,replay", [
+    ("sglang_decode", "sglang_Qwen3-8B_decode.json.gz"),
+    ("vllm_decode_full", "graph_execution.json.gz"),
+])
+def test_shared_replay_traces_mostly_attributed(folder, replay):
+    base = INFERENCE / folder
+    if not (base / replay).exists():
+        pytest.skip("shared inference traces absent")
+    events = json.load(gzip.open(base / replay))["traceEvents"]
+    out, stats = merge_graph_capture(events, read_capture_events(base / "capture_traces"))
+    assert stats.unmatched_launches == 0
+    total = sum(e["dur"] for e in events if e.get("cat") == "kernel")
+    ops = {e["args"]["External id"] for e in out
+           if e.get("cat") == "cpu_op" and e["args"].get("graph_replay")}
+    attributed = sum(e["dur"] for e in out
+                     if e.get("cat") == "kernel" and e["args"].get("External id") in ops)
+    assert attributed / total >= 0.9
