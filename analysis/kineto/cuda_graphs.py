@@ -23,12 +23,14 @@ from __future__ import annotations
 import bisect
 import gzip
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 GRAPH_LAUNCH_SUFFIX = "GraphLaunch"  # cudaGraphLaunch, hipGraphLaunch
 CAPTURE_FOLDER = "capture_traces"
 _RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+_SGLANG_PROFILER = "sglang_profiler::"
 
 
 @dataclass
@@ -54,6 +56,21 @@ def find_capture_folder(trace_path: str) -> Path | None:
     """The ``capture_traces/`` folder beside a local replay trace, or None."""
     folder = Path(trace_path).parent / CAPTURE_FOLDER
     return folder if folder.is_dir() else None
+
+
+def capture_signature(url: str) -> str:
+    """What identifies the capture traces beside a local trace (names, sizes, mtimes), for cache
+    keys; empty when there are none."""
+    if "://" in url and not url.startswith("file://"):
+        return ""
+    folder = find_capture_folder(url.removeprefix("file://"))
+    if folder is None:
+        return ""
+    parts = []
+    for p in sorted(folder.iterdir()):
+        st = p.stat()
+        parts.append(f"{p.name}:{st.st_size}:{st.st_mtime_ns}")
+    return ";".join(parts)
 
 
 def read_capture_events(path: str | Path) -> list[list[dict]]:
@@ -89,8 +106,9 @@ def _capture_of(events: list[dict], source: str) -> _Capture | None:
     ends = [e["ts"] for e in runtime if e.get("name", "").endswith("StreamEndCapture")]
     lo = min(begins) if begins else float("-inf")
     hi = max(ends) if ends else float("inf")
-    launches = sorted((e for e in runtime if _is_launch(e) and lo <= e["ts"] <= hi),
-                      key=lambda e: e["ts"])
+    launches = sorted(
+        (e for e in runtime if _is_launch(e) and lo <= e["ts"] <= hi), key=lambda e: e["ts"]
+    )
     if not launches:
         return None
     ops_by_thread: dict[tuple, list[dict]] = {}
@@ -122,8 +140,19 @@ def _capture_of(events: list[dict], source: str) -> _Capture | None:
         args = launch.get("args", {})
         kname = args.get("kernel") or names_by_corr.get(args.get("correlation"))
         names.append(kname)
-        ops.append((best["name"], dict(best.get("args", {}))) if best else (launch["name"], {}))
+        ops.append(
+            (_op_name(best["name"]), dict(best.get("args", {}))) if best else (launch["name"], {})
+        )
     return _Capture(source=source, ops=ops, kernel_names=names)
+
+
+def _op_name(name: str) -> str:
+    """SGLang's kernel shape profiler registers ``sglang_profiler::<module>_<fn>_<n>``: the
+    trailing registration counter ``_<n>`` is dropped (as TraceLens does), so that the same
+    operator has one name across captures."""
+    if name.startswith(_SGLANG_PROFILER):
+        return re.sub(r"_\d+$", "", name)
+    return name
 
 
 def merge_graph_capture(
@@ -135,11 +164,13 @@ def merge_graph_capture(
     modified) and the statistics; see the module docstring for the matching rules.
     """
     sources = sources or [f"capture {i}" for i in range(len(captures))]
-    caps = [c for c in (_capture_of(ev, s) for ev, s in zip(captures, sources)) if c]
+    caps = [c for c in (_capture_of(ev, s) for ev, s in zip(captures, sources, strict=True)) if c]
     stats = GraphMergeStats()
     launches = [
-        e for e in replay_events
-        if e.get("cat") in _RUNTIME_CATS and e.get("name", "").endswith(GRAPH_LAUNCH_SUFFIX)
+        e
+        for e in replay_events
+        if e.get("cat") in _RUNTIME_CATS
+        and e.get("name", "").endswith(GRAPH_LAUNCH_SUFFIX)
         and e.get("ph") == "X"
     ]
     kernels_by_corr: dict = {}
@@ -155,8 +186,9 @@ def merge_graph_capture(
     )
     for launch in launches:
         stats.graph_launches += 1
-        kernels = sorted(kernels_by_corr.get(launch["args"].get("correlation"), []),
-                         key=lambda e: e["ts"])
+        kernels = sorted(
+            kernels_by_corr.get(launch["args"].get("correlation"), []), key=lambda e: e["ts"]
+        )
         cap = _matching_capture(caps, kernels)
         if cap is None:
             stats.unmatched_launches += 1
@@ -171,21 +203,35 @@ def merge_graph_capture(
         n = len(kernels)
         width = launch.get("dur", 0) / max(n, 1)
         synthetic = []
-        for i, (kernel, (op_name, op_args)) in enumerate(zip(kernels, cap.ops)):
+        for i, (kernel, (op_name, op_args)) in enumerate(zip(kernels, cap.ops, strict=True)):
             corr, ext = next_id, next_id + 1
             next_id += 2
             ts = launch["ts"] + i * width
-            op = {"ph": "X", "cat": "cpu_op", "name": op_name, "pid": launch.get("pid"),
-                  "tid": launch.get("tid"), "ts": ts, "dur": width * 0.9,
-                  "args": {**op_args, "External id": ext, "graph_replay": True}}
-            call = {"ph": "X", "cat": launch["cat"], "name": launch["name"],
-                    "pid": launch.get("pid"), "tid": launch.get("tid"),
-                    "ts": ts + width * 0.1, "dur": width * 0.5,
-                    "args": {"correlation": corr, "External id": ext}}
+            op = {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": op_name,
+                "pid": launch.get("pid"),
+                "tid": launch.get("tid"),
+                "ts": ts,
+                "dur": width * 0.9,
+                "args": {**op_args, "External id": ext, "graph_replay": True},
+            }
+            call = {
+                "ph": "X",
+                "cat": launch["cat"],
+                "name": launch["name"],
+                "pid": launch.get("pid"),
+                "tid": launch.get("tid"),
+                "ts": ts + width * 0.1,
+                "dur": width * 0.5,
+                "args": {"correlation": corr, "External id": ext},
+            }
             synthetic += [op, call]
-            new_kernel[id(kernel)] = {**kernel, "args": {**kernel.get("args", {}),
-                                                         "correlation": corr,
-                                                         "External id": ext}}
+            new_kernel[id(kernel)] = {
+                **kernel,
+                "args": {**kernel.get("args", {}), "correlation": corr, "External id": ext},
+            }
             stats.kernels_attributed += 1
         replaced[id(launch)] = synthetic
     out = []
@@ -207,7 +253,9 @@ def _matching_capture(caps: list[_Capture], kernels: list[dict]) -> _Capture | N
     for cap in caps:
         if len(cap.ops) != len(kernels) or not kernels:
             continue
-        if all(n is None or n == k.get("name") for n, k in zip(cap.kernel_names, kernels)):
+        if all(
+            n is None or n == k.get("name") for n, k in zip(cap.kernel_names, kernels, strict=True)
+        ):
             return cap
     return None
 
