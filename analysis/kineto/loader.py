@@ -105,7 +105,7 @@ def load_file(
             parse_trace_bytes,  # here, so sources-only callers never import it
         )
 
-        data = _with_graph_capture(data, url)
+        data, graph_notes = _with_graph_capture(data, url)
         trace = parse_trace_bytes(data, url, map_chunks=map_chunks)
     except InputFileError as exc:
         return ("error", type(exc), exc.path, exc.reason, None)
@@ -115,7 +115,7 @@ def load_file(
         reason = f"unexpected {type(exc).__name__} while parsing: {exc}"
         return ("error", TraceLoadError, url, reason, traceback.format_exc())
     del data
-    notes: list[str] = []
+    notes: list[str] = graph_notes
     if key is not None:
         try:
             TraceCache(cache_dir).put(key, trace)
@@ -126,18 +126,26 @@ def load_file(
     return ("trace", trace, notes)
 
 
-def _with_graph_capture(data: bytes, url: str) -> bytes:
+def _with_graph_capture(data: bytes, url: str) -> tuple[bytes, list[str]]:
     """A local replay trace with a ``capture_traces/`` folder beside it, merged with its capture
-    traces (``analysis.kineto.cuda_graphs``); any other trace unchanged."""
+    traces (``analysis.kineto.cuda_graphs``), and a note when some graph launches matched no
+    capture; any other trace unchanged."""
     if not _is_local(url):
-        return data
+        return data, []
     from analysis.kineto.cuda_graphs import find_capture_folder, merge_trace_bytes
 
     folder = find_capture_folder(url.removeprefix("file://"))
     if folder is None:
-        return data
-    merged, _ = merge_trace_bytes(data, folder)
-    return merged
+        return data, []
+    merged, stats = merge_trace_bytes(data, folder)
+    notes = []
+    if stats.unmatched_launches:
+        notes.append(
+            f"{url}: {stats.unmatched_launches} of {stats.graph_launches} graph launches match no "
+            f"capture trace in {folder} ({stats.kernels_unattributed} kernels stay under the "
+            f"launch); first: {stats.reasons[0]}"
+        )
+    return merged, notes
 
 
 def error_from(outcome: tuple) -> InputFileError:

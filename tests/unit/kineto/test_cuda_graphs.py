@@ -157,3 +157,20 @@ def test_per_operator_gpu_time_matches_tracelens(folder, replay):
         assert ours.get(name, 0.0) == pytest.approx(want, rel=0.01), name
         compared += 1
     assert compared >= 5
+
+
+def test_unmatched_launch_warns_and_health_reports_it(tmp_path):
+    from analysis.api import TraceAnalysis
+
+    (tmp_path / "capture_traces").mkdir()
+    (tmp_path / "capture_traces" / "cap.json").write_text(
+        json.dumps({"traceEvents": _capture(["aten::mm", "aten::add", "aten::mm"])})
+    )
+    (tmp_path / "replay.json").write_text(json.dumps({"traceEvents": _replay([3, 2])}))
+    with pytest.warns(UserWarning, match="1 of 2 graph launches match no capture"):
+        analysis = TraceAnalysis(trace_files={0: str(tmp_path / "replay.json")})
+    health = analysis.check()
+    hit = health[health["check"] == "graph_capture"].iloc[0]
+    assert hit["severity"] == "warning" and hit["message"].startswith("1 of 2 graph launches")
+    summary = analysis.get_operator_summary().set_index("name")
+    assert summary.loc["CUDA graph (cudaGraphLaunch)", "gpu_self_us"] == pytest.approx(1 + 2)
