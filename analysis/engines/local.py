@@ -10,11 +10,16 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from analysis.engines import Window
 from analysis.errors import ConfigError
 from analysis.kineto.loader import load_trace
 from analysis.kineto.model import RankMeta, Trace
-from analysis.kineto.window import GpuEvents, WindowStats, profiler_step_window, window_stats
+from analysis.kineto.window import (
+    GpuEvents,
+    Window,
+    WindowStats,
+    profiler_step_window,
+    window_stats,
+)
 
 
 class LocalEngine:

@@ -55,6 +55,13 @@ def cache_key(source: str, size: int | None, version: str | None) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def part_key(key: str, part: int) -> str:
+    """The entry name of the ``part``-th rank of a file that holds several (part 0: ``key``)."""
+    if part == 0:
+        return key
+    return hashlib.sha256(f"{key}#{part}".encode()).hexdigest()[:32]
+
+
 def default_cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE_DIR).expanduser()
 
@@ -178,6 +185,24 @@ class TraceCache:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return target
+
+    def put_parts(self, key: str, traces: list[RankTrace]) -> None:
+        """Store the ranks of one file (several for an nsys/XPlane/rocprof file): the first under
+        ``key``, the others under :func:`part_key`; the first is written last, so a reader that
+        finds it finds the others (its ``meta.other["parts"]`` counts them)."""
+        for part in reversed(range(len(traces))):
+            self.put(part_key(key, part), traces[part])
+
+    def get_parts(self, key: str) -> list[RankTrace] | None:
+        """Every rank stored by :meth:`put_parts` under ``key``, or None when any is missing."""
+        first = self.get(key)
+        if first is None:
+            return None
+        count = int(first.meta.other.get("parts", 1)) if first.meta.source_format != "kineto" else 1
+        rest = [self.get(part_key(key, part)) for part in range(1, count)]
+        if any(r is None for r in rest):
+            return None
+        return [first, *rest]
 
     def _entries(self) -> list[Path]:
         if not self.dir.is_dir():
