@@ -279,3 +279,24 @@ def merge_trace_bytes(data: bytes, capture: str | Path) -> tuple[bytes, GraphMer
         "unmatched": stats.reasons[:20],
     }
     return json.dumps(top).encode(), stats
+
+
+def with_graph_capture(data: bytes, url: str) -> tuple[bytes, list[str]]:
+    """A local replay trace's bytes merged with the ``capture_traces/`` folder beside it, and a
+    note when some graph launches matched no capture; other traces' bytes unchanged. The loader
+    and the on-demand args tables (``analysis.kineto.extras``) both read a trace through it, so
+    that their rows agree."""
+    if "://" in url and not url.startswith("file://"):
+        return data, []
+    folder = find_capture_folder(url.removeprefix("file://"))
+    if folder is None:
+        return data, []
+    merged, stats = merge_trace_bytes(data, folder)
+    notes = []
+    if stats.unmatched_launches:
+        notes.append(
+            f"{url}: {stats.unmatched_launches} of {stats.graph_launches} graph launches match no "
+            f"capture trace in {folder} ({stats.kernels_unattributed} kernels stay under the "
+            f"launch); first: {stats.reasons[0]}"
+        )
+    return merged, notes

@@ -101,7 +101,9 @@ def load_file(
     """
     try:
         data = read_trace_bytes(url, storage_options)
-        data, graph_notes = _with_graph_capture(data, url)
+        from analysis.kineto.cuda_graphs import with_graph_capture
+
+        data, graph_notes = with_graph_capture(data, url)
         traces = parse_any(data, url, map_chunks)
     except InputFileError as exc:
         return ("error", type(exc), exc.path, exc.reason, None)
@@ -134,28 +136,6 @@ def parse_any(data: bytes, url: str, map_chunks=None) -> list[RankTrace]:
     from analysis.kineto.parse import parse_trace_bytes
 
     return [parse_trace_bytes(data, url, map_chunks=map_chunks)]
-
-
-def _with_graph_capture(data: bytes, url: str) -> tuple[bytes, list[str]]:
-    """A local replay trace with a ``capture_traces/`` folder beside it, merged with its capture
-    traces (``analysis.kineto.cuda_graphs``), and a note when some graph launches matched no
-    capture; any other trace unchanged."""
-    if not _is_local(url):
-        return data, []
-    from analysis.kineto.cuda_graphs import find_capture_folder, merge_trace_bytes
-
-    folder = find_capture_folder(url.removeprefix("file://"))
-    if folder is None:
-        return data, []
-    merged, stats = merge_trace_bytes(data, folder)
-    notes = []
-    if stats.unmatched_launches:
-        notes.append(
-            f"{url}: {stats.unmatched_launches} of {stats.graph_launches} graph launches match no "
-            f"capture trace in {folder} ({stats.kernels_unattributed} kernels stay under the "
-            f"launch); first: {stats.reasons[0]}"
-        )
-    return merged, notes
 
 
 def error_from(outcome: tuple) -> InputFileError:

@@ -30,7 +30,8 @@ def _capture(ops):
     ev = [_x("cuda_runtime", "cudaStreamBeginCapture", 0, 1, correlation=1)]
     t = 10
     for i, op in enumerate(ops):
-        ev.append(_x("cpu_op", op, t, 10, **{"Input Dims": [[i + 1, 4]]}))
+        ev.append(_x("cpu_op", op, t, 10, **{"Input Dims": [[i + 1, 4], [4, 8]],
+                                             "Input type": ["c10::BFloat16"] * 2}))
         ev.append(_x("cuda_runtime", "cudaLaunchKernel", t + 2, 3, correlation=100 + i))
         t += 20
     ev.append(_x("cuda_runtime", "cudaStreamEndCapture", t, 1, correlation=2))
@@ -67,9 +68,9 @@ def test_kernels_attributed_to_captured_operators_and_unmatched_launch_counted()
         else:  # unmatched: still under its graph launch
             assert k["args"]["correlation"] == 501
     assert attributed == {
-        "k0": ("aten::mm", [[1, 4]]),
-        "k1": ("aten::add", [[2, 4]]),
-        "k2": ("aten::mm", [[3, 4]]),
+        "k0": ("aten::mm", [[1, 4], [4, 8]]),
+        "k1": ("aten::add", [[2, 4], [4, 8]]),
+        "k2": ("aten::mm", [[3, 4], [4, 8]]),
     }
     # the synthetic operators lie inside the graph launch they replace
     for op in ops.values():
@@ -174,3 +175,19 @@ def test_unmatched_launch_warns_and_health_reports_it(tmp_path):
     assert hit["severity"] == "warning" and hit["message"].startswith("1 of 2 graph launches")
     summary = analysis.get_operator_summary().set_index("name")
     assert summary.loc["CUDA graph (cudaGraphLaunch)", "gpu_self_us"] == pytest.approx(1 + 2)
+
+
+def test_roofline_sees_the_captured_shapes(tmp_path):
+    from analysis.api import TraceAnalysis
+
+    (tmp_path / "capture_traces").mkdir()
+    (tmp_path / "capture_traces" / "cap.json").write_text(
+        json.dumps({"traceEvents": _capture(["aten::mm", "aten::add", "aten::mm"])})
+    )
+    (tmp_path / "replay.json").write_text(json.dumps({"traceEvents": _replay([3, 3])}))
+    ops = TraceAnalysis(trace_files={0: str(tmp_path / "replay.json")}).get_operator_roofline().ops
+    mm = ops[ops["name"] == "aten::mm"]
+    shapes = dict(zip(mm["input_dims"], mm["kernel_time_us_sum"], strict=True))
+    # launch i of the capture carried Input Dims [[i + 1, 4], [4, 8]]; kernel i lasts i + 1 µs,
+    # in each of the two replays
+    assert shapes == {"[[1,4],[4,8]]": 2.0, "[[3,4],[4,8]]": 6.0}
