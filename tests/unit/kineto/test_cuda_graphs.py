@@ -8,47 +8,13 @@ from pathlib import Path
 import pytest
 
 from analysis.kineto.cuda_graphs import merge_graph_capture, read_capture_events
+from analysis.testing.graph_traces import capture_events, replay_events
 
 INFERENCE = Path(__file__).resolve().parents[3] / "../shared/traces/tracelens/inference"
 
 
-def _x(cat, name, ts, dur, **args):
-    return {
-        "ph": "X",
-        "cat": cat,
-        "name": name,
-        "pid": 1,
-        "tid": 1,
-        "ts": ts,
-        "dur": dur,
-        "args": args,
-    }
-
-
-def _capture(ops):
-    """A capture trace: each (op, kernel) launched inside its operator between begin/end."""
-    ev = [_x("cuda_runtime", "cudaStreamBeginCapture", 0, 1, correlation=1)]
-    t = 10
-    for i, op in enumerate(ops):
-        ev.append(_x("cpu_op", op, t, 10, **{"Input Dims": [[i + 1, 4], [4, 8]],
-                                             "Input type": ["c10::BFloat16"] * 2}))
-        ev.append(_x("cuda_runtime", "cudaLaunchKernel", t + 2, 3, correlation=100 + i))
-        t += 20
-    ev.append(_x("cuda_runtime", "cudaStreamEndCapture", t, 1, correlation=2))
-    return ev
-
-
-def _replay(kernel_counts):
-    """One cudaGraphLaunch per count, each with that many kernels (known durations)."""
-    ev, t = [], 1000
-    for g, n in enumerate(kernel_counts):
-        ev.append(_x("cuda_runtime", "cudaGraphLaunch", t, 50, correlation=500 + g))
-        for k in range(n):
-            kern = _x("kernel", f"k{k}", t + 100 + 10 * k, k + 1.0, correlation=500 + g, stream=7)
-            kern["pid"], kern["tid"] = 0, 7
-            ev.append(kern)
-        t += 1000
-    return ev
+_capture = capture_events
+_replay = replay_events
 
 
 def test_kernels_attributed_to_captured_operators_and_unmatched_launch_counted():
