@@ -109,3 +109,26 @@ def test_shared_decode_traces(folder, replay):
     # every GPU event of these traces is launched inside the iteration's annotation
     assert table["kernels"].iloc[0] == len(gpu)
     assert table["gpu_busy_us"].iloc[0] == pytest.approx((me - ms).sum() / 1000, abs=0.01)
+
+
+def test_serving_findings(tmp_path):
+    doc = _engine_trace([
+        (PREFILL, 0, [(10, 20, 7), (40, 10, 7)]),
+        (DECODE, 200, [(210, 10, 7), (215, 10, 8)]),   # span 15, idle inside 0
+        (MIXED, 400, [(420, 5, 7)]),
+        (DECODE, 600, [(610, 4, 7), (620, 4, 7)]),     # span 14, idle inside 6
+    ])
+    found = _analysis(tmp_path, doc).findings().set_index("title")
+    decode = found.loc["Decode is launch-bound"]
+    assert decode["value"] == pytest.approx(100 * 6 / (15 + 14), abs=0.01)
+    between = found.loc["The GPU idles between serving iterations"]
+    idle = 160 + 195 + 185  # gaps before iterations 1..3 (steady: 1..3)
+    assert between["value"] == pytest.approx(100 * idle / (idle + 15 + 5 + 14), abs=0.01)
+
+
+def test_serving_findings_silent_without_gaps(tmp_path):
+    doc = _engine_trace([(DECODE, 0, [(10, 10, 7), (20, 10, 7)])])  # back to back, one iteration
+    found = _analysis(tmp_path, doc).findings()
+    assert not set(found["title"]) & {"Decode is launch-bound",
+                                      "The GPU idles between serving iterations"}
+    assert "launch_bound_decode" not in found.attrs["not_run"]
