@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from analysis.kineto.cuda_graphs import merge_graph_capture, read_capture_events
-from analysis.testing.graph_traces import capture_events, replay_events
+from analysis.testing.graph_traces import capture_events, replay_events, write_pair
 
 INFERENCE = Path(__file__).resolve().parents[3] / "../shared/traces/tracelens/inference"
 
@@ -157,3 +157,16 @@ def test_roofline_sees_the_captured_shapes(tmp_path):
     # launch i of the capture carried Input Dims [[i + 1, 4], [4, 8]]; kernel i lasts i + 1 µs,
     # in each of the two replays
     assert shapes == {"[[1,4],[4,8]]": 2.0, "[[3,4],[4,8]]": 6.0}
+
+
+def test_trace_metadata_counts_graph_launches(tmp_path):
+    from analysis.api import TraceAnalysis
+
+    replay = write_pair(tmp_path / "with", ["aten::mm", "aten::add", "aten::mm"], [3, 2, 3])
+    with pytest.warns(UserWarning, match="1 of 3 graph launches"):
+        meta = TraceAnalysis(trace_files={0: str(replay)}).get_trace_metadata()
+    assert meta[["graph_launches", "graph_launches_unmatched"]].iloc[0].tolist() == [3, 1]
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({"traceEvents": replay_events([3, 3])}))
+    meta = TraceAnalysis(trace_files={0: str(bare)}).get_trace_metadata()
+    assert meta[["graph_launches", "graph_launches_unmatched"]].iloc[0].tolist() == [2, 2]
