@@ -22,9 +22,9 @@ ENTRIES = (
         window="full",
         placement="section",
         title="Inference iterations",
-        tables=lambda df: {
+        tables=lambda df: {  # none for traces without serving iterations (training)
             "inference_iterations": df,
             "inference_phases": iterations.phase_summary(df),
-        },
+        } if len(df) else {},
     ),
 )
