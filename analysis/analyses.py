@@ -20,6 +20,7 @@ from analysis.metrics.distributed import catalogue as distributed
 from analysis.metrics.findings import catalogue as findings
 from analysis.metrics.gpu_time import catalogue as gpu_time
 from analysis.metrics.health import catalogue as health
+from analysis.metrics.inference import catalogue as inference
 from analysis.metrics.operators import catalogue as operators
 from analysis.metrics.roofline import catalogue as roofline
 from analysis.metrics.steps import catalogue as steps
@@ -27,7 +28,7 @@ from analysis.metrics.tensorboard import catalogue as tensorboard
 from analysis.registry import Analysis, Catalogue
 
 FAMILIES = (steps, compare, health, findings, gpu_time, operators, tensorboard, roofline,
-            distributed, critical_path)
+            distributed, critical_path, inference)
 
 # The report's order (and the order of ``trace-analysis analyses``): context tables, lead
 # sections, sections; API-only entries next to their kin. An entry not named here follows these,
@@ -40,7 +41,7 @@ REPORT_ORDER = (
     "gpu_summary", "gpu_utilization_timeline", "step_time_breakdown", "kernel_table",
     "operator_table", "module_summary", "memory_timeline", "memory_peaks", "operator_memory", "memory_events",
     "memory_view",
-    "operator_roofline",
+    "operator_roofline", "inference_iterations",
     "queue_length", "queue_length_summary", "queue_length_time_series",
     "memory_bandwidth", "memory_bw_summary", "memory_bw_time_series",
     "collectives", "collective_summary", "stragglers", "step_breakdown",

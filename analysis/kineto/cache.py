@@ -33,7 +33,7 @@ from analysis.kineto.model import RankMeta, RankTrace
 # old entries then miss and are re-parsed.
 # 2: collectives gained kernel and gloo rows and "seq"; 3: wait_on_stream / wait_on_record columns;
 # 4: negative dur set to 0, RankMeta anomalies and negative_durations (the branches merged: 5)
-PARSER_VERSION = 5
+PARSER_VERSION = 6
 
 CACHE_ENV = "TRACE_ANALYSIS_CACHE"
 DEFAULT_CACHE_DIR = Path("~/.cache/trace-analysis")
@@ -48,7 +48,10 @@ class CacheWarning(UserWarning):
 
 def cache_key(source: str, size: int | None, version: str | None) -> str:
     """The entry name for one trace file: a hash of what identifies its content and the parser."""
-    text = f"{PARSER_VERSION}\n{source}\n{size}\n{version}"
+    from analysis.kineto.cuda_graphs import capture_signature
+
+    # a replay trace's parse depends on the capture traces beside it
+    text = f"{PARSER_VERSION}\n{source}\n{size}\n{version}\n{capture_signature(source)}"
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

@@ -39,6 +39,7 @@ import pyarrow as pa
 
 from analysis.errors import ConfigError, CorruptTraceError
 from analysis.kineto.cache import PARSER_VERSION, CacheWarning, TraceCache, cache_key
+from analysis.kineto.cuda_graphs import with_graph_capture
 from analysis.kineto.model import LEGACY_CATEGORIES, RankTrace
 from analysis.kineto.parse import _decode_top, _decompress, kept_rows
 from analysis.kineto.sources import find_trace_files, read_trace_bytes
@@ -214,6 +215,7 @@ def extra_table(
             )
     if table is None:
         data = read_trace_bytes(rt.meta.source, storage_options)
+        data, _ = with_graph_capture(data, rt.meta.source)  # rows as the loader numbered them
         if rt.meta.source_format != "kineto":
             from analysis.formats.readers import (
                 foreign_extra,  # another profiler's file: its reader

@@ -101,6 +101,9 @@ def load_file(
     """
     try:
         data = read_trace_bytes(url, storage_options)
+        from analysis.kineto.cuda_graphs import with_graph_capture
+
+        data, graph_notes = with_graph_capture(data, url)
         traces = parse_any(data, url, map_chunks)
     except InputFileError as exc:
         return ("error", type(exc), exc.path, exc.reason, None)
@@ -110,7 +113,7 @@ def load_file(
         reason = f"unexpected {type(exc).__name__} while parsing: {exc}"
         return ("error", TraceLoadError, url, reason, traceback.format_exc())
     del data
-    notes: list[str] = []
+    notes: list[str] = graph_notes
     if key is not None:
         try:
             TraceCache(cache_dir).put_parts(key, traces)

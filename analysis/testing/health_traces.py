@@ -156,6 +156,13 @@ def _timestamp_resolution(job: Job) -> Job:
     return job
 
 
+def _graph_capture(job: Job) -> Job:
+    for e in job[0]["traceEvents"]:
+        if e.get("name") == "cudaLaunchKernel":
+            e["name"] = "cudaGraphLaunch"  # replayed graphs, recorded without their capture
+    return job
+
+
 def _rank_origin(job: Job) -> Job:
     for doc in job.values():
         del doc["distributedInfo"]
@@ -198,6 +205,7 @@ FAULTS: dict[str, Callable[[Job], Job]] = {
     "kineto_warnings": _kineto_warnings,
     "truncated_last_step": _truncated_last_step,
     "timestamp_resolution": _timestamp_resolution,
+    "graph_capture": _graph_capture,
     "rank_origin": _rank_origin,
     "missing_distributed_info": _rank_origin,
     "no_gpu_events": _no_gpu_events,

@@ -580,6 +580,67 @@ def launch_overhead(results: Mapping[str, Any]) -> list[Finding]:
     )]
 
 
+# Serving: the GPU idles more than this share (%) of the steady-state iterations' span between
+# iterations (scheduler / host time), or inside decode iterations (launch-bound decode).
+SERVING_IDLE_PCT = 20.0
+
+
+def _steady_iterations(results: Mapping[str, Any]) -> pd.DataFrame:
+    table = _need(results, "inference_iterations")
+    steady = table[table["steady"].astype(bool) & (table["kernels"] > 0)]
+    return steady
+
+
+def idle_between_iterations(results: Mapping[str, Any]) -> list[Finding]:
+    """Serving traces: the GPU waits between the engine's iterations (scheduler, host work).
+    Returns nothing on traces without serving iterations (training traces)."""
+    steady = _steady_iterations(results)
+    gaps = steady["idle_before_us"].astype(float)
+    if gaps.notna().sum() == 0:
+        return []
+    span = float((steady["gpu_end_us"] - steady["gpu_start_us"]).sum())
+    idle = float(gaps.sum())
+    share = 100.0 * idle / (idle + span) if idle + span > 0 else 0.0
+    if share <= SERVING_IDLE_PCT:
+        return []
+    return [Finding(
+        "warning", "The GPU idles between serving iterations",
+        f"Between the {len(steady)} steady-state iterations the GPU is idle {idle / 1000:.2f} ms "
+        f"({share:.1f} % of their time): the engine's scheduler and host work between forward "
+        "passes are not overlapped with the GPU.",
+        "idle_between_iterations_pct", round(share, 2), SERVING_IDLE_PCT,
+        f"inference_iterations: median gap {gaps.median():.1f} µs, median GPU busy "
+        f"{steady['gpu_busy_us'].median():.1f} µs per iteration",
+        "Overlap scheduling with the GPU (vLLM async scheduling, SGLang overlap scheduler), "
+        "larger batches, or fewer host syncs between iterations.",
+    )]
+
+
+def launch_bound_decode(results: Mapping[str, Any]) -> list[Finding]:
+    """Serving traces: decode iterations whose GPU waits between its own kernels (small kernels
+    launched one by one, gaps between graph launches). Nothing on traces without decode."""
+    steady = _steady_iterations(results)
+    decode = steady[steady["phase"] == "decode"]
+    if decode.empty:
+        return []
+    span = float((decode["gpu_end_us"] - decode["gpu_start_us"]).sum())
+    inside = float(decode["idle_inside_us"].sum())
+    share = 100.0 * inside / span if span > 0 else 0.0
+    if share <= SERVING_IDLE_PCT:
+        return []
+    mean_kernel = float(decode["gpu_busy_us"].sum()) / max(int(decode["kernels"].sum()), 1)
+    return [Finding(
+        "warning", "Decode is launch-bound",
+        f"Inside the {len(decode)} steady-state decode iterations the GPU is idle {share:.1f} % "
+        "of the time between their first and last kernel: it waits for the next launch.",
+        "decode_idle_inside_pct", round(share, 2), SERVING_IDLE_PCT,
+        f"inference_iterations: {int(decode['kernels'].sum()):,} kernels of {mean_kernel:.1f} µs "
+        f"on average; {inside / 1000:.2f} ms idle inside decode iterations",
+        "Replay decode as a CUDA graph for every batch size served (vLLM/SGLang cuda graph "
+        "capture sizes), fuse small kernels, keep host work out of the forward pass.",
+    )]
+
+
 RULES: dict[str, Callable[[Mapping[str, Any]], list[Finding]]] = {
     "trace_health_errors": trace_health_errors,
     "gpu_idle_host_bound": gpu_idle_host_bound,
@@ -594,6 +655,8 @@ RULES: dict[str, Callable[[Mapping[str, Any]], list[Finding]]] = {
     "tensor_cores_unused": tensor_cores_unused,
     "launch_overhead": launch_overhead,
     "low_gpu_utilization": low_gpu_utilization,
+    "idle_between_iterations": idle_between_iterations,
+    "launch_bound_decode": launch_bound_decode,
 }
 
 # What the rules read, with the options they need (the registry runs these first).
@@ -617,6 +680,7 @@ REQUIRES: dict[str, dict[str, Any]] = {
     "step_time_breakdown": {},
     "gpu_summary": {},
     "kernel_table": {},
+    "inference_iterations": {},
 }
 
 

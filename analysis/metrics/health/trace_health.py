@@ -21,6 +21,7 @@ Per rank (each a small pure function ``RankTrace → findings``):
   calls that have no GPU event (dropped events, a full activity buffer); ``kineto_warnings``:
   Kineto's own warnings/errors and non-zero record counts;
   ``truncated_last_step``: the last ProfilerStep is much shorter than the others;
+  ``graph_capture``: CUDA/HIP graph launches without their capture traces, or not matched to them;
 - ``stream_overlap``: events on one stream that overlap (a stream runs one at a time);
   ``negative_duration`` (error), ``zero_duration``; ``timestamp_resolution`` (ns fractions).
 
@@ -86,7 +87,7 @@ def trace_health_rank(
     gpu = gpu_mask(ev) & ~runtime_mask(ev)
     for check in (
         hc.rank_origin, hc.kineto_warnings, hc.negative_duration, hc.timestamp_resolution,
-        hc.truncated_last_step,
+        hc.truncated_last_step, hc.graph_capture,
     ):
         health.findings += check(rt)
     if not gpu.any():

@@ -116,6 +116,36 @@ def timestamp_resolution(rt: RankTrace) -> list[tuple]:
              f"displayTimeUnit={rt.meta.other.get('displayTimeUnit', 'absent')}")]
 
 
+def graph_capture(rt: RankTrace) -> list[tuple]:
+    """CUDA/HIP graph launches: without the capture traces their kernels have no operator; with
+    them (``analysis.kineto.cuda_graphs``), the launches no capture matched."""
+    ev = rt.events
+    names = ev["name"].astype(str)
+    launch = runtime_mask(ev) & names.str.endswith("GraphLaunch").to_numpy()
+    if not launch.any():
+        return []
+    merged = rt.meta.other.get("graphCapture")
+    if isinstance(merged, dict):
+        if not merged.get("unmatched_launches"):
+            return [("info", "graph_capture",
+                     f"{merged.get('matched_launches')} graph launches attributed to the "
+                     "operators of their capture traces",
+                     f"{merged.get('kernels_attributed')} kernels")]
+        return [("warning", "graph_capture",
+                 f"{merged['unmatched_launches']} of {merged.get('graph_launches')} graph "
+                 "launches match no capture trace (kernel count or names differ): their "
+                 "kernels stay under the launch, as 'CUDA graph (<launch call>)'",
+                 "; ".join(merged.get("unmatched", [])[:3]))]
+    corr = set(ev["correlation"].to_numpy()[launch].tolist())
+    gpu = kernel_like_mask(ev) & ev["correlation"].isin(corr).to_numpy()
+    return [("warning", "graph_capture",
+             f"{int(launch.sum())} graph launches and their kernels have no operator or shape: "
+             "record the graph capture too (vLLM and SGLang write it to a capture_traces/ "
+             "folder beside the replay trace when profiling with graph capture tracing on) and "
+             "keep that folder beside the trace, where it is read automatically",
+             f"{int(gpu.sum())} kernels, {_us(int(ev['dur'].to_numpy()[gpu].sum()))} of GPU time")]
+
+
 def truncated_last_step(rt: RankTrace) -> list[tuple]:
     steps = rt.profiler_steps()
     if len(steps) < 3:

@@ -15,6 +15,13 @@ Definitions (all times in µs, summed over every call of the operator name):
   ``gpu_total_us``: GPU time launched by runtime calls made while the operator was open (its own
   and its descendants'), i.e. the calls on its thread that start within ``[ts, ts + dur)``.
 
+- CUDA/HIP graph launches (``cudaGraphLaunch`` / ``hipGraphLaunch``) that no operator encloses
+  (a serving engine replays its graphs from Python) get a row of their own, named
+  ``CUDA graph (<launch call>)``: ``calls`` is the number of launches, ``gpu_self_us`` and
+  ``gpu_total_us`` the GPU time of their kernels, CPU times the launch calls' durations. With the
+  capture traces (``analysis.kineto.cuda_graphs``) those kernels belong to captured operators
+  instead.
+
 Runtime calls are matched to operators by time on the thread rather than by ``External id``: time
 works for every trace vintage, whereas External ids are missing in old traces and shared by
 Python-function events in new ones. Nesting is computed with sorts, cumulative sums and
@@ -40,7 +47,7 @@ def operator_summary_rank(rank_trace: RankTrace, top: int | None = 20) -> pd.Dat
     µs), sorted by ``gpu_total_us`` then ``cpu_self_us``, descending; the first ``top`` rows
     (``None``: all)."""
     events = rank_trace.events
-    per_op = operator_times(events)
+    per_op = pd.concat([operator_times(events), graph_launch_times(events)])
     if per_op.empty:
         return pd.DataFrame({c: pd.Series(dtype="object" if c == "name" else "float64") for c in COLUMNS})
     grouped = per_op.groupby("name", observed=True, sort=False)
@@ -69,6 +76,47 @@ def combine(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     if not parts:
         return pd.DataFrame(columns=["rank", *COLUMNS])
     return pd.concat(parts, ignore_index=True)
+
+
+GRAPH_LAUNCH_SUFFIX = "GraphLaunch"
+GRAPH_ROW = "CUDA graph ({})"
+
+
+def graph_launch_times(events: pd.DataFrame) -> pd.DataFrame:
+    """One row per graph launch call that no ``cpu_op`` of its thread encloses, shaped like
+    ``operator_times`` (name ``CUDA graph (<call>)``, no parent, depth 0)."""
+    is_rt = runtime_mask(events)
+    names = events["name"].astype(str)
+    launches = events.loc[is_rt & names.str.endswith(GRAPH_LAUNCH_SUFFIX).to_numpy()]
+    empty = pd.DataFrame(columns=["name", "parent", "depth", "cpu_total_ns", "cpu_self_ns",
+                                  "gpu_total_ns", "gpu_self_ns"])
+    if launches.empty:
+        return empty
+    ops = events.loc[cat_mask(events, CPU_OP_CATS)]
+    gpu = events.loc[kernel_like_mask(events)]
+    gpu_by_corr = gpu.groupby("correlation", sort=False)["dur"].sum()
+    keep = []
+    for label, call in launches.iterrows():
+        same = ops[(ops["pid"] == call["pid"]) & (ops["tid"] == call["tid"])]
+        enclosed = ((same["ts"] <= call["ts"]) & (same["ts"] + same["dur"] > call["ts"])).any()
+        if not enclosed:
+            keep.append(label)
+    if not keep:
+        return empty
+    rows = launches.loc[keep]
+    gpu_ns = rows["correlation"].map(gpu_by_corr).fillna(0).to_numpy(dtype=np.int64)
+    return pd.DataFrame(
+        {
+            "name": [GRAPH_ROW.format(n) for n in rows["name"].astype(str)],
+            "parent": -1,
+            "depth": 0,
+            "cpu_total_ns": rows["dur"].to_numpy(np.int64),
+            "cpu_self_ns": rows["dur"].to_numpy(np.int64),
+            "gpu_total_ns": gpu_ns,
+            "gpu_self_ns": gpu_ns,
+        },
+        index=rows.index,
+    )
 
 
 def operator_times(events: pd.DataFrame) -> pd.DataFrame:

@@ -9,6 +9,8 @@ Per rank (``window="full"``: the whole trace):
 - ``steps``: the profiler step numbers (``analysis.kineto.steps``), ``"-"`` without a schedule;
 - ``duration_ms``: first event start to last event end (ms);
 - ``gpu_events``: GPU events (kernels, memcpy, memset, syncs) in the trace;
+- ``graph_launches``, ``graph_launches_unmatched``: CUDA/HIP graph launches, and those whose
+  kernels no capture trace attributed to operators (all of them without capture traces);
 - ``unlaunched_gpu_events``, ``unlaunched_gpu_ms``: GPU events whose correlation id matches no
   launching call in the trace (the tail of an iteration the profiler did not capture) and their
   summed GPU time (ms); whether the analyses keep them is ``TraceAnalysis(gpu_events=...)``.
@@ -20,13 +22,13 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from analysis.kineto.events import gpu_mask
+from analysis.kineto.events import gpu_mask, runtime_mask
 from analysis.kineto.model import RankTrace
 from analysis.kineto.steps import profiler_steps
 from analysis.kineto.window import unlaunched_mask
 
 COLUMNS = ["rank", "file", "format", "rank_from", "gpu", "world_size", "events", "steps", "duration_ms", "gpu_events",
-           "unlaunched_gpu_events", "unlaunched_gpu_ms"]
+           "unlaunched_gpu_events", "unlaunched_gpu_ms", "graph_launches", "graph_launches_unmatched"]
 
 
 def trace_metadata_rank(rt: RankTrace) -> dict:
@@ -49,7 +51,21 @@ def trace_metadata_rank(rt: RankTrace) -> dict:
         "gpu_events": int(gpu_mask(ev).sum()),
         "unlaunched_gpu_events": int(unlaunched.sum()),
         "unlaunched_gpu_ms": round(int(ev["dur"].to_numpy()[unlaunched].sum()) / 1e6, 3),
+        **_graph_counts(rt),
     }
+
+
+def _graph_counts(rt: RankTrace) -> dict:
+    """CUDA/HIP graph launches merged with capture traces (``analysis.kineto.cuda_graphs``):
+    how many, and how many matched no capture; without capture traces, the launch calls in the
+    trace, all unmatched."""
+    merged = rt.meta.other.get("graphCapture")
+    if isinstance(merged, dict):
+        return {"graph_launches": int(merged.get("graph_launches", 0)),
+                "graph_launches_unmatched": int(merged.get("unmatched_launches", 0))}
+    ev = rt.events
+    n = int((runtime_mask(ev) & ev["name"].astype(str).str.endswith("GraphLaunch").to_numpy()).sum())
+    return {"graph_launches": n, "graph_launches_unmatched": n}
 
 
 def combine(rows: Mapping[int, dict]) -> pd.DataFrame:

@@ -27,6 +27,7 @@ EXPECTED = {
     "kineto_warnings": ("warning", "default"),
     "truncated_last_step": ("info", "default"),
     "timestamp_resolution": ("info", "default"),
+    "graph_capture": ("warning", "default"),
     "rank_origin": ("info", "default"),
     "missing_distributed_info": ("warning", "default"),
     "no_gpu_events": ("warning", "default"),
@@ -130,3 +131,13 @@ def test_kernels_launched_before_the_profiler_started_are_info(tmp_path):
     hits = _findings(job, tmp_path).query("check == 'kernels_without_launch'")
     assert hits["severity"].tolist() == ["info"]
     assert "before the profiler started" in hits["message"].iloc[0]
+
+
+def test_graph_capture_says_how_to_record_it(tmp_path):
+    job = ht.faulty_job("graph_capture")
+    launches = [e for e in job[0]["traceEvents"] if e.get("name") == "cudaGraphLaunch"]
+    findings = _findings(job, tmp_path)
+    hit = findings[findings["check"] == "graph_capture"].iloc[0]
+    assert "capture_traces/" in hit["message"]
+    assert hit["message"].startswith(f"{len(launches)} graph launches")
+    assert hit["evidence"].startswith(f"{len(launches)} kernels")  # one GEMM per launch

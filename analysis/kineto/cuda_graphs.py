@@ -1,0 +1,302 @@
+"""CUDA/HIP graph replay traces joined with their capture traces.
+
+A serving engine (vLLM, SGLang) captures its model's forward pass as a CUDA/HIP graph once and
+then replays it with one ``cudaGraphLaunch`` / ``hipGraphLaunch`` per iteration. In the replay
+trace every kernel of the graph is correlated to that one launch, so no operator and no shape
+can be seen. The engines can write the capture step as its own profiler trace (the
+``capture_traces/`` folder beside the replay trace, with an ``execution_details.json``): there
+each kernel launch is still issued by its operator (``aten::mm`` with its ``Input Dims``, ...).
+
+``merge_graph_capture`` joins the two at the level of the raw Kineto events, before the trace is
+parsed: for each graph launch of the replay, its kernels (ordered by start time) are matched to
+a capture's kernel launches (between ``StreamBeginCapture`` and ``StreamEndCapture``, ordered by
+start time) with the same count and, where both carry kernel names, the same names in the same
+order. Each matched kernel gets a synthetic operator (the innermost CPU operator that enclosed
+the launch at capture, with its arguments) and a synthetic launch call, nested in the time of the
+original graph launch, so that every later analysis (operator summary, roofline, kernel tables)
+sees an ordinary operator → launch → kernel chain. Launches that no capture matches keep their
+kernels under the graph launch and are counted in ``GraphMergeStats.unmatched_launches``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+GRAPH_LAUNCH_SUFFIX = "GraphLaunch"  # cudaGraphLaunch, hipGraphLaunch
+CAPTURE_FOLDER = "capture_traces"
+_RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+_SGLANG_PROFILER = "sglang_profiler::"
+
+
+@dataclass
+class GraphMergeStats:
+    """What ``merge_graph_capture`` did. Counts are graph launches / kernels of the replay."""
+
+    graph_launches: int = 0
+    matched_launches: int = 0
+    unmatched_launches: int = 0
+    kernels_attributed: int = 0
+    kernels_unattributed: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Capture:
+    source: str
+    ops: list[tuple[str, dict]]  # per captured kernel launch: (operator name, its args)
+    kernel_names: list[str | None]
+
+
+def find_capture_folder(trace_path: str) -> Path | None:
+    """The ``capture_traces/`` folder beside a local replay trace, or None."""
+    folder = Path(trace_path).parent / CAPTURE_FOLDER
+    return folder if folder.is_dir() else None
+
+
+def capture_signature(url: str) -> str:
+    """What identifies the capture traces beside a local trace (names, sizes, mtimes), for cache
+    keys; empty when there are none."""
+    if "://" in url and not url.startswith("file://"):
+        return ""
+    folder = find_capture_folder(url.removeprefix("file://"))
+    if folder is None:
+        return ""
+    parts = []
+    for p in sorted(folder.iterdir()):
+        st = p.stat()
+        parts.append(f"{p.name}:{st.st_size}:{st.st_mtime_ns}")
+    return ";".join(parts)
+
+
+def read_capture_events(path: str | Path) -> list[list[dict]]:
+    """The ``traceEvents`` of every capture trace at ``path`` (a file, or a folder of
+    ``*.json`` / ``*.json.gz`` traces; ``execution_details.json`` is skipped)."""
+    path = Path(path)
+    files = (
+        sorted(p for p in path.iterdir() if p.name.endswith((".json", ".json.gz")))
+        if path.is_dir()
+        else [path]
+    )
+    out = []
+    for f in files:
+        if f.name == "execution_details.json":
+            continue
+        data = f.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        top = json.loads(data)
+        if isinstance(top, dict) and isinstance(top.get("traceEvents"), list):
+            out.append(top["traceEvents"])
+    return out
+
+
+def _is_launch(ev: dict) -> bool:
+    name = ev.get("name", "")
+    return ev.get("cat") in _RUNTIME_CATS and "LaunchKernel" in name
+
+
+def _capture_of(events: list[dict], source: str) -> _Capture | None:
+    runtime = [e for e in events if e.get("cat") in _RUNTIME_CATS and e.get("ph") == "X"]
+    begins = [e["ts"] for e in runtime if e.get("name", "").endswith("StreamBeginCapture")]
+    ends = [e["ts"] for e in runtime if e.get("name", "").endswith("StreamEndCapture")]
+    lo = min(begins) if begins else float("-inf")
+    hi = max(ends) if ends else float("inf")
+    launches = sorted(
+        (e for e in runtime if _is_launch(e) and lo <= e["ts"] <= hi), key=lambda e: e["ts"]
+    )
+    if not launches:
+        return None
+    ops_by_thread: dict[tuple, list[dict]] = {}
+    for e in events:
+        if e.get("cat") == "cpu_op" and e.get("ph") == "X":
+            ops_by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+    starts = {}
+    for key, ops in ops_by_thread.items():
+        ops.sort(key=lambda e: e["ts"])
+        starts[key] = [e["ts"] for e in ops]
+    # kernels launched at capture time (rare: capture does not run them) name the launches
+    names_by_corr = {
+        e.get("args", {}).get("correlation"): e.get("name")
+        for e in events
+        if e.get("cat") == "kernel"
+    }
+    ops, names = [], []
+    for launch in launches:
+        key = (launch.get("pid"), launch.get("tid"))
+        ts = launch["ts"]
+        best = None
+        thread_ops = ops_by_thread.get(key, [])
+        i = bisect.bisect_right(starts.get(key, []), ts)
+        # the innermost enclosing operator: the latest-starting one that still covers ts
+        for op in reversed(thread_ops[:i]):
+            if op["ts"] + op.get("dur", 0) >= ts + launch.get("dur", 0):
+                best = op
+                break
+        args = launch.get("args", {})
+        kname = args.get("kernel") or names_by_corr.get(args.get("correlation"))
+        names.append(kname)
+        ops.append(
+            (_op_name(best["name"]), dict(best.get("args", {}))) if best else (launch["name"], {})
+        )
+    return _Capture(source=source, ops=ops, kernel_names=names)
+
+
+def _op_name(name: str) -> str:
+    """SGLang's kernel shape profiler registers ``sglang_profiler::<module>_<fn>_<n>``: the
+    trailing registration counter ``_<n>`` is dropped (as TraceLens does), so that the same
+    operator has one name across captures."""
+    if name.startswith(_SGLANG_PROFILER):
+        return re.sub(r"_\d+$", "", name)
+    return name
+
+
+def merge_graph_capture(
+    replay_events: list[dict], captures: list[list[dict]], sources: list[str] | None = None
+) -> tuple[list[dict], GraphMergeStats]:
+    """The replay's events with each graph launch's kernels attributed to captured operators.
+
+    ``captures``: the events of each capture trace. Returns the new event list (the input is not
+    modified) and the statistics; see the module docstring for the matching rules.
+    """
+    sources = sources or [f"capture {i}" for i in range(len(captures))]
+    caps = [c for c in (_capture_of(ev, s) for ev, s in zip(captures, sources, strict=True)) if c]
+    stats = GraphMergeStats()
+    launches = [
+        e
+        for e in replay_events
+        if e.get("cat") in _RUNTIME_CATS
+        and e.get("name", "").endswith(GRAPH_LAUNCH_SUFFIX)
+        and e.get("ph") == "X"
+    ]
+    kernels_by_corr: dict = {}
+    for e in replay_events:
+        if e.get("cat") == "kernel":
+            kernels_by_corr.setdefault(e.get("args", {}).get("correlation"), []).append(e)
+    replaced: dict[int, list[dict]] = {}  # id(launch event) -> synthetic events
+    new_kernel: dict[int, dict] = {}  # id(kernel event) -> rewritten kernel
+    next_id = 1 + max(
+        [int(e.get("args", {}).get("correlation", 0) or 0) for e in replay_events]
+        + [int(e.get("args", {}).get("External id", 0) or 0) for e in replay_events]
+        + [0]
+    )
+    for launch in launches:
+        stats.graph_launches += 1
+        kernels = sorted(
+            kernels_by_corr.get(launch["args"].get("correlation"), []), key=lambda e: e["ts"]
+        )
+        cap = _matching_capture(caps, kernels)
+        if cap is None:
+            stats.unmatched_launches += 1
+            stats.kernels_unattributed += len(kernels)
+            stats.reasons.append(
+                f"{launch['name']} at ts {launch['ts']}: {len(kernels)} kernels, no capture "
+                f"with that kernel sequence (capture launch counts: "
+                f"{sorted({len(c.ops) for c in caps}) or 'no capture traces'})"
+            )
+            continue
+        stats.matched_launches += 1
+        n = len(kernels)
+        width = launch.get("dur", 0) / max(n, 1)
+        synthetic = []
+        for i, (kernel, (op_name, op_args)) in enumerate(zip(kernels, cap.ops, strict=True)):
+            corr, ext = next_id, next_id + 1
+            next_id += 2
+            ts = launch["ts"] + i * width
+            op = {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": op_name,
+                "pid": launch.get("pid"),
+                "tid": launch.get("tid"),
+                "ts": ts,
+                "dur": width * 0.9,
+                "args": {**op_args, "External id": ext, "graph_replay": True},
+            }
+            call = {
+                "ph": "X",
+                "cat": launch["cat"],
+                "name": launch["name"],
+                "pid": launch.get("pid"),
+                "tid": launch.get("tid"),
+                "ts": ts + width * 0.1,
+                "dur": width * 0.5,
+                "args": {"correlation": corr, "External id": ext},
+            }
+            synthetic += [op, call]
+            new_kernel[id(kernel)] = {
+                **kernel,
+                "args": {**kernel.get("args", {}), "correlation": corr, "External id": ext},
+            }
+            stats.kernels_attributed += 1
+        replaced[id(launch)] = synthetic
+    out = []
+    for e in replay_events:
+        if id(e) in replaced:
+            out += replaced[id(e)]
+        elif id(e) in new_kernel:
+            out.append(new_kernel[id(e)])
+        elif e.get("cat") == "ac2g" and any(
+            id(k) in new_kernel for k in kernels_by_corr.get(e.get("id"), [])
+        ):
+            continue  # flows of the replaced graph launches
+        else:
+            out.append(e)
+    return out, stats
+
+
+def _matching_capture(caps: list[_Capture], kernels: list[dict]) -> _Capture | None:
+    for cap in caps:
+        if len(cap.ops) != len(kernels) or not kernels:
+            continue
+        if all(
+            n is None or n == k.get("name") for n, k in zip(cap.kernel_names, kernels, strict=True)
+        ):
+            return cap
+    return None
+
+
+def merge_trace_bytes(data: bytes, capture: str | Path) -> tuple[bytes, GraphMergeStats]:
+    """``merge_graph_capture`` on a whole trace file's bytes (gzip or plain JSON): the merged
+    trace as plain JSON bytes, with the statistics under the top-level key ``graphCapture``."""
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    top = json.loads(data)
+    paths = Path(capture)
+    caps = read_capture_events(paths)
+    events, stats = merge_graph_capture(top.get("traceEvents", []), caps)
+    top["traceEvents"] = events
+    top["graphCapture"] = {
+        "graph_launches": stats.graph_launches,
+        "matched_launches": stats.matched_launches,
+        "unmatched_launches": stats.unmatched_launches,
+        "kernels_attributed": stats.kernels_attributed,
+        "kernels_unattributed": stats.kernels_unattributed,
+        "unmatched": stats.reasons[:20],
+    }
+    return json.dumps(top).encode(), stats
+
+
+def with_graph_capture(data: bytes, url: str) -> tuple[bytes, list[str]]:
+    """A local replay trace's bytes merged with the ``capture_traces/`` folder beside it, and a
+    note when some graph launches matched no capture; other traces' bytes unchanged. The loader
+    and the on-demand args tables (``analysis.kineto.extras``) both read a trace through it, so
+    that their rows agree."""
+    if "://" in url and not url.startswith("file://"):
+        return data, []
+    folder = find_capture_folder(url.removeprefix("file://"))
+    if folder is None:
+        return data, []
+    merged, stats = merge_trace_bytes(data, folder)
+    notes = []
+    if stats.unmatched_launches:
+        notes.append(
+            f"{url}: {stats.unmatched_launches} of {stats.graph_launches} graph launches match no "
+            f"capture trace in {folder} ({stats.kernels_unattributed} kernels stay under the "
+            f"launch); first: {stats.reasons[0]}"
+        )
+    return merged, notes

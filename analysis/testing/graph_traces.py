@@ -1,0 +1,55 @@
+"""A CUDA graph replay trace and its capture trace, hand-built with a known attribution.
+
+``capture_events(ops)``: a capture trace (``cudaStreamBeginCapture`` ... ``EndCapture``) in which
+operator ``ops[i]`` (``Input Dims [[i + 1, 4], [4, 8]]``, bf16) launches kernel ``i``.
+``replay_events(kernel_counts)``: one ``cudaGraphLaunch`` per count, launch ``g`` at
+``1000 + 1000 g`` µs lasting 50 µs, with that many kernels ``k0, k1, ...``, kernel ``k`` lasting
+``k + 1`` µs, correlated to the launch. A launch whose count differs from the capture's matches
+no capture. ``write_pair(folder, ops, kernel_counts)`` writes ``replay.json`` and
+``capture_traces/capture.json`` and returns the replay's path.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def _x(cat, name, ts, dur, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+            "args": args}
+
+
+def capture_events(ops: list[str]) -> list[dict]:
+    ev = [_x("cuda_runtime", "cudaStreamBeginCapture", 0, 1, correlation=1)]
+    t = 10
+    for i, op in enumerate(ops):
+        ev.append(_x("cpu_op", op, t, 10, **{"Input Dims": [[i + 1, 4], [4, 8]],
+                                             "Input type": ["c10::BFloat16"] * 2}))
+        ev.append(_x("cuda_runtime", "cudaLaunchKernel", t + 2, 3, correlation=100 + i))
+        t += 20
+    ev.append(_x("cuda_runtime", "cudaStreamEndCapture", t, 1, correlation=2))
+    return ev
+
+
+def replay_events(kernel_counts: list[int]) -> list[dict]:
+    ev, t = [], 1000
+    for g, n in enumerate(kernel_counts):
+        ev.append(_x("cuda_runtime", "cudaGraphLaunch", t, 50, correlation=500 + g))
+        for k in range(n):
+            kern = _x("kernel", f"k{k}", t + 100 + 10 * k, k + 1.0, correlation=500 + g,
+                      stream=7)
+            kern["pid"], kern["tid"] = 0, 7
+            ev.append(kern)
+        t += 1000
+    return ev
+
+
+def write_pair(folder: str | Path, ops: list[str], kernel_counts: list[int]) -> Path:
+    folder = Path(folder)
+    (folder / "capture_traces").mkdir(parents=True, exist_ok=True)
+    (folder / "capture_traces" / "capture.json").write_text(
+        json.dumps({"traceEvents": capture_events(ops)}))
+    replay = folder / "replay.json"
+    replay.write_text(json.dumps({"traceEvents": replay_events(kernel_counts)}))
+    return replay
