@@ -27,6 +27,7 @@ import msgspec
 import pandas as pd
 import pyarrow as pa
 
+from analysis.errors import TraceLoadError
 from analysis.kineto.model import RankMeta, RankTrace
 
 # Bump whenever the parser's output changes (columns, dtypes, normalisation, RankMeta fields):
@@ -143,7 +144,28 @@ class TraceCache:
             )
             shutil.rmtree(entry, ignore_errors=True)
             return None
-        return RankTrace(meta=meta, **tables)
+        return RankTrace(meta=meta, cache_entry=str(entry), **tables)
+
+    @staticmethod
+    def read(entry: str | os.PathLike) -> RankTrace:
+        """The trace stored in the entry directory ``entry`` (a ``RankTrace.cache_entry``), read
+        again: its tables memory-mapped, as :meth:`get` reads them. Raises
+        :class:`~analysis.errors.TraceLoadError` when the entry is gone or damaged."""
+        path = Path(entry)
+        try:
+            record = msgspec.json.decode((path / "meta.json").read_bytes())
+            tables = {
+                name: _restore_dtypes(_read_table(path / f"{name}.arrow"), record["dtypes"][name])
+                for name in TABLES
+            }
+        except Exception as exc:
+            raise TraceLoadError(
+                str(path), f"the trace cache entry could not be read back ({type(exc).__name__}: "
+                f"{exc}); open the trace again"
+            ) from exc
+        meta = _meta_from_dict(record["meta"])
+        meta.from_cache = True
+        return RankTrace(meta=meta, cache_entry=str(path), **tables)
 
     def put(self, key: str, trace: RankTrace) -> Path:
         """Store ``trace`` under ``key`` atomically; returns the entry's directory.
