@@ -121,6 +121,8 @@ class LocalEngine:
         self._entries: dict[int, str] = {}
         # rank -> {"full": RankTrace, "steps": RankTrace}, least recently used first
         self._held: OrderedDict[int, dict[str, RankTrace]] = OrderedDict()
+        # bytes of each held rank, measured when its memo last grew: rank -> (memo sizes, bytes)
+        self._sizes: dict[int, tuple] = {}
         self._results: dict[tuple, Any] = {}
         self._whole: dict[str, Trace] = {}
         for r, rt in full_trace.items():  # what was just loaded is held while the budget allows
@@ -153,21 +155,29 @@ class LocalEngine:
     def _window_of(self, full: RankTrace) -> RankTrace:
         return rank_window(full, self._n_steps, self.include_last_profiler_step, self.gpu_events)
 
-    def _held_bytes(self) -> int:
-        return sum(_rank_bytes(rt) for views in self._held.values() for rt in views.values())
-
     def _hold(self, rank: int, views: dict[str, RankTrace]) -> None:
         self._held[rank] = views
         self._held.move_to_end(rank)
         self._fit(keep=rank)
 
     def _fit(self, keep: int | None = None) -> None:
-        """Release the least recently used ranks until the ranks held fit in ``max_memory``."""
+        """Release ranks until the ranks held fit in ``max_memory``. ``keep``, the rank just used,
+        stays and is measured again when its analyses memoised more. The rank released is the
+        most recently used one before ``keep``: the facade visits ranks in a cycle (each analysis
+        over every rank), where keeping the same ranks held gives hits and least-recently-used
+        release would give none."""
+        if keep is not None and keep in self._held:
+            views = self._held[keep]
+            shape = tuple(len(rt._memo) for rt in views.values())
+            if self._sizes.get(keep, (None, 0))[0] != shape:
+                self._sizes[keep] = (shape, sum(_rank_bytes(rt) for rt in views.values()))
         if self._whole:
             return  # full_trace / trace were handed out: every rank stays held
-        while len(self._held) > (keep is not None) and self._held_bytes() > self.max_memory:
-            oldest = next(r for r in self._held if r != keep)
-            del self._held[oldest]
+        held = sum(self._sizes[r][1] for r in self._held if r in self._sizes)
+        while held > self.max_memory and len(self._held) > (keep is not None):
+            victim = next(r for r in reversed(self._held) if r != keep)
+            del self._held[victim]
+            held -= self._sizes.pop(victim, (None, 0))[1]
 
     def _views(self, rank: int) -> dict[str, RankTrace]:
         if rank in self._pinned:

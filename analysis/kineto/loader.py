@@ -117,7 +117,8 @@ def load_file(
     notes: list[str] = []
     if key is not None:
         try:
-            TraceCache(cache_dir).put(key, trace)
+            # the rank can now be released and read back from the entry (analysis.engines.local)
+            trace.cache_entry = str(TraceCache(cache_dir).put(key, trace))
             if not return_trace:
                 return ("cached", key, notes)
         except OSError as exc:
