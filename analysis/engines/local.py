@@ -132,7 +132,7 @@ class LocalEngine:
                 self._entries[r] = rt.cache_entry
             else:
                 self._pinned[r] = rt
-            self._hold(r, {"full": rt, "steps": steps})
+            self._hold(r, {"full": rt, "steps": steps} if r in self._pinned else {"steps": steps})
 
     @classmethod
     def load(
@@ -179,30 +179,28 @@ class LocalEngine:
             del self._held[victim]
             held -= self._sizes.pop(victim, (None, 0))[1]
 
-    def _views(self, rank: int) -> dict[str, RankTrace]:
+    def _read_full(self, rank: int) -> RankTrace:
         if rank in self._pinned:
-            views = self._held.get(rank)
-            if views is None:
-                views = {"full": self._pinned[rank]}
-                self._held[rank] = views
-            return views
-        views = self._held.get(rank)
-        if views is None:
-            full = TraceCache.read(self._entries[rank])
-            views = {"full": replace(full, meta=self.metas[rank])}
-            self._held[rank] = views
-        self._held.move_to_end(rank)
-        return views
+            return self._pinned[rank]
+        return replace(TraceCache.read(self._entries[rank]), meta=self.metas[rank])
 
     def rank_trace(self, rank: int, window: Window = "steps") -> RankTrace:
         """One rank, whole (``"full"``) or its analysed window (``"steps"``), read back from the
-        cache if it was released."""
+        cache if it was released. A window is held without the whole rank it was cut from (the
+        memory-mapped tables are let go: the window is what the analyses read)."""
         if window not in ("steps", "full"):
             raise ConfigError(f"window must be 'steps' or 'full', not {window!r}")
         self.select([rank])
-        views = self._views(rank)
+        views = self._held.get(rank)
+        if views is None:
+            views = self._held[rank] = {}
+        self._held.move_to_end(rank)
         if window not in views:
-            views[window] = self._window_of(views["full"])
+            full = views.get("full") or self._read_full(rank)
+            if window == "full" or rank in self._pinned:
+                views["full"] = full
+            if window == "steps":
+                views["steps"] = self._window_of(full)
         return views[window]
 
     def _whole_trace(self, window: Window) -> Trace:
