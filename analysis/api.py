@@ -19,10 +19,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from analysis import analyses as catalogue
 from analysis import registry
 from analysis.arguments import load_options as check_load_options
 from analysis.engines import Engine, load_engine
-from analysis.errors import ConfigError, TraceAnalysisError
+from analysis.errors import ConfigError, FormatNotSupportedError, TraceAnalysisError
 from analysis.kineto.model import Trace
 from analysis.kineto.window import check_gpu_events
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
@@ -221,10 +222,10 @@ class TraceAnalysis:
         result slot instead of raising it (the report uses this: one analysis that cannot run
         leaves the others).
         """
-        derived = {n: o for n, o in requests.items() if registry.get(n).derive is not None}
+        derived = {n: o for n, o in requests.items() if catalogue.get(n).derive is not None}
         if derived:
             return self._run_with_derived(requests, derived, ranks, errors)
-        specs = {name: registry.get(name) for name in requests}
+        specs = {name: catalogue.get(name) for name in requests}
         by_ranks: dict[tuple[int, ...], list[str]] = {}
         for name, spec in specs.items():
             chosen = self.engine.select(ranks, default=spec.default_ranks)
@@ -233,9 +234,9 @@ class TraceAnalysis:
         results: dict[str, Any] = {}
         for chosen, names in by_ranks.items():
             batch = [(n, dict(requests[n])) for n in names]
-            for window, reqs in registry.requests_by_window(batch).items():
+            for window, reqs in catalogue.requests_by_window(batch).items():
                 parts = self.engine.map_ranks(
-                    registry.run_on_rank, chosen, window=window, requests=reqs, context=context
+                    catalogue.run_on_rank, chosen, window=window, requests=reqs, context=context
                 )
                 for name, options in reqs:
                     try:
@@ -254,11 +255,11 @@ class TraceAnalysis:
         their requirements join the same batch, then each derived result is computed from them."""
         base = {n: dict(o) for n, o in requests.items() if n not in derived}
         for name in derived:
-            for required, options in registry.get(name).requires.items():
+            for required, options in catalogue.get(name).requires.items():
                 base.setdefault(required, dict(options))
         results = self.run_many(base, ranks, errors="return")
         for name, options in derived.items():
-            spec = registry.get(name)
+            spec = catalogue.get(name)
             inputs = {r: results[r] for r in spec.requires}
             try:
                 results[name] = spec.derive(inputs, **options)
@@ -309,8 +310,8 @@ class TraceAnalysis:
 
     def summary(self, ranks: RankSpec = "all") -> Any:
         """The headline numbers per rank: every analysis's headline columns, merged on ``rank``."""
-        names = registry.headline_names()
-        return registry.headline_table(self.run_many(dict.fromkeys(names, {}), ranks,
+        names = catalogue.headline_names()
+        return catalogue.headline_table(self.run_many(dict.fromkeys(names, {}), ranks,
                                                      errors="return"))
 
     def export_merged_trace(
@@ -344,23 +345,26 @@ class TraceAnalysis:
     # ------------------------------------------------------------------------------ HTA bridge
     @property
     def hta(self):
-        """HolisticTraceAnalysis's own ``TraceAnalysis`` over the same traces, for its other analyses
-        (critical path, trace diff, queue length, ...). Remote traces are fetched into the cache first.
+        """HolisticTraceAnalysis's own ``TraceAnalysis`` over the same traces, to cross-check a
+        number or use one of its analyses this package does not have (CUPTI counters, ...).
+        Remote traces are fetched into the cache first. Under pandas 3, where HTA 0.5.0's
+        ``critical_path_analysis`` raises, that method is answered by the native
+        ``self.critical_path_analysis`` (with a warning); see ``analysis.hta_bridge``.
         """
         if self._hta is None:
-            try:
-                from hta.trace_analysis import TraceAnalysis as HTATraceAnalysis
-            except ImportError as exc:
-                raise TraceAnalysisError(
-                    "HolisticTraceAnalysis is not installed: pip install 'trace-analysis[hta]' "
-                    "(or pip install holistictraceanalysis==0.5.0)"
-                ) from exc
+            foreign = sorted({m.source_format for m in self.engine.metas.values()} - {"kineto"})
+            if foreign:  # HTA reads Kineto JSON only
+                raise FormatNotSupportedError("HolisticTraceAnalysis", foreign[0], [
+                    "Kineto JSON (HolisticTraceAnalysis reads nothing else)"])
+            from analysis.hta_bridge import HTABridge, hta_class
+
+            hta_trace_analysis = hta_class()
             files = {r: self._local_copy(meta.source) for r, meta in self.engine.metas.items()}
-            self._hta = HTATraceAnalysis(
+            self._hta = HTABridge(hta_trace_analysis(
                 trace_files=files,
                 trace_dir=str(Path(next(iter(files.values()))).parent),
                 include_last_profiler_step=self.include_last_profiler_step,
-            )
+            ), self)
         return self._hta
 
     def _local_copy(self, source: str) -> str:
@@ -415,12 +419,13 @@ def _facade_method(spec: registry.Analysis):
     method.__name__ = spec.method
     method.__qualname__ = f"TraceAnalysis.{spec.method}"
     method.__signature__ = signature
+    metric = (spec.rank_step or spec.derive).__module__
     method.__doc__ = (
         f"{spec.doc}\n\nThe registered analysis ``{spec.name}``: its definition is the docstring "
-        f"of ``analysis.metrics``' module for it (see ``analysis.analyses``)."
+        f"of ``{metric}`` (entry in ``{metric.rpartition('.')[0]}.catalogue``)."
     )
     return method
 
 
-for _spec in registry.analyses().values():
+for _spec in catalogue.analyses().values():
     setattr(TraceAnalysis, _spec.method, _facade_method(_spec))

@@ -3,8 +3,8 @@
 A :class:`TraceComparison` holds two :class:`~analysis.api.TraceAnalysis` objects and the per-rank
 profiles of each (the registry entry ``trace_diff``, i.e. ``ta.get_step_profile()``: computed where
 the ranks live, this process or the Dask cluster). Every table is a pure function of those profiles
-(:mod:`analysis.metrics.trace_diff`); HTA's ``TraceDiff`` outputs come from
-:mod:`analysis.metrics.trace_diff_hta`. All times are µs per profiler step unless stated.
+(:mod:`analysis.metrics.compare.trace_diff`); HTA's ``TraceDiff`` outputs come from
+:mod:`analysis.metrics.compare.trace_diff_hta`. All times are µs per profiler step unless stated.
 
 Ranks are matched by number (the ranks loaded in both runs); when the two runs share no rank number
 and each has exactly one, those two are compared (with a warning).
@@ -15,22 +15,33 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import pandas as pd
 
 from analysis.errors import ConfigError
-from analysis.metrics import trace_diff as _diff
-from analysis.metrics import trace_diff_hta as _hta
+from analysis.metrics.compare import trace_diff as _diff
+from analysis.metrics.compare import trace_diff_hta as _hta
+from analysis.metrics.timebase import Rounding
 
-if TYPE_CHECKING:
-    from analysis.api import TraceAnalysis
+
+class Run(Protocol):
+    """What a comparison reads of a run: an :class:`analysis.api.TraceAnalysis` (whose ``compare``
+    method calls here; this module does not import the facade)."""
+
+    engine: Any
+    time_rounding: Rounding
+
+    @property
+    def ranks(self) -> list[int]: ...
+
+    def run(self, name: str, ranks: Any = None, **options: Any) -> Any: ...
 
 RankArg = int | Iterable[int] | None
 
 
 def compare(
-    base: TraceAnalysis, test: TraceAnalysis, *, ranks: RankArg = None,
+    base: Run, test: Run, *, ranks: RankArg = None,
     min_change_pct: float = _diff.DEFAULT_MIN_CHANGE_PCT,
     labels: tuple[str, str] = ("base", "test"),
 ) -> TraceComparison:
@@ -65,7 +76,7 @@ def match_ranks(base_ranks: list[int], test_ranks: list[int], ranks: RankArg = N
 class TraceComparison:
     """Base vs test: breakdown, kernel and operator deltas per profiler step (see the module doc)."""
 
-    def __init__(self, base: TraceAnalysis, test: TraceAnalysis, *, ranks: RankArg = None,
+    def __init__(self, base: Run, test: Run, *, ranks: RankArg = None,
                  min_change_pct: float = _diff.DEFAULT_MIN_CHANGE_PCT,
                  labels: tuple[str, str] = ("base", "test")) -> None:
         if min_change_pct < 0:
@@ -161,7 +172,7 @@ class TraceComparison:
                 f"test={self.test.engine.source!r}, pairs={self.pairs})")
 
 
-def _profiles(ta: TraceAnalysis, ranks: list[int]) -> dict[int, _diff.RankProfile]:
+def _profiles(ta: Run, ranks: list[int]) -> dict[int, _diff.RankProfile]:
     # through the registry (entry "trace_diff"): same per-rank task, memoised work and extras
     # as every other analysis of the run
     return ta.run("trace_diff", ranks)
@@ -178,7 +189,7 @@ def _as_list(value, default: list[int], what: str, present: Iterable[int]) -> li
     return chosen
 
 
-def _hta_side(ta: TraceAnalysis, rank: RankArg, iteration: RankArg, device: str, label: str
+def _hta_side(ta: Run, rank: RankArg, iteration: RankArg, device: str, label: str
               ) -> list[pd.DataFrame]:
     ranks = _as_list(rank, ta.ranks[:1], f"{label} rank", ta.ranks)
     found = ta.engine.map_ranks(_hta.iterations_rank, ta.ranks, window="full")

@@ -72,6 +72,7 @@ class Overview:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     findings: list[tuple[str, str, str]] = field(default_factory=list)  # severity, title, detail
     findings_error: str | None = None  # why the findings could not be made
+    formats: list[str] = field(default_factory=list)  # profilers that wrote the files (kineto...)
 
     @property
     def duration_ms(self) -> float | None:
@@ -123,6 +124,7 @@ def _overview(ta) -> Overview:
         ranks=ranks,
         world_size=sorted({m.world_size for m in metas.values() if m.world_size is not None}),
         backends=sorted({m.backend for m in metas.values() if m.backend}),
+        formats=sorted({m.source_format for m in metas.values()}),
         gpus=gpus,
         steps_analysed=list(analysed),
         steps_dropped=[s for s in all_steps if s not in set(analysed)],
@@ -190,7 +192,8 @@ def _rows(ov: Overview) -> list[tuple[str, str]]:
         if ov.from_cache else "parsed now (not from the cache)"
     )
     rows = [
-        ("Source", ov.source),
+        ("Source", ov.source + ("" if ov.formats in ([], ["kineto"])
+                                else f" ({', '.join(ov.formats)}: docs/formats.md)")),
         ("Ranks", f"{len(ov.ranks)}{_of_world(ov)} ({_ranges(ov.ranks)})"),
         ("World size", ", ".join(map(str, ov.world_size)) or "not recorded"),
         ("GPUs", gpus),

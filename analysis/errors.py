@@ -140,6 +140,27 @@ class NoGPUEventsError(TraceAnalysisError):
         return (type(self), (self.ranks, self.what, self.detail))
 
 
+class FormatNotSupportedError(TraceAnalysisError):
+    """An analysis needs what this profiler's files do not carry (``analysis.formats.LACKS``),
+    e.g. PyTorch operators in an Nsight Systems report."""
+
+    # how users call each format's files in messages
+    FILES = {"nsys": "nsys reports", "xplane": "XPlane profiles", "rocprof": "rocprofv3 files"}
+
+    def __init__(self, what: str, source_format: str, missing, source: str = ""):
+        self.what, self.source_format, self.source = what, source_format, source
+        self.missing = list(missing)
+        files = self.FILES.get(source_format, f"{source_format} files")
+        where = f" ({source})" if source else ""
+        super().__init__(
+            f"{what} is not available for {files}{where}: the file has no "
+            + " and no ".join(self.missing)
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.what, self.source_format, self.missing, self.source))
+
+
 class NoMemoryEventsError(TraceAnalysisError):
     """A memory snapshot holds nothing for the device asked for."""
 
@@ -159,6 +180,38 @@ class MissingExtraError(TraceAnalysisError, KeyError):
 
     def __reduce__(self):  # survives pickling (Dask workers)
         return (type(self), (self.name, self.rank, self.source))
+
+
+class NotRecordedError(TraceAnalysisError):
+    """No rank analysed carries what an analysis reads: the traces were recorded without it."""
+
+    what = ""  # what the traces lack, in words
+    how = ""  # how to record it
+
+    def __init__(self, ranks, sources):
+        self.ranks, self.sources = list(ranks), list(sources)
+        where = self.sources[0] if self.sources else "?"
+        if len(self.sources) > 1:
+            where += f" and {len(self.sources) - 1} more"
+        super().__init__(f"rank(s) {self.ranks} ({where}): {self.what}; record it with {self.how}")
+
+    def __reduce__(self):
+        return (type(self), (self.ranks, self.sources))
+
+
+class NoMemoryProfileError(NotRecordedError):
+    """No rank analysed has ``[memory]`` events (the trace was recorded without memory profiling)."""
+
+    what = "the trace has no [memory] events, so there is no memory view"
+    how = ("torch.profiler.profile(profile_memory=True) (with record_shapes=True and "
+           "with_stack=True to see which operators allocate)")
+
+
+class NoModulesError(NotRecordedError):
+    """No rank has ``nn.Module`` events (recorded without ``with_modules=True``)."""
+
+    what = "the trace has no nn.Module events, so there is no module view"
+    how = "torch.profiler.profile(with_modules=True) (or with_stack=True)"
 
 
 class NoShapesError(TraceAnalysisError):
@@ -216,6 +269,10 @@ class TraceLoadWarning(UserWarning):
 
 class ConfigError(TraceAnalysisError, ValueError):
     """A configuration value (a profiler config key, a pattern preset, an option) is invalid."""
+
+
+class EmptySelectionError(ConfigError):
+    """The ranks, steps or filters asked for select no event: nothing is written."""
 
 
 class CollectiveMismatchWarning(UserWarning):

@@ -2,10 +2,12 @@
 
 An analysis is three pieces (``docs/contributing.md`` has the recipe):
 
-1. a metric module ``analysis/metrics/<name>.py``: a pure per-rank step ``<name>_rank(rt, ...)``
-   and a ``combine(parts, ...)`` of the per-rank results (its docstring defines the metric);
+1. a metric module ``analysis/metrics/<family>/<name>.py``: a pure per-rank step
+   ``<name>_rank(rt, ...)`` and a ``combine(parts, ...)`` of the per-rank results (its docstring
+   defines the metric);
 2. a figure module ``analysis/figures/<name>.py`` with ``draw(result, ...) -> {stem: Figure}``;
-3. one :class:`Analysis` entry in :mod:`analysis.analyses` (the catalogue).
+3. one :class:`Analysis` entry in its family's ``analysis/metrics/<family>/catalogue.py``
+   (``ENTRIES``), which the top-level catalogue :mod:`analysis.analyses` registers.
 
 From the entries, and nothing else:
 
@@ -18,8 +20,9 @@ From the entries, and nothing else:
   (classified GPU events, busy intervals, profiler steps) is memoised on the rank
   (``RankTrace.memoised``), so it is computed once per rank, not once per analysis.
 
-This module holds the machinery (the entry type, the per-rank task, the combine step); the
-entries themselves are in :mod:`analysis.analyses`.
+This module holds the machinery only (the entry type, the :class:`Catalogue` of entries, the
+per-rank task, the combine step) and never imports the catalogue: whoever needs every analysis
+imports :mod:`analysis.analyses` (``CATALOGUE``, and ``get``, ``analyses``, ``run_on_rank``, ...).
 """
 
 from __future__ import annotations
@@ -32,7 +35,13 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
 
-from analysis.errors import ConfigError, NoGPUEventsError, TraceAnalysisError
+from analysis.errors import (
+    ConfigError,
+    FormatNotSupportedError,
+    NoGPUEventsError,
+    TraceAnalysisError,
+)
+from analysis.formats import missing as missing_needs
 from analysis.kineto.events import has_gpu_events
 
 Role = Literal["option", "ranks", "visualize", "figure", "renderer"]
@@ -59,7 +68,8 @@ class Analysis:
     """Everything the facade, the report, the CLI and the engines need to know about an analysis.
 
     Attributes:
-        name: the metric module's name (``analysis/metrics/<name>.py``); also the CSV/figure stem.
+        name: the metric module's name (``analysis/metrics/<family>/<name>.py``); also the
+            CSV/figure stem.
         method: the facade method (HTA's name where HTA has the analysis).
         doc: the facade method's docstring (what it returns, in which unit).
         rank_step: ``(rt, **options) -> part``, pure, importable on Dask workers. It also gets
@@ -86,6 +96,11 @@ class Analysis:
         requires, derive: a *derived* analysis (no rank step) reads other analyses' results:
             ``requires`` is ``{name: options}`` of those it reads, and ``derive(results,
             **options)`` gets ``{name: result, or the TraceAnalysisError that analysis raised}``.
+        needs: what the rank step needs beyond GPU events and runtime calls: ``"operators"``
+            (PyTorch ``cpu_op`` rows linked to launches), ``"shapes"`` (their recorded shapes),
+            ``"launches"`` (launch calls linked to GPU events). On a rank of another profiler's
+            file that lacks one (``analysis.formats.missing``) the analysis raises
+            ``FormatNotSupportedError``.
         extras: kinds of event args the rank step reads that the parser does not keep
             (:mod:`analysis.kineto.extras`, e.g. ``"op_shapes"``): attached to each rank, read
             from the cache or the trace file once, before the rank step runs.
@@ -112,6 +127,7 @@ class Analysis:
     requires: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     derive: Callable[..., Any] | None = None
     extras: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
 
     def param(self, role: Role) -> Param | None:
         return next((p for p in self.params if p.role == role), None)
@@ -127,55 +143,71 @@ class Analysis:
         return module.draw(result, **_accepted(module.draw, figure_options))
 
 
-ANALYSES: dict[str, Analysis] = {}
+# Parameters many facade methods share.
+RANKS_ALL = Param("ranks", "all", role="ranks", keyword_only=True)
+VISUALIZE = Param("visualize", True, role="visualize")
 
 
-def register(spec: Analysis) -> Analysis:
-    """Add ``spec`` to the registry (names and facade methods are unique)."""
-    if spec.name in ANALYSES:
-        raise ConfigError(f"analysis {spec.name!r} is registered twice")
-    if any(s.method == spec.method for s in ANALYSES.values()):
-        raise ConfigError(f"facade method {spec.method!r} is registered twice")
-    ANALYSES[spec.name] = spec
-    return spec
+class Catalogue:
+    """Analyses by name, in report order: the lookup, and what is read across the entries.
 
+    Names and facade methods are unique (``ConfigError`` otherwise).
+    """
 
-def analyses() -> dict[str, Analysis]:
-    """Every registered analysis, in catalogue order (the report's order)."""
-    import analysis.analyses  # noqa: F401  (the catalogue registers itself on import)
+    def __init__(self, entries: Iterable[Analysis]):
+        self.specs: dict[str, Analysis] = {}
+        methods: set[str] = set()
+        for spec in entries:
+            if spec.name in self.specs:
+                raise ConfigError(f"analysis {spec.name!r} is registered twice")
+            if spec.method in methods:
+                raise ConfigError(f"facade method {spec.method!r} is registered twice")
+            self.specs[spec.name] = spec
+            methods.add(spec.method)
 
-    return ANALYSES
+    def get(self, name: str) -> Analysis:
+        try:
+            return self.specs[name]
+        except KeyError:
+            raise ConfigError(
+                f"unknown analysis {name!r}; choose from {sorted(self.specs)}"
+            ) from None
 
+    def headline_names(self) -> list[str]:
+        """The analyses that contribute columns to the headline table (``Analysis.headline``)."""
+        return [n for n, s in self.specs.items() if s.headline is not None]
 
-def get(name: str) -> Analysis:
-    try:
-        return analyses()[name]
-    except KeyError:
-        raise ConfigError(f"unknown analysis {name!r}; choose from {sorted(analyses())}") from None
+    def headline_table(self, results: Mapping[str, Any]):
+        """The headline numbers per rank from analyses' ``results`` (name → result, or the error it
+        raised, which contributes nothing): every headline part merged on ``rank``, rounded to 2
+        decimals; None when no analysis gave one."""
+        table = None
+        for name in self.headline_names():
+            result = results.get(name)
+            if result is None or isinstance(result, Exception):
+                continue
+            part = self.get(name).headline(result)
+            table = part if table is None else table.merge(part, on="rank", how="left")
+        return None if table is None else table.round(2)
 
+    def section_names(self) -> list[str]:
+        """The analyses that are report sections, in report order (what ``--analyses`` accepts)."""
+        return [n for n, s in self.specs.items() if s.placement == "section"]
 
-def headline_names() -> list[str]:
-    """The analyses that contribute columns to the headline table (``Analysis.headline``)."""
-    return [n for n, s in analyses().items() if s.headline is not None]
+    def requests_by_window(
+        self, requests: Iterable[tuple[str, dict[str, Any]]],
+    ) -> dict[str, list[tuple[str, dict[str, Any]]]]:
+        """Requests grouped by the window their analysis runs over (one engine call per window)."""
+        out: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        for name, options in requests:
+            out.setdefault(self.get(name).window, []).append((name, dict(options)))
+        return out
 
-
-def headline_table(results: Mapping[str, Any]):
-    """The headline numbers per rank from analyses' ``results`` (name → result, or the error it
-    raised, which contributes nothing): every headline part merged on ``rank``, rounded to 2
-    decimals; None when no analysis gave one."""
-    table = None
-    for name in headline_names():
-        result = results.get(name)
-        if result is None or isinstance(result, Exception):
-            continue
-        part = get(name).headline(result)
-        table = part if table is None else table.merge(part, on="rank", how="left")
-    return None if table is None else table.round(2)
-
-
-def section_names() -> list[str]:
-    """The analyses that are report sections, in report order (what ``--analyses`` accepts)."""
-    return [n for n, s in analyses().items() if s.placement == "section"]
+    def run_on_rank(self, rt, requests: list[tuple[str, dict[str, Any]]],
+                    context: dict[str, Any], attach_extras: Callable[..., None] | None = None,
+                    ) -> dict:
+        """:func:`run_on_rank` for ``requests`` given by name."""
+        return run_on_rank(rt, [(self.get(n), o) for n, o in requests], context, attach_extras)
 
 
 # ------------------------------------------------------------------------------ running them
@@ -201,24 +233,35 @@ class RankFailure:
     no_gpu: bool = False
 
 
-def run_on_rank(rt, requests: list[tuple[str, dict[str, Any]]], context: dict[str, Any]) -> dict:
-    """The per-rank task: each requested ``(name, options)``'s rank step on ``rt``.
+def run_on_rank(
+    rt,
+    requests: list[tuple[Analysis, dict[str, Any]]],
+    context: dict[str, Any],
+    attach_extras: Callable[..., None] | None = None,
+) -> dict:
+    """The per-rank task: each requested ``(entry, options)``'s rank step on ``rt``.
 
     ``context`` holds what every step may take (``patterns``, ``rounding``) and
     ``source_options`` (``storage_options``, ``cache_dir``, ``use_cache``) for reading the extras
-    an analysis declares. Returns ``{name:
+    an analysis declares, which ``attach_extras(rt, kinds, **source_options)`` attaches
+    (:func:`analysis.kineto.extras.attach_extras`; this module reads no file). Returns ``{name:
     part}``; an analysis that cannot run on this rank (no GPU events, or another of the project's
     errors) gives a :class:`RankFailure` instead, so the other analyses of the batch still run.
     """
     out: dict[str, Any] = {}
-    for name, options in requests:
-        spec = get(name)
+    for spec, options in requests:
+        name = spec.name
         try:
+            missing = missing_needs(rt, spec.needs)
+            if missing:
+                raise FormatNotSupportedError(
+                    spec.title or name, rt.meta.source_format, missing, rt.meta.source
+                )
             if spec.needs_gpu and not has_gpu_events(rt.events):
                 raise NoGPUEventsError([rt.rank], spec.title or name)
             if spec.extras:
-                from analysis.kineto.extras import attach_extras  # reads files: only when needed
-
+                if attach_extras is None:
+                    raise ConfigError(f"{name} needs trace extras {spec.extras}: no reader given")
                 attach_extras(rt, spec.extras, **context.get("source_options", {}))
             kwargs = _accepted(spec.rank_step, {**context, **options})
             out[name] = spec.rank_step(rt, **kwargs)
@@ -262,13 +305,3 @@ def combine_parts(
             stacklevel=3,
         )
     return spec.combine(ok, **_accepted(spec.combine, {**context, **options}))
-
-
-def requests_by_window(
-    requests: Iterable[tuple[str, dict[str, Any]]],
-) -> dict[str, list[tuple[str, dict[str, Any]]]]:
-    """Requests grouped by the window their analysis runs over (one engine call per window)."""
-    out: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-    for name, options in requests:
-        out.setdefault(get(name).window, []).append((name, dict(options)))
-    return out

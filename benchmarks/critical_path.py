@@ -1,7 +1,7 @@
 """Critical path: HolisticTraceAnalysis 0.5.0 vs this package on the largest shared trace.
 
 HTA 0.5.0's critical path needs pandas<3, so it runs in the oracle venv
-(``scripts/make-hta-oracle-venv.sh`` → ``.venv-hta-pandas2``) through
+(``scripts/make-hta-oracle-venv.sh`` → ``~/.cache/trace-analysis/venvs/hta-pandas2``) through
 ``tests/parity/hta_critical_path_oracle.py``; ours runs in a fresh process of this environment.
 Both analyse the same profiler steps (HTA's default window: the last step left out), one
 ``critical_path_analysis`` call per step for HTA, one ``critical_path_rank`` over all steps for us.
@@ -22,7 +22,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = REPO.parent / "shared/traces/hta/df_index_resolver/df_index_resolver.json.gz"
 ORACLE = REPO / "tests/parity/hta_critical_path_oracle.py"
-HTA_VENV = REPO / ".venv-hta-pandas2"
+
+
+def hta_python() -> str:
+    """The oracle venv's python (built on first use, outside the checkout)."""
+    built = subprocess.run([str(REPO / "scripts" / "make-hta-oracle-venv.sh")], check=True,
+                           capture_output=True, text=True)
+    return built.stdout.strip().splitlines()[-1]
 
 OURS = r"""
 import json, sys, time
@@ -30,7 +36,7 @@ from pathlib import Path
 from analysis.kineto.model import Trace
 from analysis.kineto.parse import parse_trace_bytes
 from analysis.kineto.window import profiler_step_window
-from analysis.metrics.critical_path import critical_path_rank
+from analysis.metrics.critical_path.critical_path import critical_path_rank
 path = Path(sys.argv[1])
 rt = parse_trace_bytes(path.read_bytes(), str(path))
 rt = profiler_step_window(Trace({rt.rank: rt}))[rt.rank]
@@ -48,8 +54,7 @@ print(json.dumps(out))
 """
 
 
-def run_hta(trace: Path, instance: int) -> dict:
-    python = HTA_VENV / "bin" / "python"
+def run_hta(python: str, trace: Path, instance: int) -> dict:
     done = subprocess.run([str(python), str(ORACLE), str(trace), "ProfilerStep", str(instance)],
                           check=True, capture_output=True, text=True)  # fmt: skip
     return json.loads(done.stdout)
@@ -67,10 +72,10 @@ def main() -> None:
     ap.add_argument("trace", nargs="?", type=Path, default=DEFAULT_TRACE)
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
-    subprocess.run([str(REPO / "scripts/make-hta-oracle-venv.sh"), str(HTA_VENV)], check=True)
+    python = hta_python()
     ours = [run_ours(args.trace) for _ in range(args.runs)]
     steps = ours[0]["hta"]["steps"]
-    hta = [[run_hta(args.trace, i) for i in range(steps)] for _ in range(args.runs)]
+    hta = [[run_hta(python, args.trace, i) for i in range(steps)] for _ in range(args.runs)]
     hta_one = statistics.median(r[0]["critical_path_s"] for r in hta)
     hta_all = statistics.median(sum(x["critical_path_s"] for x in r) for r in hta)
     same = [x["breakdown_total"] for x in hta[0]] == ours[0]["hta"]["lengths"]

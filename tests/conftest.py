@@ -15,6 +15,9 @@ import pytest
 # gcsfs reads this when it is imported; without it every call against the emulator hangs 60 s
 # (see ../shared/guide/FACTS.md). Set before any test module can import gcsfs.
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+# The command line says a warning about the same traces once per cache; tests that look for a
+# warning must see it every time (tests/unit/cli/test_terminal.py tests the once-only rule).
+os.environ.setdefault("TRACE_ANALYSIS_REPEAT_WARNINGS", "1")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_TRACES = REPO_ROOT / "sample_traces"

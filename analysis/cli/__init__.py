@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "schedule": "command",
     "pyspy": "commands",
     "memory": "command",
+    "memory_timeline": "command",
     "check": "command",
     "merge": "command",
 }
@@ -50,9 +51,11 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Repeat the warnings about the traces that an earlier run already printed.")
 @click.version_option(package_name="trace-analysis")
 @click.pass_context
-def main(ctx: click.Context, debug: bool) -> None:
+def main(ctx: click.Context, debug: bool, verbose: bool) -> None:
     """Analyse PyTorch profiler (Kineto) traces: local directories or gs:// URLs."""
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
@@ -60,14 +63,18 @@ def main(ctx: click.Context, debug: bool) -> None:
         import logging
         import warnings
 
-        # Warnings (skipped files, guessed ranks) read as one line each, without source lines.
+        from analysis.cli import repeated_warnings
+
+        # Warnings (skipped files, guessed ranks) read as one line each, without source lines,
+        # and once per traces: the next run over the same traces only counts them.
         warnings.formatwarning = _one_line_warning
+        ctx.call_on_close(repeated_warnings.install(verbose).close)
 
         # gcsfs logs whole aiohttp tracebacks before raising; our one-line error says it all.
         logging.getLogger("gcsfs").setLevel(logging.CRITICAL)
 
 
-def _one_line_warning(message, category, *args, **kwargs) -> str:
+def _one_line_warning(message, category=None, *args, **kwargs) -> str:
     from analysis.errors import printable
 
     return f"warning: {printable(' '.join(str(message).splitlines()))}\n"

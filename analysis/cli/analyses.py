@@ -8,7 +8,7 @@ import click
 @click.command("analyses")
 def command() -> None:
     """List the analyses (names usable with `report --analyses`)."""
-    from analysis.registry import analyses
+    from analysis.analyses import analyses
 
     for name, spec in analyses().items():
         where = {"section": "report section", "lead": "report lead", "context": "report table",

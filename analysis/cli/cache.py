@@ -28,9 +28,11 @@ def info(ctx: click.Context) -> None:
 @command.command("clear")
 @click.pass_context
 def clear(ctx: click.Context) -> None:
-    """Delete every cached trace."""
+    """Delete every cached trace (and forget which warnings were already shown)."""
+    from analysis.cli import repeated_warnings
     from analysis.kineto.cache import TraceCache
 
     cache = TraceCache(ctx.obj.get("cache_dir"))
     freed = cache.clear()
+    repeated_warnings.forget()
     click.echo(f"cleared {cache.dir} ({freed / 2**20:.1f} MiB freed)")

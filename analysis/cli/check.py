@@ -1,6 +1,6 @@
 """``trace-analysis check TRACES``: the trace-health findings; exit status 1 when any is an error.
 
-Parses the arguments, runs ``analysis.metrics.trace_health`` over every rank's whole trace and prints
+Parses the arguments, runs ``analysis.metrics.health.trace_health`` over every rank's whole trace and prints
 the table, so that a CI job can gate on the exit status. Nothing is computed here.
 """
 
@@ -24,7 +24,7 @@ def command(ctx: click.Context, traces: str, fmt: str, min_severity: str, **opti
 
     Exit status: 0 when no finding is an error, 1 otherwise.
     """
-    from analysis.metrics import trace_health
+    from analysis.metrics.health import trace_health
 
     ta = open_analysis(traces, **options)
     parts = ta.engine.map_ranks(
@@ -40,9 +40,15 @@ def command(ctx: click.Context, traces: str, fmt: str, min_severity: str, **opti
     elif shown.empty:
         click.echo(f"no findings ({len(ta.ranks)} ranks checked)")
     else:
-        for row in shown.itertuples(index=False):
-            where = "all ranks" if row.rank < 0 else f"rank {row.rank}"
-            click.echo(f"{row.severity.upper():7} {where:9} {row.check}: {row.message}")
+        # identical findings on several ranks are one entry naming them (the csv/json keep rows)
+        from analysis.cli import terminal
+        from analysis.reports.health import grouped
+
+        lines = []
+        for row in grouped(shown, "all: --format csv").itertuples(index=False):
+            lines += terminal.wrap(f"{row.check} ({row.ranks}): {row.message}", indent=" " * 8,
+                                   first=f"{row.severity.upper():7} ")
             if row.evidence:
-                click.echo(f"{'':18}{row.evidence}")
+                lines += terminal.wrap(row.evidence, indent=" " * 8, first=" " * 8)
+        click.echo("\n".join(lines))
     ctx.exit(trace_health.exit_code(findings))

@@ -7,25 +7,14 @@ from __future__ import annotations
 
 import click
 
-from analysis.cli.options import open_analysis, trace_loading_options
-
-
-def _ints(ctx, param, value: str | None) -> list[int] | None:
-    if value in (None, "", "all"):
-        return None
-    try:
-        return [int(v) for v in value.split(",") if v.strip()]
-    except ValueError:
-        raise click.BadParameter(
-            f"expected a comma-separated list of integers, not {value!r}"
-        ) from None
+from analysis.cli.options import int_list, open_analysis, trace_loading_options
 
 
 @click.command("merge")
 @click.argument("traces")
 @click.argument("out", type=click.Path(dir_okay=False))
-@click.option("--ranks", default=None, callback=_ints, help="Ranks to keep, e.g. 0,1,7 (default all).")
-@click.option("--steps", default=None, callback=_ints,
+@click.option("--ranks", default=None, callback=int_list, help="Ranks to keep, e.g. 0,1,7 (default all).")
+@click.option("--steps", default=None, callback=int_list,
               help="ProfilerStep numbers to keep, e.g. 12,13 (default all).")
 @click.option("--gpu-only", is_flag=True, help="Keep only the GPU processes.")
 @click.option("--align", type=click.Choice(["none", "first_collective"]), default="none",

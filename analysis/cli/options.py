@@ -5,6 +5,21 @@ from __future__ import annotations
 import click
 
 
+def int_list(ctx, param, value: str | None) -> list[int] | None:
+    """``"0,3,5"`` → ``[0, 3, 5]``; ``None``, ``""`` or ``"all"`` → None. A usage error (exit 2)
+    otherwise, before any trace is read."""
+    if value in (None, "") or str(value).strip().lower() == "all":
+        return None
+    try:
+        values = [int(v) for v in str(value).split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"expected 'all' or a comma-separated list of integers, not {value!r}") from None
+    if not values:
+        raise click.BadParameter(f"no value in {value!r}")
+    return values
+
+
 def trace_loading_options(func):
     """--patterns, --no-cache, --cache-dir, --on-error, --include-last-step, --quiet."""
     options = [

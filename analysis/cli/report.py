@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from analysis.cli.options import open_analysis, trace_loading_options
+from analysis.cli.options import int_list, open_analysis, trace_loading_options
 
 
 def _formats(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -21,27 +21,41 @@ def _formats(ctx, param, value: tuple[str, ...]) -> tuple[str, ...]:
         raise click.BadParameter(str(exc)) from None
 
 
+def _analyses(ctx, param, value: str | None) -> list[str] | None:
+    """``--analyses a,b`` → the section names, checked against the catalogue before loading."""
+    if value is None:
+        return None
+    from analysis import analyses as catalogue
+
+    names = [a.strip() for a in value.split(",") if a.strip()]
+    unknown = [n for n in names if n not in catalogue.section_names()]
+    if unknown or not names:
+        raise click.BadParameter(f"unknown {unknown or value!r}; choose from "
+                                 f"{', '.join(catalogue.section_names())}")
+    return names
+
+
 @click.command("report")
 @click.argument("traces")
 @click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Directory for index.html, figures/ and tables/ (created if needed).")
-@click.option("--ranks", default="all", show_default=True,
+@click.option("--ranks", default="all", show_default=True, callback=int_list,
               help="Ranks to report: 'all' or a comma-separated list such as 0,3,5.")
 @click.option("-f", "--format", "formats", multiple=True, callback=_formats,
               help="Outputs: html (the page), svg, png, pdf (one file per figure). Repeat or use "
                    "commas; default: html,svg.")
-@click.option("--analyses", default=None, metavar="NAMES",
+@click.option("--analyses", default=None, metavar="NAMES", callback=_analyses,
               help="Sections to include, comma-separated (default: all; see "
                    "`trace-analysis analyses`).")
 @trace_loading_options
-def command(traces: str, out_dir: str, ranks: str, formats: tuple[str, ...], analyses: str | None,
-            **options) -> None:
+def command(traces: str, out_dir: str, ranks: list[int] | None, formats: tuple[str, ...],
+            analyses: list[str] | None, **options) -> None:
     """Write a report of TRACES (a directory, a file or a gs:// URL) into OUT_DIR."""
     from analysis.reports import write_report
 
-    chosen = None if analyses is None else [a.strip() for a in analyses.split(",") if a.strip()]
     ta = open_analysis(traces, **options)
-    result = write_report(ta, out_dir, formats=formats, ranks=ranks, analyses=chosen,
+    result = write_report(ta, out_dir, formats=formats, ranks="all" if ranks is None else ranks,
+                          analyses=analyses,
                           progress=False if options["quiet"] else None)
     if options["quiet"]:  # -q: no notes (the page says what was left out and why)
         return

@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from analysis.kineto.model import RankMeta
-from analysis.kineto.window import WindowStats
-
-Window = Literal["steps", "full"]
+from analysis.kineto.window import Window, WindowStats
 
 
 class Engine(Protocol):

@@ -37,7 +37,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from analysis.arguments import on_error_choice
-from analysis.engines import Window
 from analysis.errors import (
     ConfigError,
     InputFileError,
@@ -58,7 +57,7 @@ from analysis.kineto.loader import (
 from analysis.kineto.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace, empty_frame
 from analysis.kineto.sources import TraceFile, find_trace_files, rank_from_file_name
 from analysis.kineto.steps import step_numbers
-from analysis.kineto.window import rank_window, window_stats
+from analysis.kineto.window import Window, rank_window, window_stats
 
 try:
     from distributed import KilledWorker, as_completed, wait
@@ -85,14 +84,21 @@ def load_rank(
     file's :class:`TraceLoadError`, as :func:`analysis.kineto.loader.load_trace` would.
     """
     key = cache_key(file.url, file.size, file.version) if use_cache and file.version else None
-    if key is not None:
-        cached = TraceCache(cache_dir).get(key)
-        if cached is not None:
-            return cached, []
-    outcome = load_file(file.url, storage_options, cache_dir, key, True)
-    if outcome[0] == "error":
-        raise error_from(outcome)
-    return outcome[1], outcome[2]
+    cached = TraceCache(cache_dir).get_parts(key) if key is not None else None
+    if cached is not None:
+        traces, notes = cached, []
+    else:
+        outcome = load_file(file.url, storage_options, cache_dir, key, True)
+        if outcome[0] == "error":
+            raise error_from(outcome)
+        traces, notes = outcome[1], outcome[2]
+    if len(traces) > 1:  # nsys/XPlane/rocprof files may hold several (analysis.formats)
+        raise TraceLoadError(
+            file.url,
+            f"this {traces[0].meta.source_format} file holds {len(traces)} ranks; the Dask engine "
+            "loads one rank per file: open it without client=",
+        )
+    return traces[0], notes
 
 
 def rank_info(loaded: tuple[RankTrace, list[str]]) -> tuple[RankMeta, set[int], list[str]]:

@@ -32,13 +32,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.engines import Window
 from analysis.errors import ConfigError
 from analysis.kineto.cache import TraceCache
 from analysis.kineto.loader import load_trace
 from analysis.kineto.model import RankMeta, RankTrace, Trace
 from analysis.kineto.window import (
     GpuEvents,
+    Window,
     WindowStats,
     count_steps,
     rank_window,

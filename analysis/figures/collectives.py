@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from analysis.figures.style import KERNEL_COLORS, apply_layout, no_data_figure
+from analysis.figures.style import KERNEL_COLORS, apply_layout, no_data_figure, series_color
 
 # Above this many collective instances, the heatmap's columns are consecutive instances binned
 # together (their waits summed), so that 512 ranks × 10 000 collectives stays a readable picture.
@@ -51,10 +51,10 @@ def skew_distribution(df: pd.DataFrame) -> go.Figure:
         return no_data_figure(title, "No collectives")
     inst = _instances(df)
     fig = go.Figure()
-    for group, rows in inst.groupby("group", sort=True):
+    for i, (group, rows) in enumerate(inst.groupby("group", sort=True)):
         fig.add_trace(go.Box(
             y=rows["skew_us"], name=str(group) or "(unnamed)", boxpoints="all", jitter=0.4,
-            pointpos=0, marker=dict(size=4), customdata=rows[["collective", "type", "step"]],
+            pointpos=0, marker=dict(size=4, color=series_color(i)), customdata=rows[["collective", "type", "step"]],
             hovertemplate=("collective %{customdata[0]} %{customdata[1]} (step %{customdata[2]})"
                            "<br>skew %{y:.1f} µs<extra></extra>"),
         ))

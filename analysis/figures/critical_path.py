@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from analysis.figures.style import COLORS, apply_layout, no_data_figure
-from analysis.metrics.critical_path import BOUND_BY, CriticalPathGraph
-from analysis.metrics.critical_path_graph import EDGE_TYPES, LAUNCH, SYNC
+from analysis.figures.style import COLORS, MAX_VERTICAL_CATEGORIES, apply_layout, no_data_figure
+from analysis.metrics.critical_path.critical_path import BOUND_BY, CriticalPathGraph
+from analysis.metrics.critical_path.critical_path_graph import EDGE_TYPES, LAUNCH, SYNC
 
 TITLE = "Critical path: what bounds each step"
 # GPU kernel types keep their colours; CPU and overheads take the idle-time ones they resemble
@@ -38,22 +38,30 @@ def critical_path_shares(df: pd.DataFrame) -> go.Figure:
     one_rank = df["rank"].nunique() == 1
     pairs = zip(df["rank"], df["instance"], strict=True)
     x = [inst if one_rank else f"rank {r} · {inst}" for r, inst in pairs]
+    # many steps: one bar per row, the labels read horizontally instead of colliding under the axis
+    horizontal = len(x) > MAX_VERTICAL_CATEGORIES
     fig = go.Figure()
     for b in BOUND_BY:
         if b not in df or not (df[b] > 0).any():
             continue
         us = df[b] * df["path_length_us"] / 100
+        where, share = ("%{y}", "%{x:.1f}") if horizontal else ("%{x}", "%{y:.1f}")
         fig.add_trace(go.Bar(
-            name=b, x=x, y=df[b], marker_color=BOUND_COLORS[b], customdata=us,
-            hovertemplate="%{x}<br>" + b + ": %{y:.1f} % (%{customdata:,.0f} µs)<extra></extra>",
+            name=b, x=df[b] if horizontal else x, y=x if horizontal else df[b],
+            orientation="h" if horizontal else "v", marker_color=BOUND_COLORS[b], customdata=us,
+            hovertemplate=where + "<br>" + b + ": " + share + " % (%{customdata:,.0f} µs)<extra></extra>",
         ))  # fmt: skip
     fig.update_layout(barmode="stack")
-    fig.update_yaxes(range=[0, 100])
+    if horizontal:
+        fig.update_xaxes(range=[0, 100], title_text="Share of the critical path (%)")
+        fig.update_yaxes(type="category", autorange="reversed")
+        fig.update_layout(height=160 + 22 * len(x))
+    else:
+        fig.update_yaxes(range=[0, 100], title_text="Share of the critical path (%)")
     subtitle = "Path length per step: " + ", ".join(
         f"{v / 1000:,.1f} ms" for v in df["path_length_us"].head(8)
     ) + (" …" if len(df) > 8 else "")
-    return apply_layout(fig, TITLE, subtitle=subtitle, y_title="Share of the critical path (%)",
-                        legend_title="bound by")  # fmt: skip
+    return apply_layout(fig, TITLE, subtitle=subtitle, legend_title="bound by")  # fmt: skip
 
 
 def draw(result: pd.DataFrame) -> dict[str, go.Figure]:

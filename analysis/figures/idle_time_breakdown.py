@@ -8,12 +8,13 @@ import plotly.graph_objects as go
 from analysis.figures.style import (
     MANY_RANKS,
     apply_layout,
+    category_label,
     color_for,
     no_data_figure,
     plural,
     sorted_ranks,
 )
-from analysis.metrics.idle_time_breakdown import CATEGORIES
+from analysis.metrics.gpu_time.idle_time_breakdown import CATEGORIES
 
 # HTA's idle categories, in the order they stack
 
@@ -25,14 +26,14 @@ def _position_labels(keys: pd.DataFrame, one_rank: bool, two_level: bool = True)
     """x values for (rank, stream) pairs: the stream alone for one rank, else a two-level axis.
 
     Boxes drawn from precomputed quartiles do not support plotly's two-level axis, so they get
-    one-level ``"rank r · stream s"`` labels (``two_level=False``).
+    one-level ``"rank r<br>stream s"`` labels in two lines (``two_level=False``).
     """
     streams = keys["stream"].astype(str).tolist()
     if one_rank:
         return [f"stream {s}" for s in streams]
     ranks = [f"rank {r}" for r in keys["rank"].astype(int)]
     if not two_level:
-        return [f"{r} · stream {s}" for r, s in zip(ranks, streams, strict=True)]
+        return [category_label(r, f"stream {s}") for r, s in zip(ranks, streams, strict=True)]
     return [ranks, streams]
 
 

@@ -7,7 +7,12 @@ from collections.abc import Mapping
 import pandas as pd
 import plotly.graph_objects as go
 
-from analysis.figures.style import KERNEL_COLORS, apply_layout, color_for, no_data_figure
+from analysis.figures.style import (
+    apply_layout,
+    needs_log_axis,
+    no_data_figure,
+    series_color,
+)
 
 TITLE = "Memory copies"
 
@@ -26,17 +31,24 @@ def memcpy_summary(df: pd.DataFrame) -> go.Figure:
     if df is None or df.empty:
         return no_data_figure(TITLE, "No memcpy or memset on any rank")
     df = df.assign(label=[_kind(r) for _, r in df.iterrows()])
+    # one copy kind can run at 0.001 GB/s beside another at 100: a log axis keeps both visible
+    log = needs_log_axis(df["achieved_gbps"])
     fig = go.Figure()
     for i, (label, part) in enumerate(df.groupby("label", sort=True)):
         fig.add_trace(go.Bar(
             name=label, x=part["rank"].astype(int).astype(str), y=part["achieved_gbps"],
-            marker_color=KERNEL_COLORS[i % len(KERNEL_COLORS)] if i else color_for("MEMORY"),
+            marker_color=series_color(i),
+            text=[f"{v:.3g}" for v in part["achieved_gbps"]] if log else None,
+            textposition="outside" if log else None,
             customdata=part[["bytes", "time", "count"]].to_numpy(),
             hovertemplate=("rank %{x}<br>%{y:.2f} GB/s<br>%{customdata[0]:,} bytes in "
                            "%{customdata[1]:,.1f} µs (%{customdata[2]} ops)<extra>%{fullData.name}"
                            "</extra>")))
     fig.update_layout(barmode="group", xaxis=dict(type="category", title_text="Rank"))
-    return apply_layout(fig, f"{TITLE}: achieved bandwidth", y_title="GB/s (bytes / copy time)",
+    if log:
+        fig.update_yaxes(type="log")
+    y_title = "GB/s (bytes / copy time)" + (", log scale" if log else "")
+    return apply_layout(fig, f"{TITLE}: achieved bandwidth", y_title=y_title,
                         legend_title="Copy", subtitle="Pageable host memory copies are slower "
                         "than pinned ones and block the CPU")
 
@@ -52,7 +64,7 @@ def memory_bw_time_series(series: Mapping[int, pd.DataFrame]) -> go.Figure:
     for i, ((rank, name), df) in enumerate(data.groupby(["rank", "name"], sort=True)):
         fig.add_trace(go.Scatter(
             name=f"rank {rank} · {name}", x=(df["ts"] - origin) / 1000.0, y=df["memory_bw_gbps"],
-            mode="lines", line=dict(shape="hv", width=1, color=KERNEL_COLORS[i % len(KERNEL_COLORS)])))
+            mode="lines", line=dict(shape="hv", width=1, color=series_color(i))))
     return apply_layout(fig, f"{TITLE}: bandwidth over time", x_title="Time (ms)",
                         y_title="GB/s", legend_title="Copy")
 

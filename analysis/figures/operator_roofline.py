@@ -7,8 +7,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analysis.figures.style import apply_layout, no_data_figure, truncate
-from analysis.metrics.gpu_specs import GpuSpec
-from analysis.metrics.operator_roofline import RooflineResult
+from analysis.metrics.roofline.gpu_specs import GpuSpec
+from analysis.metrics.roofline.operator_roofline import RooflineResult
 
 TITLE = "Operator roofline"
 LOST_TITLE = "Operators furthest from their roofline"

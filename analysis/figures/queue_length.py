@@ -8,13 +8,23 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analysis.figures.style import KERNEL_COLORS, apply_layout, color_for, no_data_figure
+from analysis.figures.style import (
+    KERNEL_COLORS,
+    MAX_VERTICAL_CATEGORIES,
+    apply_layout,
+    category_label,
+    color_for,
+    no_data_figure,
+)
 
 TITLE = "CUDA queue length"
 
 
-def _labels(df: pd.DataFrame) -> list[str]:
-    return [f"rank {int(r)} · stream {int(s)}" for r, s in zip(df["rank"], df["stream"], strict=True)]
+def _labels(df: pd.DataFrame, horizontal: bool = False) -> list[str]:
+    parts = zip(df["rank"], df["stream"], strict=True)
+    if horizontal:  # one line each, read across
+        return [f"rank {int(r)} · stream {int(s)}" for r, s in parts]
+    return [category_label(f"rank {int(r)}", f"stream {int(s)}") for r, s in parts]
 
 
 def queue_length_streams(df: pd.DataFrame) -> go.Figure:
@@ -26,21 +36,40 @@ def queue_length_streams(df: pd.DataFrame) -> go.Figure:
     if df is None or df.empty:
         return no_data_figure(TITLE, "No kernel launches on any stream")
     df = df.sort_values(["rank", "stream"], kind="stable")
-    labels = _labels(df)
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
-        "Queued operations (time-weighted mean, max)", "Queue empty while idle (% of span)"))
-    fig.add_trace(go.Bar(name="mean", x=labels, y=df["mean_queue_length"],
+    # two panels share the width: past half the usual number of categories, bars turn horizontal
+    horizontal = len(df) > MAX_VERTICAL_CATEGORIES // 2
+    labels = _labels(df, horizontal)
+
+    def xy(values):  # category and value on the axes the orientation gives them
+        return {"y": labels, "x": values, "orientation": "h"} if horizontal else {
+            "x": labels, "y": values}
+
+    where, value = ("%{y}", "%{x") if horizontal else ("%{x}", "%{y")
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, shared_yaxes=horizontal,
+                        subplot_titles=("Queued operations (time-weighted mean, max)",
+                                        "Queue empty while idle (% of span)"))
+    fig.add_trace(go.Bar(name="mean", **xy(df["mean_queue_length"]),
                          marker_color=color_for("launch"),
-                         hovertemplate="%{x}<br>mean queue: %{y:.2f}<extra></extra>"), 1, 1)
-    fig.add_trace(go.Scatter(name="max", x=labels, y=df["max_queue_length"], mode="markers",
-                             marker=dict(symbol="line-ew-open", size=18, color="#222222"),
-                             hovertemplate="%{x}<br>max queue: %{y}<extra></extra>"), 1, 1)
-    fig.add_trace(go.Bar(name="empty while idle", x=labels, y=df["empty_idle_pctg"],
+                         hovertemplate=where + "<br>mean queue: " + value + ":.2f}<extra></extra>"),
+                  1, 1)
+    max_xy = xy(df["max_queue_length"])
+    max_xy.pop("orientation", None)
+    fig.add_trace(go.Scatter(name="max", **max_xy, mode="markers",
+                             marker=dict(symbol="line-ns-open" if horizontal else "line-ew-open",
+                                         size=18, color="#222222"),
+                             hovertemplate=where + "<br>max queue: " + value + "}<extra></extra>"),
+                  1, 1)
+    fig.add_trace(go.Bar(name="empty while idle", **xy(df["empty_idle_pctg"]),
                          marker_color=color_for("host_wait"),
                          customdata=df[["empty_idle"]].to_numpy(),
-                         hovertemplate="%{x}<br>%{y:.1f} % (%{customdata[0]:,.0f} µs)"
+                         hovertemplate=where + "<br>" + value + ":.1f} % (%{customdata[0]:,.0f} µs)"
                                        "<extra></extra>"), 1, 2)
-    fig.update_yaxes(range=[0, 105], row=1, col=2)
+    if horizontal:
+        fig.update_xaxes(range=[0, 105], row=1, col=2)
+        fig.update_yaxes(type="category", autorange="reversed")
+        fig.update_layout(height=200 + 22 * len(df))
+    else:
+        fig.update_yaxes(range=[0, 105], row=1, col=2)
     return apply_layout(fig, f"{TITLE} per stream",
                         subtitle="A high 'empty while idle' share: the stream starved for launches")
 

@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from analysis.figures.style import apply_layout, color_for, no_data_figure
-from analysis.metrics.step_breakdown import PARTS
+from analysis.metrics.distributed.step_breakdown import PARTS
 
 _LABELS = {
     "computation_us": ("computation", color_for("COMPUTATION")),

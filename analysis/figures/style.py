@@ -59,7 +59,38 @@ KERNEL_COLORS: tuple[str, ...] = (
     "#44AA99", "#882255", "#117733", "#AA4499", "#88CCEE", "#DDCC77", "#661100", "#6699CC",
 )  # fmt: skip
 
+# Series that are not a named category (copy kinds, ranks, ...) take these, one each, in order:
+# Okabe & Ito's eight without black, then Paul Tol's muted ones. Distinct for 15 series.
+SERIES_COLORS: tuple[str, ...] = (
+    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
+    "#332288", "#44AA99", "#882255", "#117733", "#AA4499", "#88CCEE", "#DDCC77", "#661100",
+)  # fmt: skip
+
+# A bar this many times smaller than the largest of its chart would be invisible on a linear axis:
+# the axis turns logarithmic and bars carry their values.
+LOG_RANGE = 50
+
+# More categories than this on an x axis, and their labels collide: bars turn horizontal.
+MAX_VERTICAL_CATEGORIES = 12
+
 TEMPLATE = "plotly_white"
+
+
+def category_label(*parts: object) -> str:
+    """An axis category in lines (``"rank 0<br>stream 7"``): many categories side by side stay
+    readable without rotated labels running into each other."""
+    return "<br>".join(str(p) for p in parts)
+
+
+def series_color(i: int) -> str:
+    """The colour of the ``i``-th series of a chart (distinct for up to 15, then repeating)."""
+    return SERIES_COLORS[i % len(SERIES_COLORS)]
+
+
+def needs_log_axis(values: Iterable[float]) -> bool:
+    """True when the smallest positive value is under 1/``LOG_RANGE`` of the largest."""
+    positive = [float(v) for v in values if v is not None and float(v) > 0]
+    return len(positive) > 1 and min(positive) * LOG_RANGE < max(positive)
 
 
 def color_for(category: str) -> str:

@@ -1,5 +1,5 @@
 """Figures of a run comparison: the step-time change as a waterfall, the top kernels/operators
-that gained or lost time. Tables in, ``go.Figure`` out (see ``analysis.metrics.trace_diff``)."""
+that gained or lost time. Tables in, ``go.Figure`` out (see ``analysis.metrics.compare.trace_diff``)."""
 
 from __future__ import annotations
 

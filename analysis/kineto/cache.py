@@ -53,6 +53,13 @@ def cache_key(source: str, size: int | None, version: str | None) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def part_key(key: str, part: int) -> str:
+    """The entry name of the ``part``-th rank of a file that holds several (part 0: ``key``)."""
+    if part == 0:
+        return key
+    return hashlib.sha256(f"{key}#{part}".encode()).hexdigest()[:32]
+
+
 def default_cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE_DIR).expanduser()
 
@@ -104,6 +111,16 @@ def _meta_from_dict(d: dict[str, Any]) -> RankMeta:
     return RankMeta(**d)
 
 
+def _read_entry(entry: Path, record: dict[str, Any]) -> RankTrace:
+    tables = {
+        name: _restore_dtypes(_read_table(entry / f"{name}.arrow"), record["dtypes"][name])
+        for name in TABLES
+    }
+    meta = _meta_from_dict(record["meta"])
+    meta.from_cache = True
+    return RankTrace(meta=meta, cache_entry=str(entry), **tables)
+
+
 class TraceCache:
     """Parsed traces on local disk, keyed by :func:`cache_key`.
 
@@ -129,12 +146,7 @@ class TraceCache:
             record = msgspec.json.decode(meta_path.read_bytes())
             if record.get("key") != key or record.get("parser_version") != PARSER_VERSION:
                 raise ValueError("entry belongs to another key or parser version")
-            tables = {
-                name: _restore_dtypes(_read_table(entry / f"{name}.arrow"), record["dtypes"][name])
-                for name in TABLES
-            }
-            meta = _meta_from_dict(record["meta"])
-            meta.from_cache = True
+            trace = _read_entry(entry, record)
         except Exception as exc:  # any damage (truncation, bad JSON, missing file): re-parse
             warnings.warn(
                 f"ignoring unreadable trace cache entry {entry} ({type(exc).__name__}: {exc}); "
@@ -144,7 +156,7 @@ class TraceCache:
             )
             shutil.rmtree(entry, ignore_errors=True)
             return None
-        return RankTrace(meta=meta, cache_entry=str(entry), **tables)
+        return trace
 
     @staticmethod
     def read(entry: str | os.PathLike) -> RankTrace:
@@ -153,19 +165,12 @@ class TraceCache:
         :class:`~analysis.errors.TraceLoadError` when the entry is gone or damaged."""
         path = Path(entry)
         try:
-            record = msgspec.json.decode((path / "meta.json").read_bytes())
-            tables = {
-                name: _restore_dtypes(_read_table(path / f"{name}.arrow"), record["dtypes"][name])
-                for name in TABLES
-            }
+            return _read_entry(path, msgspec.json.decode((path / "meta.json").read_bytes()))
         except Exception as exc:
             raise TraceLoadError(
                 str(path), f"the trace cache entry could not be read back ({type(exc).__name__}: "
                 f"{exc}); open the trace again"
             ) from exc
-        meta = _meta_from_dict(record["meta"])
-        meta.from_cache = True
-        return RankTrace(meta=meta, cache_entry=str(path), **tables)
 
     def put(self, key: str, trace: RankTrace) -> Path:
         """Store ``trace`` under ``key`` atomically; returns the entry's directory.
@@ -197,6 +202,24 @@ class TraceCache:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         return target
+
+    def put_parts(self, key: str, traces: list[RankTrace]) -> None:
+        """Store the ranks of one file (several for an nsys/XPlane/rocprof file): the first under
+        ``key``, the others under :func:`part_key`; the first is written last, so a reader that
+        finds it finds the others (its ``meta.other["parts"]`` counts them)."""
+        for part in reversed(range(len(traces))):
+            self.put(part_key(key, part), traces[part])
+
+    def get_parts(self, key: str) -> list[RankTrace] | None:
+        """Every rank stored by :meth:`put_parts` under ``key``, or None when any is missing."""
+        first = self.get(key)
+        if first is None:
+            return None
+        count = int(first.meta.other.get("parts", 1)) if first.meta.source_format != "kineto" else 1
+        rest = [self.get(part_key(key, part)) for part in range(1, count)]
+        if any(r is None for r in rest):
+            return None
+        return [first, *rest]
 
     def _entries(self) -> list[Path]:
         if not self.dir.is_dir():

@@ -52,15 +52,22 @@ class ExtraKind:
 
     ``build(rows, args)`` gets the row labels (int64 array) and the decoded ``args`` structs of the
     rows of ``categories`` that have an ``args`` object, and returns the table (index: row labels,
-    a subset of ``rows``). Bump ``version`` whenever the table changes: cached tables of other
-    versions are then ignored.
+    a subset of ``rows``); with ``raw_categories``, ``build(rows, args, cats)`` also gets each
+    row's category exactly as written (``"Runtime"`` and ``"cuda_runtime"`` are one normalised
+    category in the model, but not to every tool). Bump ``version`` whenever the table changes:
+    cached tables of other versions are then ignored.
+
+    A kind with ``instant`` set reads no rows of the model: it gets the instant events (``"ph":
+    "i"``) named ``instant`` instead (``build(ts_ns, pid, tid, args)``, file order), indexed 0..n-1.
     """
 
     name: str
     version: int
     args: type[msgspec.Struct]
     categories: tuple[str, ...]
-    build: Callable[[np.ndarray, list[Any]], pd.DataFrame]
+    build: Callable[..., pd.DataFrame]
+    raw_categories: bool = False
+    instant: str | None = None
 
 
 KINDS: dict[str, ExtraKind] = {}
@@ -84,16 +91,16 @@ def get_kind(name: str) -> ExtraKind:
 @cache
 def _decoder(kind: ExtraKind) -> msgspec.json.Decoder:
     # only what kept_rows needs, plus this kind's args: every other key is skipped by msgspec
-    event = msgspec.defstruct(
-        f"_Event_{kind.name}",
-        [
-            ("cat", str | None, None),
-            ("ts", msgspec.Raw, _NULL),
-            ("dur", msgspec.Raw, _NULL),
-            ("args", kind.args | None, None),
-        ],
-        gc=False,
-    )
+    fields = [
+        ("cat", str | None, None),
+        ("ts", msgspec.Raw, _NULL),
+        ("dur", msgspec.Raw, _NULL),
+        ("args", kind.args | None, None),
+    ]
+    if kind.instant is not None:
+        fields += [("ph", str | None, None), ("name", str | None, None),
+                   ("pid", Any, None), ("tid", Any, None)]
+    event = msgspec.defstruct(f"_Event_{kind.name}", fields, gc=False)
     return msgspec.json.Decoder(list[event])
 
 
@@ -107,16 +114,36 @@ def extract(data: bytes, source: str, kind: ExtraKind) -> pd.DataFrame:
         events = _decoder(kind).decode(top["traceEvents"])
     except (msgspec.ValidationError, UnicodeDecodeError) as exc:
         raise CorruptTraceError(source, f"unexpected {kind.name} args: {exc}") from None
+    if kind.instant is not None:
+        return _instant_table(events, kind, source)
     wanted = set(kind.categories) | {
         k for k, v in LEGACY_CATEGORIES.items() if v in kind.categories
     }
-    rows, args = [], []
+    rows, args, cats = [], [], []
+    no_args = kind.args() if kind.raw_categories else None  # such kinds keep rows without args
     for label, position in enumerate(kept_rows(events)):
         e = events[position]
-        if e.args is not None and e.cat in wanted:
+        if e.cat in wanted and (e.args is not None or no_args is not None):
             rows.append(label)
-            args.append(e.args)
+            args.append(e.args if e.args is not None else no_args)
+            cats.append(e.cat)
+    if kind.raw_categories:
+        return kind.build(np.array(rows, dtype=np.int64), args, cats)
     return kind.build(np.array(rows, dtype=np.int64), args)
+
+
+def _instant_table(events: list, kind: ExtraKind, source: str) -> pd.DataFrame:
+    """The ``kind.instant`` instant events of a file (see :class:`ExtraKind`)."""
+    from analysis.kineto.columns import _as_int, _ns_values
+
+    chosen = [e for e in events if e.ph == "i" and e.name == kind.instant and e.ts != _NULL]
+    try:
+        ts = _ns_values([e.ts for e in chosen])
+    except Exception as exc:  # a non-numeric ts: the file is not a usable trace
+        raise CorruptTraceError(source, f"unreadable ts of a {kind.instant!r} event: {exc}") from None
+    pid = np.array([_as_int(e.pid) for e in chosen], dtype=np.int64)
+    tid = np.array([_as_int(e.tid) for e in chosen], dtype=np.int64)
+    return kind.build(ts, pid, tid, [e.args for e in chosen])
 
 
 # --- cache and attachment ------------------------------------------------------------------------
@@ -136,7 +163,9 @@ def _cache_path(rt: RankTrace, kind: ExtraKind, storage_options, cache_dir) -> P
     )
     if not (entry / "meta.json").is_file():
         return None
-    return entry / "extras" / f"{kind.name}-v{kind.version}-p{PARSER_VERSION}.arrow"
+    # a file of another profiler may hold several ranks, all in the first rank's entry
+    part = f"-part{rt.meta.other.get('part', 0)}" if rt.meta.source_format != "kineto" else ""
+    return entry / "extras" / f"{kind.name}-v{kind.version}-p{PARSER_VERSION}{part}.arrow"
 
 
 def _read(path: Path) -> pd.DataFrame:
@@ -184,7 +213,16 @@ def extra_table(
                 stacklevel=2,
             )
     if table is None:
-        table = extract(read_trace_bytes(rt.meta.source, storage_options), rt.meta.source, kind)
+        data = read_trace_bytes(rt.meta.source, storage_options)
+        if rt.meta.source_format != "kineto":
+            from analysis.formats.readers import (
+                foreign_extra,  # another profiler's file: its reader
+            )
+
+            table = foreign_extra(rt, kind, data)
+        else:
+            table = extract(data, rt.meta.source, kind)
+        del data
         if path is not None:
             try:
                 _write(table, path)
@@ -312,3 +350,216 @@ MEMORY_OPS = register(
 """``memory_ops``: one row per GPU memcpy/memset event with args; columns ``bytes`` (int64,
 ``args.bytes``, -1 when absent) and ``bandwidth_gbps`` (float64, Kineto's
 ``args["memory bandwidth (GB/s)"]``, NaN when absent)."""
+
+
+# --- the kernel launch args kind (the TensorBoard plugin's kernel view) --------------------------
+
+
+class _KernelArgs(msgspec.Struct, gc=False):
+    """A kernel's launch configuration and CUPTI's occupancy estimates, as Kineto writes them."""
+
+    blocks_per_sm: Any = msgspec.field(default=None, name="blocks per SM")
+    warps_per_sm: Any = msgspec.field(default=None, name="warps per SM")
+    occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
+    grid: msgspec.Raw = _NULL
+    block: msgspec.Raw = _NULL
+    registers: Any = msgspec.field(default=None, name="registers per thread")
+    shared_memory: Any = msgspec.field(default=None, name="shared memory")
+    # Kineto's 2021 GPU and runtime events write "external id" (the model reads "External id")
+    external_id_lower: Any = msgspec.field(default=None, name="external id")
+
+
+KERNEL_ARG_COLUMNS = {
+    "raw_cat": "category",
+    "blocks_per_sm": "float64",
+    "warps_per_sm": "float64",
+    "occupancy_pct": "float64",
+    "grid": "category",
+    "block": "category",
+    "registers_per_thread": "float64",
+    "shared_memory": "float64",
+    "external_id_lower": "int64",
+}
+
+
+# Kineto's 2021 names of runtime and Python events (today "cuda_runtime", "python_function"):
+# tools that read raw categories (the TensorBoard plugin) treat them differently.
+_LEGACY_RAW = ("runtime", "python")
+
+
+def _int_or(value: Any, missing: int) -> int:
+    from analysis.kineto.columns import int_or_none
+
+    number = int_or_none(value)
+    return missing if number is None else number
+
+
+def _build_kernel_args(rows: np.ndarray, args: list[_KernelArgs], cats: list[str]) -> pd.DataFrame:
+    # kernels always; runtime and Python rows only under their 2021 names (few, and all that
+    # matters about them here is that they exist)
+    keep = np.array([c == "kernel" or c == "Kernel" or c.lower() in _LEGACY_RAW for c in cats],
+                    dtype=bool)
+    rows = rows[keep] if len(rows) else rows
+    args = [a for a, k in zip(args, keep, strict=True) if k]
+    cats = [c for c, k in zip(cats, keep, strict=True) if k]
+
+    def numbers(field: str) -> np.ndarray:
+        return np.array([_number(getattr(a, field), np.nan) for a in args], dtype=np.float64)
+
+    def texts(field: str) -> pd.Categorical:
+        raws = [getattr(a, field) for a in args]
+        memo: dict[bytes, str] = {b"null": ""}
+        out = []
+        for raw in raws:
+            text = bytes(raw)
+            if text not in memo:
+                try:
+                    value = msgspec.json.decode(text)
+                except msgspec.DecodeError:
+                    value = text.decode("utf-8", "replace")
+                memo[text] = str(value) if not isinstance(value, str) else value
+            out.append(memo[text])
+        return pd.Categorical(out)
+
+    return pd.DataFrame(
+        {
+            "raw_cat": pd.Categorical(cats),
+            "blocks_per_sm": numbers("blocks_per_sm"),
+            "warps_per_sm": numbers("warps_per_sm"),
+            "occupancy_pct": numbers("occupancy"),
+            "grid": texts("grid"),
+            "block": texts("block"),
+            "registers_per_thread": numbers("registers"),
+            "shared_memory": numbers("shared_memory"),
+            "external_id_lower": np.array([_int_or(a.external_id_lower, -1) for a in args],
+                                          dtype=np.int64),
+        },
+        index=pd.Index(rows, dtype="int64"),
+    ).astype(KERNEL_ARG_COLUMNS)
+
+
+KERNEL_ARGS = register(
+    ExtraKind(
+        name="kernel_args",
+        version=2,
+        args=_KernelArgs,
+        categories=("kernel", "cuda_runtime", "python_function"),
+        build=_build_kernel_args,
+        raw_categories=True,
+    )
+)
+"""``kernel_args``: one row per kernel event with args, and per runtime / Python event written
+under Kineto's 2021 category names (``"Runtime"``, ``"Python"``): ``raw_cat`` (as written),
+``blocks_per_sm``, ``warps_per_sm``, ``occupancy_pct`` (``est. achieved occupancy %``),
+``registers_per_thread``, ``shared_memory`` (float64, NaN when absent), ``grid``, ``block``
+(categorical text such as ``"[88497, 1, 1]"``, "" when absent), ``external_id_lower`` (the 2021
+schema's lower-case ``"external id"`` of GPU and runtime events, -1 when absent). Rows of these
+categories without args are kept too (all columns missing)."""
+
+
+# --- the memory events kind (profile_memory=True) ------------------------------------------------
+
+
+class _MemoryEventArgs(msgspec.Struct, gc=False):
+    """The args of a ``[memory]`` instant event (``profile_memory=True``)."""
+
+    addr: Any = msgspec.field(default=None, name="Addr")
+    nbytes: Any = msgspec.field(default=None, name="Bytes")
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+
+
+MEMORY_EVENT_COLUMNS = {
+    "ts": "int64",
+    "pid": "int64",
+    "tid": "int64",
+    "has_addr": "bool",
+    "addr": "int64",
+    "bytes": "int64",
+    "total_allocated": "float64",
+    "total_reserved": "float64",
+    "device_type": "int64",
+    "device_id": "int64",
+}
+
+
+def _build_memory_events(ts: np.ndarray, pid: np.ndarray, tid: np.ndarray,
+                         args: list[_MemoryEventArgs | None]) -> pd.DataFrame:
+    from analysis.kineto.columns import int_or_none
+
+    args = [a if a is not None else _MemoryEventArgs() for a in args]
+
+    def ints(field: str, missing: int) -> np.ndarray:
+        values = [int_or_none(getattr(a, field)) for a in args]
+        return np.array([missing if v is None else v for v in values], dtype=np.int64)
+
+    addrs = [int_or_none(a.addr) for a in args]
+    return pd.DataFrame(
+        {
+            "ts": ts,
+            "pid": pid,
+            "tid": tid,
+            "has_addr": np.array([v is not None for v in addrs], dtype=bool),
+            "addr": np.array([-1 if v is None else v for v in addrs], dtype=np.int64),
+            "bytes": ints("nbytes", 0),  # the plugin's default for a missing size
+            "total_allocated": np.array([_number(a.total_allocated, np.nan) for a in args]),
+            "total_reserved": np.array([_number(a.total_reserved, np.nan) for a in args]),
+            "device_type": ints("device_type", -1),
+            "device_id": ints("device_id", -1),
+        }
+    ).astype(MEMORY_EVENT_COLUMNS)
+
+
+MEMORY_EVENTS = register(
+    ExtraKind(
+        name="memory_events",
+        version=1,
+        args=_MemoryEventArgs,
+        categories=(),
+        build=_build_memory_events,
+        instant="[memory]",
+    )
+)
+"""``memory_events``: one row per ``[memory]`` instant event (``profile_memory=True``), file order,
+indexed 0..n-1 (not rows of ``events``): ``ts`` (ns), ``pid``, ``tid``, ``has_addr``, ``addr``
+(-1 when absent), ``bytes`` (negative: a free), ``total_allocated``, ``total_reserved`` (bytes,
+float64, NaN when absent), ``device_type`` (0 CPU, 1 CUDA, -1 absent), ``device_id``."""
+
+
+# --- the Python function ids kind (with_stack / with_modules: the nn.Module hierarchy) ----------
+
+
+class _PythonArgs(msgspec.Struct, gc=False):
+    """The ids of a ``python_function`` event: its own, its caller's and its ``nn.Module``'s."""
+
+    python_id: Any = msgspec.field(default=None, name="Python id")
+    parent_id: Any = msgspec.field(default=None, name="Python parent id")
+    module_id: Any = msgspec.field(default=None, name="Python module id")
+
+
+PYTHON_FUNCTION_COLUMNS = {"python_id": "int64", "parent_id": "int64", "module_id": "int64"}
+
+
+def _build_python_functions(rows: np.ndarray, args: list[_PythonArgs]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {col: np.array([_int_or(getattr(a, field), -1) for a in args], dtype=np.int64)
+         for col, field in (("python_id", "python_id"), ("parent_id", "parent_id"),
+                            ("module_id", "module_id"))},
+        index=pd.Index(rows, dtype="int64"),
+    ).astype(PYTHON_FUNCTION_COLUMNS)
+
+
+PYTHON_FUNCTIONS = register(
+    ExtraKind(
+        name="python_functions",
+        version=1,
+        args=_PythonArgs,
+        categories=("python_function",),
+        build=_build_python_functions,
+    )
+)
+"""``python_functions``: one row per ``python_function`` event with args: ``python_id``,
+``parent_id`` (the calling Python function's id) and ``module_id`` (the ``nn.Module``'s id for a
+module's ``forward``, recorded with ``with_modules=True``), int64, -1 when absent."""

@@ -38,7 +38,7 @@ from analysis.errors import (
     TraceNotFoundError,
     printable,
 )
-from analysis.kineto.cache import TraceCache, cache_key
+from analysis.kineto.cache import TraceCache, cache_key, part_key
 from analysis.kineto.model import RankTrace, Trace
 from analysis.kineto.progress import PROGRESS_DELAY_S, progress_bar  # noqa: F401 (re-exported)
 from analysis.kineto.sources import (
@@ -92,7 +92,7 @@ def load_file(
     return_trace: bool,
     map_chunks=None,
 ) -> tuple:
-    """Read, parse and cache one file. Returns ``("trace", RankTrace, notes)``,
+    """Read, parse and cache one file. Returns ``("trace", [RankTrace, ...], notes)``,
     ``("cached", key, notes)`` or ``("error", error class, path, reason, traceback text)``.
     ``map_chunks``: how the parser decodes the file's chunks (default: here, one after another).
 
@@ -101,11 +101,7 @@ def load_file(
     """
     try:
         data = read_trace_bytes(url, storage_options)
-        from analysis.kineto.parse import (
-            parse_trace_bytes,  # here, so sources-only callers never import it
-        )
-
-        trace = parse_trace_bytes(data, url, map_chunks=map_chunks)
+        traces = parse_any(data, url, map_chunks)
     except InputFileError as exc:
         return ("error", type(exc), exc.path, exc.reason, None)
     except MemoryError:
@@ -117,13 +113,30 @@ def load_file(
     notes: list[str] = []
     if key is not None:
         try:
-            # the rank can now be released and read back from the entry (analysis.engines.local)
-            trace.cache_entry = str(TraceCache(cache_dir).put(key, trace))
+            cache = TraceCache(cache_dir)
+            cache.put_parts(key, traces)
+            # each rank can now be released and read back from its entry (analysis.engines.local)
+            for part, trace in enumerate(traces):
+                trace.cache_entry = str(cache.entry_dir(part_key(key, part)))
             if not return_trace:
                 return ("cached", key, notes)
         except OSError as exc:
             notes.append(f"{url}: could not write the trace cache entry ({exc}); not cached")
-    return ("trace", trace, notes)
+    return ("trace", traces, notes)
+
+
+def parse_any(data: bytes, url: str, map_chunks=None) -> list[RankTrace]:
+    """One file's ranks: a Kineto trace is one rank; an nsys, XPlane or rocprofv3 file (chosen by
+    content, ``analysis.formats.detect``) may hold several."""
+    from analysis.formats import detect
+    from analysis.formats.readers import parse_foreign  # here, so sources-only callers skip them
+
+    source_format = detect(data[:4096], len(data))
+    if source_format != "kineto":
+        return parse_foreign(data, url, source_format)
+    from analysis.kineto.parse import parse_trace_bytes
+
+    return [parse_trace_bytes(data, url, map_chunks=map_chunks)]
 
 
 def error_from(outcome: tuple) -> InputFileError:
@@ -306,6 +319,7 @@ class ChunkPool:
 
 def assign_ranks(loaded: list[tuple[TraceFile, RankTrace]]) -> dict[int, RankTrace]:
     """Rank of each file: the mapping's, else distributedInfo.rank, else the file name's, else 0.
+    The ranks of an nsys/XPlane/rocprof file are its reader's (plus the mapping's rank, if any).
 
     Also warns, once per file, about the data anomalies its parser counted (``meta.anomalies``).
     """
@@ -320,7 +334,11 @@ def assign_ranks(loaded: list[tuple[TraceFile, RankTrace]]) -> dict[int, RankTra
                 TraceLoadWarning,
                 stacklevel=3,
             )
-        if file.rank is not None:
+        if meta.source_format != "kineto":
+            # the reader numbered the file's ranks (analysis.formats); a mapping's rank offsets them
+            if file.rank is not None:
+                meta.rank += file.rank
+        elif file.rank is not None:
             meta.rank, meta.rank_origin = file.rank, "mapping"
         elif meta.rank < 0:
             from_name = rank_from_file_name(file.url)
@@ -381,7 +399,7 @@ def settle_failures(
         raise TraceNotFoundError(
             source,
             f"none of the {len(files)} file(s) is a Kineto trace: "
-            + ", ".join(map(printable, not_traces)),
+            + ", ".join(f"{printable(url)} ({failures[url].reason})" for url in not_traces),
         )
     return skipped
 
@@ -426,7 +444,7 @@ def load_trace(
     cache = TraceCache(cache_dir) if use_cache else None
     cache_dir_str = str(cache.dir) if cache is not None else None
 
-    traces: dict[str, RankTrace] = {}
+    traces: dict[str, list[RankTrace]] = {}  # a file's ranks (one, unless another format)
     failures: dict[str, TraceLoadError] = {}
     notes: list[str] = []
 
@@ -436,7 +454,7 @@ def load_trace(
     tasks = []
     for file in files:
         key = cache_key(file.url, file.size, file.version) if cache and file.version else None
-        cached = cache.get(key) if key is not None else None
+        cached = cache.get_parts(key) if key is not None else None
         if cached is not None:
             traces[file.url] = cached
         else:
@@ -452,11 +470,12 @@ def load_trace(
                 traces[url] = outcome[1]
                 notes.extend(outcome[2])
             else:
-                cached = cache.get(outcome[1])
+                cached = cache.get_parts(outcome[1])
                 if cached is None:  # removed or damaged since the worker wrote it: parse here
                     outcome = load_file(url, storage_options, None, None, True)
                     return on_outcome(task, outcome)
-                cached.meta.from_cache = False  # parsed just now by the worker, cached on the way
+                for part in cached:  # parsed just now by the worker, cached on the way
+                    part.meta.from_cache = False
                 traces[url] = cached
                 notes.extend(outcome[2])
             if bar is not None:
@@ -494,5 +513,5 @@ def load_trace(
         warnings.warn(note, TraceLoadWarning, stacklevel=2)
 
     skipped = settle_failures(files, traces, failures, on_error, source)
-    loaded = [(f, traces[f.url]) for f in files if f.url in traces]
+    loaded = [(f, t) for f in files if f.url in traces for t in traces[f.url]]
     return Trace(ranks=assign_ranks(loaded), source=source, skipped=skipped)

@@ -33,7 +33,7 @@ from typing import Any
 import msgspec
 from isal import igzip
 
-from analysis.errors import ConfigError, CorruptTraceError, ExportError
+from analysis.errors import ConfigError, CorruptTraceError, EmptySelectionError, ExportError
 from analysis.kineto.model import RankMeta, RankTrace, Trace
 from analysis.kineto.parse import parse_trace_bytes
 from analysis.kineto.sources import gunzip_bounded, read_trace_bytes
@@ -86,6 +86,8 @@ class MergedRank:
     flow_id_offset: int = 0
     shift_ns: int = 0
     events: int = 0  # events written (metadata included)
+    in_steps: int = 0  # events (not metadata) in the steps asked for, before --gpu-only
+    timed: int = 0  # events (not metadata) written
 
 
 @dataclass
@@ -174,6 +176,7 @@ def _rank_events(doc: _RankDoc, rank: int, info: MergedRank, *, steps, gpu_only)
         keep = _step_keep(doc, set(steps), rank)
         fields = [f for f, k in zip(fields, keep, strict=True) if k]
         raws = [r for r, k in zip(raws, keep, strict=True) if k]
+    info.in_steps = sum(f.ph != "M" for f in fields)
     pids = [_hashable(f.pid) for f in fields]
     gpu_pids = {p for f, p in zip(fields, pids, strict=True) if _is_gpu(f)}
     if gpu_only:
@@ -219,6 +222,7 @@ def _rank_events(doc: _RankDoc, rank: int, info: MergedRank, *, steps, gpu_only)
         out.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
                     "args": {"sort_index": pid}})
     info.events = len(out)
+    info.timed = sum(f.ph != "M" for f in fields)
     return out
 
 
@@ -234,8 +238,10 @@ def merge_traces(
 ) -> list[MergedRank]:
     """Write the merged trace of ``sources`` (``{rank: path or URL}``) to ``out_path`` (gzip JSON).
 
-    Returns what was done per rank. Raises ``ConfigError`` for bad options, ``CorruptTraceError``
-    for a source that is not a trace document, ``ExportError`` when the output cannot be written.
+    Returns what was done per rank. Raises ``ConfigError`` for bad options, ``EmptySelectionError``
+    when the ranks, steps and ``gpu_only`` select no event (nothing is written then),
+    ``CorruptTraceError`` for a source that is not a trace document, ``ExportError`` when the output
+    cannot be written. The file is written under a temporary name and moved in place when complete.
     """
     if align not in (None, "first_collective"):
         raise ConfigError(f"align must be None or 'first_collective', not {align!r}")
@@ -261,29 +267,62 @@ def merge_traces(
     return [infos[r] for r in chosen]
 
 
+def _empty_selection(infos: Mapping[int, MergedRank], steps, gpu_only: bool) -> str:
+    """Why the selection holds no event, in the options' words."""
+    ranks = sorted(infos)
+    if steps is not None and not any(i.in_steps for i in infos.values()):
+        return (f"--steps {','.join(map(str, sorted(steps)))} matched no ProfilerStep on ranks "
+                f"{ranks}")
+    if gpu_only:
+        return f"--gpu-only: ranks {ranks} have no GPU events (CPU-only traces)"
+    return f"ranks {ranks} hold no events"
+
+
 def _write(out_path, sources, infos, *, steps, gpu_only, storage_options) -> None:
     import fsspec  # the kineto layer's I/O dependency; imported only when writing
 
-    merged_meta = {}
+    fs, path = fsspec.core.url_to_fs(str(out_path))
+    part = f"{path}.part"
     try:
-        with fsspec.open(str(out_path), "wb") as raw, igzip.open(raw, "wb") as out:
-            out.write(b'{"displayTimeUnit":"ms","traceEvents":[')
-            first = True
-            for r, info in infos.items():
-                doc = _decode(read_trace_bytes(sources[r], storage_options), sources[r])
-                events = _rank_events(doc, r, info, steps=steps, gpu_only=gpu_only)
-                if events:
-                    body = _ENCODER.encode(events)[1:-1]
-                    out.write(body if first else b"," + body)
-                    first = False
-                merged_meta[str(r)] = {
-                    "source": info.source, "pids": {str(k): v for k, v in info.pids.items()},
-                    "flow_id_offset": info.flow_id_offset, "shift_ns": info.shift_ns,
-                    "top": doc.top,
-                }
-            out.write(b'],"mergedRanks":' + _ENCODER.encode(merged_meta) + b"}")
+        # per-rank warnings ("step 99 is not in rank 3") only matter when something is written
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            _write_merged(fs, part, sources, infos, steps=steps, gpu_only=gpu_only,
+                          storage_options=storage_options)
+        if not any(i.timed for i in infos.values()):
+            raise EmptySelectionError(f"nothing to merge: {_empty_selection(infos, steps, gpu_only)}; "
+                                      f"{out_path} not written")
+        for w in said:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        fs.mv(part, path)
     except OSError as exc:
         raise ExportError(out_path, f"cannot write the merged trace ({exc})") from None
+    finally:
+        try:
+            if fs.exists(part):
+                fs.rm(part)
+        except OSError:
+            pass
+
+
+def _write_merged(fs, part, sources, infos, *, steps, gpu_only, storage_options) -> None:
+    merged_meta = {}
+    with fs.open(part, "wb") as raw, igzip.open(raw, "wb") as out:
+        out.write(b'{"displayTimeUnit":"ms","traceEvents":[')
+        first = True
+        for r, info in infos.items():
+            doc = _decode(read_trace_bytes(sources[r], storage_options), sources[r])
+            events = _rank_events(doc, r, info, steps=steps, gpu_only=gpu_only)
+            if events:
+                body = _ENCODER.encode(events)[1:-1]
+                out.write(body if first else b"," + body)
+                first = False
+            merged_meta[str(r)] = {
+                "source": info.source, "pids": {str(k): v for k, v in info.pids.items()},
+                "flow_id_offset": info.flow_id_offset, "shift_ns": info.shift_ns,
+                "top": doc.top,
+            }
+        out.write(b'],"mergedRanks":' + _ENCODER.encode(merged_meta) + b"}")
 
 
 def split_merged_trace(data: bytes, source: str = "merged trace") -> dict[int, bytes]:

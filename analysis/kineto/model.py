@@ -138,6 +138,9 @@ class RankMeta:
     # Events whose 'dur' was negative, by name: the parser set their dur to 0 (the health check
     # reports them as errors).
     negative_durations: dict[str, int] = field(default_factory=dict)
+    # Which profiler wrote the file: "kineto", or "nsys", "xplane", "rocprof" (analysis.formats,
+    # which also says what each of those does not carry).
+    source_format: str = "kineto"
 
     @property
     def process_groups(self) -> list[dict[str, Any]]:

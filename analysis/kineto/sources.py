@@ -15,6 +15,8 @@ import os
 import posixpath
 import re
 import stat
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,14 +35,22 @@ from analysis.errors import (
     TracePermissionError,
     UnreachableError,
 )
+from analysis.formats.detect import SQLITE_MAGIC
 
 # Like HTA: Kineto writes *.pt.trace.json(.gz); HTA reads every *.json and *.gz and lets the
-# content decide (non-traces are skipped by the loader with a warning).
-TRACE_SUFFIXES = (".json", ".gz")
-TRACE_PATTERNS = "*.json, *.json.gz, *.pt.trace.json, *.pt.trace.json.gz, *.gz"
+# content decide (non-traces are skipped by the loader with a warning). Other profilers' files
+# (analysis.formats): Nsight Systems SQLite exports and XPlane protobufs (rocprofv3 writes JSON).
+TRACE_SUFFIXES = (".json", ".gz", ".sqlite", ".xplane.pb")
+TRACE_PATTERNS = (
+    "*.json, *.json.gz, *.pt.trace.json, *.pt.trace.json.gz, *.gz, *.sqlite, *.xplane.pb"
+)
 
-# "rank-3", "rank_3", "rank3", "RANK-3"; not "frank3".
+# Ranks in file names, tried in order (the rule is documented in README.md, "How ranks are read"):
+# "rank-3", "rank_3", "rank3", "RANK-3" anywhere (not "frank3"); then a name that starts with
+# "worker3" (torch's tensorboard_trace_handler(worker_name=f"worker{rank}") writes
+# "worker3.1623212756351.pt.trace.json.gz").
 _RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_]?(\d+)", re.IGNORECASE)
+_WORKER_PREFIX = re.compile(r"^worker[-_]?(\d+)(?=[._-])", re.IGNORECASE)
 
 # Keys of fsspec's info() that change whenever an object's content changes, best first:
 # GCS generation, S3/HTTP ETag, MD5, then modification times.
@@ -65,8 +75,10 @@ class TraceFile:
 
 
 def rank_from_file_name(url: str) -> int | None:
-    """The rank written in a file name (``rank-3``, ``rank_3``, ``rank3``), or None."""
-    match = _RANK_IN_NAME.search(posixpath.basename(url.rstrip("/")))
+    """The rank written in a file name, or None: ``rank-3``, ``rank_3``, ``rank3`` anywhere in
+    it, else a leading ``worker3.`` / ``worker_3_`` (``worker3.1623212756351.pt.trace.json.gz``)."""
+    name = posixpath.basename(url.rstrip("/"))
+    match = _RANK_IN_NAME.search(name) or _WORKER_PREFIX.match(name)
     return int(match.group(1)) if match else None
 
 
@@ -146,7 +158,8 @@ def read_limit(limit: int | str | None = None) -> int:
 
 
 def remote_timeout() -> float:
-    """Seconds a remote metadata request may take (``$TRACE_ANALYSIS_REMOTE_TIMEOUT`` overrides)."""
+    """Seconds a remote store may take to answer, in all: connecting (credentials), file
+    information and listing (``$TRACE_ANALYSIS_REMOTE_TIMEOUT`` overrides)."""
     text = os.environ.get(REMOTE_TIMEOUT_ENV)
     if text is None:
         return REMOTE_TIMEOUT_S
@@ -192,7 +205,48 @@ def _quiet_remote():
         logger.removeFilter(quiet)
 
 
-def _metadata_call(fs, method: str, url: str, path: str, **kwargs):
+class Deadline:
+    """The one time budget of a remote operation (connecting, credentials, listing, file info):
+    ``$TRACE_ANALYSIS_REMOTE_TIMEOUT`` seconds from its creation, shared by every step, so that
+    a store that never answers fails after the budget, not after the budget times the steps."""
+
+    def __init__(self, budget: float | None = None):
+        self.budget = remote_timeout() if budget is None else budget
+        self.end = time.monotonic() + self.budget
+
+    def left(self) -> float:
+        return max(0.05, self.end - time.monotonic())
+
+    def expired(self, url: str, what: str = "") -> UnreachableError:
+        return UnreachableError(
+            url, f"no answer within {self.budget:g} s{what} (unreachable endpoint, network or "
+            f"credentials?); ${REMOTE_TIMEOUT_ENV} sets this budget")
+
+
+def _within(deadline: Deadline, url: str, what: str, func, *args, **kwargs):
+    """``func(*args, **kwargs)`` in a daemon thread, waited for until the deadline (a library that
+    looks for credentials, e.g. google.auth probing a metadata server, cannot be interrupted: it
+    is left to finish in the background while the command fails on time)."""
+    box: dict[str, Any] = {}
+
+    def run():
+        try:
+            box["value"] = func(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller below
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True, name="trace-analysis-connect")
+    worker.start()
+    worker.join(deadline.left())
+    if worker.is_alive():
+        raise deadline.expired(url, what)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _metadata_call(fs, method: str, url: str, path: str, deadline: Deadline | None = None,
+                   **kwargs):
     """``fs.<method>(path)``, bounded in time for remote (async) filesystems, quietly."""
     if _is_local(fs) or not getattr(fs, "async_impl", False):
         return getattr(fs, method)(path, **kwargs)
@@ -200,7 +254,8 @@ def _metadata_call(fs, method: str, url: str, path: str, **kwargs):
 
     from fsspec.asyn import sync
 
-    budget = remote_timeout()
+    deadline = deadline or Deadline()
+    budget = deadline.left()
 
     async def bounded():
         # wait_for cancels the request on time-out, so gcsfs's retries stop there too (fsspec's
@@ -212,10 +267,7 @@ def _metadata_call(fs, method: str, url: str, path: str, **kwargs):
             return sync(fs.loop, bounded)
         except Exception as exc:
             if _is_timeout(exc):
-                raise UnreachableError(
-                    url, f"no answer within {budget:g} s (unreachable endpoint, network or "
-                    f"credentials?); ${REMOTE_TIMEOUT_ENV} sets this budget"
-                ) from None
+                raise deadline.expired(url) from None
             raise
 
 
@@ -311,13 +363,19 @@ class _LocalFiles:
             return f.read()
 
 
-def _filesystem(url: str, storage_options: Mapping[str, Any] | None):
+def _filesystem(url: str, storage_options: Mapping[str, Any] | None,
+                deadline: Deadline | None = None):
+    """The fsspec filesystem and path of ``url`` (ours for plain local paths). Creating a remote
+    one may look for credentials (seconds, on a machine without them): bounded by ``deadline``."""
     if os.sep == "/" and ":" not in url and not storage_options:
         return _LocalFiles(), _LocalFiles.name(url)
     from fsspec.core import url_to_fs  # only for URLs: its import is a tenth of a second
 
     try:
-        return url_to_fs(url, **dict(storage_options or {}))
+        if not _is_url(url) or url.startswith("file:"):
+            return url_to_fs(url, **dict(storage_options or {}))
+        return _within(deadline or Deadline(), url, " (connecting: looking for credentials)",
+                       url_to_fs, url, **dict(storage_options or {}))
     except (ValueError, ImportError) as exc:  # unknown protocol, missing gcsfs/s3fs, bad options
         raise TraceLoadError(url, f"cannot open this URL with fsspec: {exc}") from exc
 
@@ -333,9 +391,9 @@ def display_url(fs, path: str, given: str) -> str:
     return path if _is_local(fs) else given
 
 
-def _list_directory(url: str, fs, path: str) -> list[TraceFile]:
+def _list_directory(url: str, fs, path: str, deadline: Deadline | None = None) -> list[TraceFile]:
     try:
-        entries = _metadata_call(fs, "ls", url, path, detail=True)
+        entries = _metadata_call(fs, "ls", url, path, deadline, detail=True)
     except Exception as exc:
         raise as_load_error(url, exc, "list this directory") from exc
     files = []
@@ -352,10 +410,11 @@ def _list_directory(url: str, fs, path: str) -> list[TraceFile]:
     return sorted(files, key=lambda f: posixpath.basename(f.url))
 
 
-def _single_file(url: str, storage_options, rank: int | None = None) -> TraceFile:
-    fs, path = _filesystem(url, storage_options)
+def _single_file(url: str, storage_options, rank: int | None = None,
+                 deadline: Deadline | None = None) -> TraceFile:
+    fs, path = _filesystem(url, storage_options, deadline)
     try:
-        info = _metadata_call(fs, "info", url, path)
+        info = _metadata_call(fs, "info", url, path, deadline)
     except Exception as exc:
         raise as_load_error(url, exc, "get file information") from exc
     if info.get("type") == "directory":
@@ -388,23 +447,25 @@ def find_trace_files(
         if not items:
             raise TraceNotFoundError(str(base or "trace_files"), "trace_files is empty")
         found = []
+        deadline = Deadline()  # one budget for every file's information
         for rank, p in items:
             if base is not None and not _is_url(p) and not os.path.isabs(p):
                 p = _join(base, p)
-            found.append(_single_file(p, storage_options, rank))
+            found.append(_single_file(p, storage_options, rank, deadline))
         if not isinstance(trace_files, Mapping):
             found.sort(key=lambda f: posixpath.basename(f.url))
         return found
 
     if base is None:
         raise ConfigError("pass trace_dir (a directory, prefix or file) or trace_files")
-    fs, path = _filesystem(base, storage_options)
+    deadline = Deadline()  # connecting, file information and listing share one budget
+    fs, path = _filesystem(base, storage_options, deadline)
     try:
-        info = _metadata_call(fs, "info", base, path)
+        info = _metadata_call(fs, "info", base, path, deadline)
     except Exception as exc:
         raise as_load_error(base, exc, "get file information") from exc
     if info.get("type") == "directory":
-        return _list_directory(base, fs, path)
+        return _list_directory(base, fs, path, deadline)
     _check_regular(base, info, fs, path)
     return [TraceFile(display_url(fs, path, base), info.get("size"), _version(info))]
 
@@ -510,8 +571,9 @@ def read_trace_bytes(url: str, storage_options: Mapping[str, Any] | None = None,
 
 
 def sniff_trace(head: bytes) -> str | None:
-    """Why the first bytes of a file cannot start a Kineto trace (gzip or JSON object), or None."""
-    if head.startswith(b"\x1f\x8b"):
+    """Why the first bytes of a file cannot start a Kineto trace (gzip or JSON object) or another
+    profiler's file that ``analysis.formats`` reads, or None."""
+    if head.startswith((b"\x1f\x8b", SQLITE_MAGIC)) or head[:1] == b"\x0a":  # gzip, nsys, XPlane
         return None
     text = head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")
     if not text:
@@ -520,7 +582,7 @@ def sniff_trace(head: bytes) -> str | None:
         return None
     return (
         f"not a Kineto trace: neither gzip data nor JSON (starts with {text[:16]!r}); "
-        "a trace is .json or .json.gz"
+        "a trace is .json or .json.gz (or an nsys .sqlite, an .xplane.pb, a rocprofv3 .json)"
     )
 
 

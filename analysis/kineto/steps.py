@@ -11,25 +11,35 @@
 - N must fit a signed 64-bit integer; a larger number is not a step (with a warning).
 
 The model (``RankTrace``), the analysed window (``analysis.kineto.window``), the step table
-(``analysis.metrics.profiler_steps``) and the trace metadata all read steps from here.
+(``analysis.metrics.steps.profiler_steps``) and the trace metadata all read steps from here.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 
 from analysis.kineto.events import gpu_mask
-from analysis.kineto.model import RankTrace
 
 STEP_PATTERN = r"ProfilerStep\s*#\s*(\d+)"
 GPU_ANNOTATION_CATS = ("gpu_user_annotation",)
 _INT64_MAX = np.iinfo(np.int64).max
 
 
-def step_names(rt: RankTrace) -> list[str]:
+class RankLike(Protocol):
+    """What this module reads of a rank (:class:`analysis.kineto.model.RankTrace`, which calls
+    here for its own ``profiler_steps()``; this module does not import the model)."""
+
+    events: pd.DataFrame
+
+    def memoised(self, key: Any, compute: Callable[[], Any]) -> Any: ...
+
+
+def step_names(rt: RankLike) -> list[str]:
     """The distinct event names of ``rt`` that are step names (``ProfilerStep#N``)."""
     names = rt.events["name"]
     cats = names.cat.categories if isinstance(names.dtype, pd.CategoricalDtype) else names.unique()
@@ -37,7 +47,7 @@ def step_names(rt: RankTrace) -> list[str]:
     return [str(c) for c, s in zip(cats, is_step, strict=True) if s]
 
 
-def step_annotation_mask(rt: RankTrace) -> np.ndarray:
+def step_annotation_mask(rt: RankLike) -> np.ndarray:
     """Rows of ``rt.events`` that are CPU-side ``ProfilerStep#N`` annotations (see module doc)."""
     ev = rt.events
     named = ev["name"].isin(step_names(rt)).to_numpy()
@@ -47,14 +57,14 @@ def step_annotation_mask(rt: RankTrace) -> np.ndarray:
     return named & on_cpu
 
 
-def profiler_steps(rt: RankTrace) -> pd.DataFrame:
+def profiler_steps(rt: RankLike) -> pd.DataFrame:
     """One row per profiler step of ``rt``: ``step`` (N, int64), ``ts``, ``dur`` (int ns, as
     written), ``name``; sorted by step. Empty when the trace was recorded without a schedule.
     Computed once per rank (shared frame: do not modify it)."""
     return rt.memoised("profiler_steps", lambda: _profiler_steps(rt))
 
 
-def _profiler_steps(rt: RankTrace) -> pd.DataFrame:
+def _profiler_steps(rt: RankLike) -> pd.DataFrame:
     rows = rt.events.loc[step_annotation_mask(rt), ["ts", "dur", "name"]]
     digits = rows["name"].astype(str).str.extract(STEP_PATTERN, expand=False)
     numbers = [int(d) for d in digits]
@@ -78,6 +88,6 @@ def _profiler_steps(rt: RankTrace) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def step_numbers(rt: RankTrace) -> set[int]:
+def step_numbers(rt: RankLike) -> set[int]:
     """The profiler step numbers of ``rt``."""
     return {int(s) for s in profiler_steps(rt)["step"]}

@@ -20,6 +20,10 @@ iteration, with correlation ids that match no call in the trace (*unlaunched*).
   most one distinct step everything is kept (unlaunched events included), otherwise only GPU events
   launched in the window (so the same events count or not depending on the number of steps).
 
+Other profilers' files (``analysis.formats``: nsys, XPlane, rocprofv3) record the GPU work of the
+capture range, and some record no launch calls at all (a rocprofv3 kernel-trace-only run): for
+them ``"launched"`` means ``"all"``, every GPU event counts (TraceLens's rule for XPlane too).
+
 GPU events are linked to their launches by correlation id, not by flow (``ac2g``) markers: some
 ROCm memsets carry a correlation id and an ``f`` flow marker but no ``s`` marker (TraceLens, which
 follows flows, loses them). Deliberate differences from HTA: a rank that has no ProfilerStep at all
@@ -41,6 +45,9 @@ from analysis.kineto.model import RankTrace, Trace
 from analysis.kineto.steps import profiler_steps, step_numbers
 
 GpuEvents = Literal["launched", "all", "hta"]
+# What a per-rank step runs over: the analysed window (complete profiler steps, chosen GPU events)
+# or the whole trace.
+Window = Literal["steps", "full"]
 GPU_EVENT_CHOICES = ("launched", "all", "hta")
 
 
@@ -56,6 +63,8 @@ def rank_window(
     """One rank restricted to the analysed window (see the module docstring). ``n_steps`` is the
     number of distinct profiler steps over *all* ranks."""
     check_gpu_events(gpu_events)
+    if gpu_events == "launched" and rt.meta.source_format != "kineto":
+        gpu_events = "all"  # see the module docstring
     ev = rt.events
     gpu = gpu_mask(ev)
     cpu = ~gpu
@@ -100,10 +109,12 @@ class WindowStats:
     unlaunched: int  # no launching call anywhere in the trace
     unlaunched_ns: int  # their summed duration
     unlaunched_kept: int  # of those, how many the window keeps
+    source_format: str = "kineto"
 
     def note(self, gpu_events: str) -> str | None:
-        """A one-line account of the unlaunched events, or None when there are none."""
-        if not self.unlaunched:
+        """A one-line account of the unlaunched events, or None when there are none (or the file
+        is not a Kineto trace: see the module docstring)."""
+        if not self.unlaunched or self.source_format != "kineto":
             return None
         fate = "excluded" if not self.unlaunched_kept else "kept"
         return (
@@ -126,6 +137,7 @@ def window_stats(full: RankTrace, window: RankTrace) -> WindowStats:
         unlaunched=int(unlaunched.sum()),
         unlaunched_ns=int(full.events["dur"].to_numpy()[unlaunched].sum()),
         unlaunched_kept=int((unlaunched & kept).sum()),
+        source_format=full.meta.source_format,
     )
 
 

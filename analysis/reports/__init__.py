@@ -21,6 +21,7 @@ from analysis import arguments
 from analysis.arguments import REPORT_FORMATS
 from analysis.errors import BrowserNotFoundError, ExportError
 from analysis.reports.content import ReportContent, build_report, build_steps, select_report_ranks
+from analysis.reports.staging import moved, staged
 
 __all__ = ["ReportResult", "ReportContent", "build_report", "select_report_ranks", "write_report"]
 
@@ -83,32 +84,33 @@ def write_report(
     ``formats``: ``"html"`` writes ``index.html``; ``"svg"``, ``"png"``, ``"pdf"`` write one file per
     figure under ``figures/``. Tables are always written as CSV under ``tables/``. ``ranks``:
     ``"all"``, an int, a list, or ``"0,2,5"``. ``analyses``: the sections to include (names from
-    ``analysis.registry.section_names()``; default all). ``progress``: a progress bar (None: only on a
+    ``analysis.analyses.section_names()``; default all). ``progress``: a progress bar (None: only on a
     terminal). Static formats need Chrome/Chromium: without one, the page and the tables are still
-    written and ``BrowserNotFoundError`` then says how to install a browser.
+    written and ``BrowserNotFoundError`` then says how to install a browser. Everything is written
+    into a temporary folder beside ``out_dir`` and moved in place at the end: a report that fails
+    leaves nothing behind.
     """
     from analysis.kineto.progress import bar_class
 
     formats = arguments.formats(formats, REPORT_FORMATS) or REPORT_FORMATS[:2]
     static = [f for f in formats if f != "html"]
     out = Path(out_dir).absolute()
-    try:
-        (out / "tables").mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ExportError(out, f"cannot create the report directory: {e.strerror or e}") from e
 
     total = build_steps(analyses) + 2 + bool(static)
     # disable=None: tqdm shows the bar only on a terminal
     disable = None if progress is None else not progress
     tqdm, options = bar_class()  # a widget in notebooks, emptied when done; no TqdmWarning
-    with tqdm(total=total, desc="report", unit="step", disable=disable, leave=False,
-              **options) as bar:
+    no_browser = None
+    # written into a folder beside OUT and moved in place at the end: a failure leaves nothing
+    with staged(out) as tmp, tqdm(total=total, desc="report", unit="step", disable=disable,
+                                  leave=False, **options) as bar:
         content = build_report(ta, ranks=ranks, progress=bar, analyses=analyses)
         result = ReportResult(out_dir=out, index=None,
                               unavailable={s.title: s.error for s in content.sections if s.error},
                               notes=[n for s in content.sections for n in s.notes])
-
-        result.tables = write_tables(content.tables, out / "tables")
+        (tmp / "tables").mkdir()
+        result.tables = {k: moved(p, tmp, out)
+                         for k, p in write_tables(content.tables, tmp / "tables").items()}
         bar.set_postfix_str("tables")
         bar.update(1)
 
@@ -117,8 +119,8 @@ def write_report(
 
             from analysis.reports.html import render_html
 
+            _write_text(tmp / "index.html", render_html(content, plotly.offline.get_plotlyjs()))
             result.index = out / "index.html"
-            _write_text(result.index, render_html(content, plotly.offline.get_plotlyjs()))
         bar.set_postfix_str("html page")
         bar.update(1)
 
@@ -127,12 +129,15 @@ def write_report(
 
             bar.set_postfix_str(f"{'/'.join(static)} figures")
             try:
-                result.figures = export_figures(content.figures, out / "figures", formats=static)
-            except BrowserNotFoundError as e:
-                written = "index.html and the tables" if result.index else "the tables"
-                raise BrowserNotFoundError(
-                    e.path, f"{e.reason} ({written} were written to {out}; only the "
-                    f"{'/'.join(static)} figures are missing)"
-                ) from e
+                written = export_figures(content.figures, tmp / "figures", formats=static)
+                result.figures = {k: [moved(p, tmp, out) for p in v] for k, v in written.items()}
+            except BrowserNotFoundError as e:  # the page and the tables are still worth having
+                no_browser = e
             bar.update(1)
+    if no_browser is not None:
+        written = "index.html and the tables" if result.index else "the tables"
+        raise BrowserNotFoundError(
+            no_browser.path, f"{no_browser.reason} ({written} were written to {out}; only the "
+            f"{'/'.join(static)} figures are missing)"
+        ) from no_browser
     return result

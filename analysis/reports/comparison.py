@@ -13,10 +13,10 @@ from pathlib import Path
 
 from analysis import arguments
 from analysis.arguments import REPORT_FORMATS
-from analysis.errors import ExportError
 from analysis.reports import ReportResult, _write_text, write_tables
 from analysis.reports.content import ReportContent, Section
 from analysis.reports.html import render_html
+from analysis.reports.staging import moved, staged
 
 HOW_TO_READ = {
     "breakdown": (
@@ -83,23 +83,22 @@ def write_comparison_report(comparison, out_dir: str | os.PathLike, formats=("sv
     """Write the comparison page, its figures (``formats`` besides html) and every table as CSV."""
     formats = arguments.formats(formats, REPORT_FORMATS) or REPORT_FORMATS[:2]
     out = Path(out_dir).absolute()
-    try:
-        (out / "tables").mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ExportError(out, f"cannot create the report directory: {e.strerror or e}") from e
     content = comparison_content(comparison, top=top)
-    result = ReportResult(out_dir=out, index=None,
-                          tables=write_tables(content.tables, out / "tables"))
-    if "html" in formats:
-        import plotly.offline
+    with staged(out) as tmp:  # moved in place when complete: a failure leaves nothing
+        (tmp / "tables").mkdir()
+        result = ReportResult(out_dir=out, index=None, tables={
+            k: moved(p, tmp, out) for k, p in write_tables(content.tables, tmp / "tables").items()})
+        if "html" in formats:
+            import plotly.offline
 
-        result.index = out / "index.html"
-        base, test = comparison.labels
-        _write_text(result.index, render_html(content, plotly.offline.get_plotlyjs(),
-                                              title=f"Run comparison: {base} vs {test}"))
-    static = [f for f in formats if f != "html"]
-    if static:
-        from analysis.figures.export import export_figures
+            base, test = comparison.labels
+            _write_text(tmp / "index.html", render_html(content, plotly.offline.get_plotlyjs(),
+                                                        title=f"Run comparison: {base} vs {test}"))
+            result.index = out / "index.html"
+        static = [f for f in formats if f != "html"]
+        if static:
+            from analysis.figures.export import export_figures
 
-        result.figures = export_figures(content.figures, out / "figures", formats=static)
+            written = export_figures(content.figures, tmp / "figures", formats=static)
+            result.figures = {k: [moved(p, tmp, out) for p in v] for k, v in written.items()}
     return result

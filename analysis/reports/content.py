@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import plotly.graph_objects as go
 
-from analysis import registry
+from analysis.analyses import CATALOGUE
 from analysis.errors import ConfigError, TraceAnalysisError
 
 
@@ -55,6 +55,8 @@ class ReportContent:
     context: list[Section]
     lead: list[Section]
     sections: list[Section]
+    # the run at a glance, for the page's first line: ranks, GPUs, world size, steps, time
+    identity: list[str] = field(default_factory=list)
 
     @property
     def figures(self) -> dict[str, go.Figure]:
@@ -88,14 +90,16 @@ def build_report(
     ta, ranks: str | int | Iterable[int] = "all", progress=None, analyses: Iterable[str] | None = None
 ) -> ReportContent:
     """Run the report's analyses (``analyses``: section names, default all of them, see
-    ``analysis.registry.section_names``) and its context tables for ``ranks`` of ``ta``, and draw
+    ``analysis.analyses.section_names``) and its context tables for ``ranks`` of ``ta``, and draw
     their figures. ``progress`` (a tqdm bar or None) is advanced once per section."""
     chosen = select_report_ranks(ta, ranks)
-    catalogue = registry.analyses()
-    names = registry.section_names() if analyses is None else list(analyses)
-    unknown = [n for n in names if n not in registry.section_names()]
+    catalogue = CATALOGUE.specs
+    names = CATALOGUE.section_names() if analyses is None else list(analyses)
+    unknown = [n for n in names if n not in CATALOGUE.section_names()]
     if unknown:
-        raise ConfigError(f"unknown report analyses {unknown}; choose from {registry.section_names()}")
+        raise ConfigError(
+            f"unknown report analyses {unknown}; choose from {CATALOGUE.section_names()}"
+        )
     always = [n for n, s in catalogue.items() if s.placement in ("context", "lead")]
     requests = {n: dict(catalogue[n].report_options) for n in always + names}
     with warnings.catch_warnings(record=True) as caught:
@@ -135,10 +139,11 @@ def build_report(
         if spec.key_numbers is not None and not (result is None or isinstance(result, Exception)):
             key_numbers += spec.key_numbers(result)
     return ReportContent(
+        identity=identity(chosen, results.get("trace_metadata"), results.get("profiler_step_table")),
         source=str(ta.engine.source),
         ranks=chosen,
         kernel_patterns=getattr(ta.patterns, "name", str(ta.patterns)),
-        headline=registry.headline_table(results),
+        headline=CATALOGUE.headline_table(results),
         key_numbers=key_numbers,
         context=context,
         lead=lead,
@@ -146,6 +151,31 @@ def build_report(
     )
 
 
+def identity(ranks: list[int], metadata, steps) -> list[str]:
+    """The run in a few words: ``["8 ranks (0–7)", "NVIDIA H100 80GB HBM3", "world size 8",
+    "profiler steps 10–14", "started 2024-11-19 07:06:40 UTC"]`` (parts without data left out)."""
+    from analysis.reports.health import rank_span
+
+    out = [f"{len(ranks)} rank{'s' if len(ranks) != 1 else ''} ({rank_span(ranks).split(' ', 1)[1]})"]
+    if isinstance(metadata, pd.DataFrame) and len(metadata):
+        gpus = sorted({str(g) for g in metadata.get("gpu", []) if g and str(g) not in ("-", "None")})
+        if gpus:
+            out.append(", ".join(gpus))
+        sizes = sorted({int(w) for w in metadata.get("world_size", []) if pd.notna(w)})
+        if sizes:
+            out.append("world size " + ", ".join(map(str, sizes)))
+    if isinstance(steps, pd.DataFrame) and len(steps):
+        ids = sorted({int(s) for s in steps["step"]})
+        out.append(f"profiler steps {ids[0]}–{ids[-1]}" if len(ids) > 1 else f"profiler step {ids[0]}")
+        first = steps["start(us)"].min() if "start(us)" in steps else None
+        if first is not None and first >= 1e14:  # epoch µs (a clock from 0 is no date)
+            import datetime as dt
+
+            when = dt.datetime.fromtimestamp(first / 1e6, tz=dt.timezone.utc)
+            out.append(when.strftime("started %Y-%m-%d %H:%M:%S UTC"))
+    return out
+
+
 def build_steps(analyses: Iterable[str] | None = None) -> int:
     """Progress bar length of ``build_report``: one tick per section."""
-    return len(registry.section_names() if analyses is None else list(analyses))
+    return len(CATALOGUE.section_names() if analyses is None else list(analyses))

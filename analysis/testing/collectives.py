@@ -2,8 +2,8 @@
 sizes and durations, and one straggler rank.
 
 ``generate_collective_job(CollectiveJobConfig(...))`` returns the per-rank trace dicts and the true
-answer of ``analysis.metrics.collectives`` (one row per collective instance and rank), of
-``analysis.metrics.stragglers`` and of ``analysis.metrics.step_breakdown``, all derived from the
+answer of ``analysis.metrics.distributed.collectives`` (one row per collective instance and rank), of
+``analysis.metrics.distributed.stragglers`` and of ``analysis.metrics.distributed.step_breakdown``, all derived from the
 construction below with plain arithmetic (integer µs), not from the package's analyses.
 
 Per profiler step ``s`` (span ``[T_s, T_s + 9000 + 10 r + delay)`` µs on rank ``r``) and collective

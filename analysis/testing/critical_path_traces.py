@@ -3,7 +3,7 @@
 Each builder returns ``(trace, truth)``: ``trace`` is a Kineto JSON document (a dict; write it with
 ``json.dumps``) of one rank with ``steps`` profiler steps, and ``truth`` is a ``PathTruth`` with the
 expected path length and time per ``bound_by`` category of every step, in µs, worked out by hand
-from the rules in ``analysis.metrics.critical_path_graph``.
+from the rules in ``analysis.metrics.critical_path.critical_path_graph``.
 
 Every step is wrapped in one CPU operator (``train_step``) that spans it exactly, so that the path
 runs from the step's start to its end and its length equals the step time.

@@ -4,7 +4,7 @@
 1000 µs; in each, a GEMM launched onto stream 7, an NCCL all-reduce onto stream 20 (at the same
 times on every rank, so the ranks' clocks agree) and a pinned host-to-device copy, each with its
 ``cudaLaunchKernel``/``cudaMemcpyAsync`` call and its ac2g flow events; ``distributedInfo`` and
-device properties as torch.profiler writes them. Every check of ``analysis.metrics.trace_health``
+device properties as torch.profiler writes them. Every check of ``analysis.metrics.health.trace_health``
 finds nothing in it.
 
 ``FAULTS[check](ranks)`` is the same job with one fault that the check named ``check`` must report

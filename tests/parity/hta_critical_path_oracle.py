@@ -3,7 +3,7 @@
 Runs in the separate pandas<3 environment built by ``scripts/make-hta-oracle-venv.sh`` (HTA 0.5.0's
 critical path raises under pandas 3), never inside the project's own environment:
 
-    .venv-hta-pandas2/bin/python tests/parity/hta_critical_path_oracle.py TRACE ANNOTATION INSTANCE
+    $(scripts/make-hta-oracle-venv.sh) tests/parity/hta_critical_path_oracle.py TRACE ANNOTATION INSTANCE
 
 Events are named by ``[name, ts, dur, pid, tid]`` (µs, as HTA holds them) so that the caller can
 match them with its own events whatever the two tools' row numbering.

@@ -12,7 +12,7 @@ from trace_helpers import load_dir, parity_dirs
 
 from analysis.kineto.extras import extra_table
 from analysis.kineto.window import profiler_step_window
-from analysis.metrics import memory_bandwidth, queue_length
+from analysis.metrics.gpu_time import memory_bandwidth, queue_length
 from analysis.metrics.timebase import event_bounds_ns
 
 

@@ -1,7 +1,8 @@
 """Critical path vs HolisticTraceAnalysis 0.5.0, run live on HTA's own critical-path test traces.
 
 HTA 0.5.0's critical path raises under pandas 3, so it runs in a separate pandas<3 environment
-(``scripts/make-hta-oracle-venv.sh``, built once per checkout into ``.venv-hta-pandas2``) through
+(``scripts/make-hta-oracle-venv.sh``, built once per user into ``~/.cache/trace-analysis/venvs``,
+outside the checkout) through
 ``hta_critical_path_oracle.py``. With ``kernel_patterns="hta"`` we must produce the same graph
 (every edge: endpoints, weight, type, attributed event), the same path and the same breakdown.
 """
@@ -19,12 +20,11 @@ import pytest
 from analysis.kineto.model import Trace
 from analysis.kineto.parse import parse_trace_bytes
 from analysis.kineto.window import profiler_step_window
-from analysis.metrics.critical_path import critical_path_rank
-from analysis.metrics.critical_path_graph import EDGE_TYPES
+from analysis.metrics.critical_path.critical_path import critical_path_rank
+from analysis.metrics.critical_path.critical_path_graph import EDGE_TYPES
 from tests.conftest import HTA_TRACES, REPO_ROOT
 
 ORACLE = Path(__file__).with_name("hta_critical_path_oracle.py")
-VENV = REPO_ROOT / ".venv-hta-pandas2"
 
 CASES = {
     # HTA's tests/test_critical_path_analysis.py uses these annotations and instances
@@ -43,13 +43,13 @@ CASES = {
 def hta_python() -> Path:
     """The pandas<3 venv with HTA 0.5.0, built on first use (needs PyPI)."""
     try:
-        subprocess.run(
-            [str(REPO_ROOT / "scripts" / "make-hta-oracle-venv.sh"), str(VENV)],
-            check=True, capture_output=True, timeout=900,
+        built = subprocess.run(
+            [str(REPO_ROOT / "scripts" / "make-hta-oracle-venv.sh")],
+            check=True, capture_output=True, text=True, timeout=900,
         )  # fmt: skip
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as e:
         pytest.skip(f"cannot build the HTA 0.5.0 + pandas<3 oracle venv: {e}")
-    return VENV / "bin" / "python"
+    return Path(built.stdout.strip().splitlines()[-1])
 
 
 def trace_file(case: str) -> Path:

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from analysis import TraceAnalysis, compare
-from analysis.metrics.trace_diff_hta import shorten_name
+from analysis.metrics.compare.trace_diff_hta import shorten_name
 from analysis.testing.trace_pairs import changed_pair
 
 trace_diff = pytest.importorskip("hta.trace_diff")

@@ -14,7 +14,7 @@ import pytest
 from paths import REPO_ROOT
 
 from analysis import TraceAnalysis, compare
-from analysis.metrics.trace_diff import NO_OPERATOR
+from analysis.metrics.compare.trace_diff import NO_OPERATOR
 
 TRACELENS = REPO_ROOT.parent / "shared" / "traces" / "tracelens"
 QWEN = "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"

@@ -22,10 +22,10 @@ from paths import REPO_ROOT
 
 from analysis.kineto import extras
 from analysis.kineto.parse import parse_trace_bytes
-from analysis.metrics import operator_roofline as roofline
-from analysis.metrics.perf_model import OpCall
-from analysis.metrics.perf_model_conv import _SIGNATURES as CONV_ARGS
-from analysis.metrics.perf_model_conv import _per_dim, output_shape
+from analysis.metrics.roofline import operator_roofline as roofline
+from analysis.metrics.roofline.op_call import OpCall
+from analysis.metrics.roofline.perf_model_conv import _SIGNATURES as CONV_ARGS
+from analysis.metrics.roofline.perf_model_conv import _per_dim, output_shape
 
 TRACELENS = REPO_ROOT.parent / "shared" / "traces" / "tracelens"
 SHEETS = (

@@ -167,6 +167,38 @@ def test_hta_bridge_fetches_remote_traces(gcs_emulator, filter_dir, tmp_path):
     assert all(str(tmp_path) in p for p in hta.t.trace_files.values())
 
 
+def test_hta_bridge_critical_path_is_the_native_one_under_pandas_3(filter_dir):
+    pytest.importorskip("hta")
+    import pandas as pd
+
+    ta = TraceAnalysis(trace_dir=filter_dir, progress=False)
+    if int(pd.__version__.split(".")[0]) < 3:
+        pytest.skip("HTA's own critical path runs under pandas < 3")
+    with pytest.warns(UserWarning, match="fails under pandas 3.*native"):
+        graph, ok = ta.hta.critical_path_analysis(0, "ProfilerStep", 0)
+    native, native_ok = ta.critical_path_analysis(0, annotation="ProfilerStep", instance_id=0)
+    assert ok == native_ok
+    pd.testing.assert_frame_equal(graph.get_critical_path_breakdown(),
+                                  native.get_critical_path_breakdown())
+
+
+def test_hta_bridge_reraises_import_errors_other_than_a_missing_hta(filter_dir, monkeypatch):
+    pytest.importorskip("hta")
+    import builtins
+
+    real_import = builtins.__import__
+
+    def broken(name, *args, **kwargs):
+        if name == "hta.trace_analysis":
+            raise ModuleNotFoundError("No module named 'jupyterlab'", name="jupyterlab")
+        return real_import(name, *args, **kwargs)
+
+    ta = TraceAnalysis(trace_dir=filter_dir, progress=False)
+    monkeypatch.setattr(builtins, "__import__", broken)
+    with pytest.raises(ModuleNotFoundError, match="jupyterlab"):
+        _ = ta.hta
+
+
 def test_hta_bridge_without_hta_says_how_to_install_it(filter_dir, monkeypatch):
     import sys
 

@@ -11,7 +11,7 @@ import analysis
 from analysis import TraceAnalysis
 from analysis.comparison import match_ranks
 from analysis.errors import ConfigError
-from analysis.metrics.trace_diff import BREAKDOWN_ROWS, NO_OPERATOR
+from analysis.metrics.compare.trace_diff import BREAKDOWN_ROWS, NO_OPERATOR
 from analysis.testing.trace_pairs import (
     GEMM,
     Op,

@@ -143,8 +143,7 @@ CLI_CASES = {
     "cli-two-bad-files": (lambda t: ["summary", _two_bad(t)], {}, "2 trace files failed to load"),
     "cli-nested-too-deeply": (lambda t: ["summary", _deep(t)], {}, "nested too deeply"),
     "cli-missing": (lambda t: ["summary", str(t / "none")], {}, "no such file"),
-    "cli-report-bad-ranks": (lambda t: ["report", write_trace(t, base_events()), "-o",
-                                        str(t / "out"), "--ranks", "abc"], {}, "ranks must be"),
+    # "--ranks abc" is a usage error (exit 2) before loading: tests/unit/cli/test_check_merge.py
     "cli-gzip-bomb": (lambda t: ["summary", _bomb(t)], {"TRACE_ANALYSIS_READ_LIMIT": "4M"},
                       "decompressed gzip data is larger than the read limit"),
     "cli-bad-read-limit": (lambda t: ["summary", write_trace(t, base_events())],

@@ -48,7 +48,7 @@ def test_report_writes_the_page_and_tables(sample_traces_dir, cache_dir, tmp_pat
     result = run("report", str(sample_traces_dir), "-o", str(tmp_path / "out"), "-f", "html",
                  "--ranks", "0,1", "--cache-dir", str(cache_dir))
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip() == f"wrote {tmp_path / 'out' / 'index.html'} (0 figure files, 21 tables)"
+    assert result.stdout.strip() == f"wrote {tmp_path / 'out' / 'index.html'} (0 figure files, 29 tables)"
     assert (tmp_path / "out" / "index.html").stat().st_size > 1_000_000  # plotly.js inlined
     assert pd.read_csv(tmp_path / "out" / "tables" / "headline.csv")["rank"].tolist() == [0, 1]
 
@@ -125,7 +125,8 @@ def test_debug_shows_the_traceback(tmp_path):
 
 # -------------------------------------------------------------------------------- summary, cache
 def test_summary_opens_with_the_findings_then_one_row_per_rank(sample_traces_dir, cache_dir):
-    result = run("summary", str(sample_traces_dir), "--cache-dir", str(cache_dir), "-q")
+    result = run("summary", str(sample_traces_dir), "--cache-dir", str(cache_dir), "-q", "--wide",
+                 env={"COLUMNS": "1000"})
     assert result.exit_code == 0, result.output
     findings, table = result.stdout.strip().split("\n\n")
     warnings = [line for line in findings.splitlines() if line.startswith("[warning]")]
@@ -139,6 +140,54 @@ def test_summary_opens_with_the_findings_then_one_row_per_rank(sample_traces_dir
     lines = table.splitlines()
     assert lines[0].split()[:2] == ["rank", "gpu"] and "idle_%" in lines[0]
     assert [line.split()[0] for line in lines[1:]] == [str(r) for r in range(8)]
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+@pytest.mark.parametrize("command", ["summary", "check"])
+def test_summary_and_check_fit_the_terminal(sample_traces_dir, cache_dir, command, columns):
+    result = run(command, str(sample_traces_dir), "--cache-dir", str(cache_dir), "-q",
+                 env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= columns
+    if command == "summary":  # every column is still there: in a block, or said once
+        for column in ("gpu", "idle_%", "comm_overlap_%", "wait_caused_us"):
+            assert column in result.stdout
+        assert "same on every row: gpu NVIDIA H100 80GB HBM3" in result.stdout
+    else:  # eight identical info rows are one entry naming the ranks
+        assert result.stdout.count("truncated_last_step") == 1 and "(ranks 0–7)" in result.stdout
+
+
+def test_summary_wide_prints_every_column_on_one_line(sample_traces_dir, cache_dir):
+    result = run("summary", str(sample_traces_dir), "--cache-dir", str(cache_dir), "-q", "--wide",
+                 env={"COLUMNS": "80"})
+    table = result.stdout.strip().split("\n\n")[-1].splitlines()
+    assert len(table) == 9 and max(len(line) for line in table) > 200
+
+
+def test_a_data_warning_is_said_once_per_cached_trace(sample_traces_dir, tmp_path):
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "TRACE_ANALYSIS_REPEAT_WARNINGS"}
+    env["TRACE_ANALYSIS_CACHE"] = str(tmp_path / "cache")
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shutil.copy(sample_traces_dir / "rank-3.pt.trace.json.gz", traces / "trace.json.gz")
+    (traces / "notes.json").write_text("{}")  # skipped with a warning on every load
+
+    def cli(*args):  # a process of its own: pytest records warnings in-process
+        return subprocess.run([sys.executable, "-m", "analysis", *args], capture_output=True,
+                              text=True, env=env, timeout=300, check=True)
+
+    first = cli("summary", str(traces), "-q")
+    assert "warning: skipped files" in first.stderr
+    second = cli("summary", str(traces), "-q")
+    assert "warning:" not in second.stderr
+    assert "note: 1 warning about these traces shown on an earlier run" in second.stderr
+    assert first.stdout == second.stdout
+    assert "warning: skipped files" in cli("-v", "summary", str(traces), "-q").stderr
+    cli("cache", "clear")
+    assert "warning: skipped files" in cli("summary", str(traces), "-q").stderr
 
 
 def test_summary_missing_directory(tmp_path):

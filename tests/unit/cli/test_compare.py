@@ -69,3 +69,47 @@ def test_missing_rank_is_one_line_error(pair_dirs):
                                        "--no-cache", "-q"])
     assert result.exit_code == 1
     assert result.stderr.strip().startswith("error: ranks [3] are not loaded in both runs")
+
+
+def test_terminal_rows_stay_distinct_counts_are_integers_and_added_reads_new(pair_dirs):
+    base, test = pair_dirs
+    result = CliRunner().invoke(main, ["compare", str(base), str(test), "--no-cache", "-q"],
+                                env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert "inf" not in result.output and ".00 " not in result.output
+    kernels = result.output.split("Kernels, top")[1].splitlines()[1:]
+    block = kernels[:kernels.index("")] if "" in kernels else kernels
+    start = block[0].index("name")  # the name column, read by its position under the header
+    end = start + len("name") + len(block[0][start + 4:]) - len(block[0][start + 4:].lstrip())
+    names = [line[start:end].strip() for line in block[1:]]
+    assert len(names) == 7 and len(set(names)) == 7
+    comparison = compare(TraceAnalysis(str(base)), TraceAnalysis(str(test)))
+    changes = comparison.kernels()["change"].value_counts()
+    assert changes["added"] >= 1 and changes["removed"] >= 1
+    assert sum(line.endswith(" new") for line in block) == changes["added"]
+    assert sum(line.endswith(" gone") for line in block) == changes["removed"]
+
+
+def test_shortened_names_stay_distinct():
+    from analysis.cli.terminal import distinct_shortened
+
+    stem = "void split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_"
+    names = [stem + "warp_per_row_1<c10::Half, float>(int)",
+             stem + "cta_per_row_1<c10::Half, float>(int)",
+             stem + "cta_per_row_1<float, float>(int)", "short"]
+    out = distinct_shortened(names, 40)
+    assert len(set(out)) == 4 and all(len(s) <= 40 for s in out) and out[3] == "short"
+    # HTA's TraceDiff cut names to one prefix: all three read alike there
+    assert len({n[:68] for n in names[:3]}) == 1
+
+
+def test_counts_print_as_integers_and_percentages_say_new_and_gone():
+    from analysis.cli.compare import _percent
+    from analysis.cli.terminal import column_cells
+
+    assert column_cells(pd.Series([872.0, 3.0])) == ["872", "3"]
+    df = pd.DataFrame({"base_time_us": [0.0, 5.0, 4.0, 0.0], "test_time_us": [3.0, 0.0, 6.0, 0.0],
+                       "diff_pct": [float("inf"), -100.0, 50.0, float("nan")]})
+    assert _percent(df) == ["new", "gone", "+50.0", "–"]

@@ -30,9 +30,9 @@ from analysis.errors import (  # noqa: E402
     TraceLoadWarning,
 )
 from analysis.kineto.loader import load_trace  # noqa: E402
-from analysis.metrics import idle_time_breakdown as idle  # noqa: E402
-from analysis.metrics import kernel_breakdown as kernels  # noqa: E402
-from analysis.metrics import temporal_breakdown as temporal  # noqa: E402
+from analysis.metrics.gpu_time import idle_time_breakdown as idle  # noqa: E402
+from analysis.metrics.gpu_time import kernel_breakdown as kernels  # noqa: E402
+from analysis.metrics.gpu_time import temporal_breakdown as temporal  # noqa: E402
 
 # Every wait on the cluster is bounded, so a hung worker fails the test instead of the suite.
 TIMEOUT_S = 120
@@ -108,6 +108,8 @@ EVERY_ANALYSIS = {
     "idle_time_breakdown": {"show_idle_interval_stats": True}, "kernel_launch_stats": {},
     "kernel_breakdown": {}, "profiler_step_table": {}, "profiler_steps": {},
     "operator_summary": {"top": None}, "trace_metadata": {},
+    # the TensorBoard views read extras (kernel args, shapes) on the workers
+    "gpu_summary": {}, "step_time_breakdown": {}, "kernel_table": {}, "operator_table": {},
 }
 
 

@@ -14,7 +14,7 @@ from analysis.figures.critical_path import (
     write_overlay_trace,
 )
 from analysis.kineto.parse import parse_trace_bytes
-from analysis.metrics.critical_path import combine, critical_path_rank
+from analysis.metrics.critical_path.critical_path import combine, critical_path_rank
 from analysis.testing import critical_path_traces as cpt
 
 
@@ -58,3 +58,15 @@ def test_overlay_marks_the_path_events_and_its_launch_and_sync_arrows(tmp_path):
     path = write_overlay_trace(g, tmp_path / "overlay.json.gz", only_critical=True)
     written = json.loads(gzip.decompress(path.read_bytes()))
     assert sum(e["ph"] == "X" for e in written["traceEvents"]) == len(critical)
+
+
+def test_many_steps_turn_the_bars_horizontal_so_labels_do_not_collide():
+    from analysis.figures.style import MAX_VERTICAL_CATEGORIES
+
+    gs, _ = graphs("cpu_bound", steps=4)
+    table = combine({r: gs for r in range(4)})  # 16 bars
+    assert len(table) > MAX_VERTICAL_CATEGORIES
+    fig = critical_path_shares(table)
+    assert all(t.orientation == "h" for t in fig.data)
+    assert list(fig.data[0].y)[-1] == "rank 3 · ProfilerStep#4"
+    assert fig.layout.height >= 22 * len(table)

@@ -243,7 +243,7 @@ def test_idle_interval_stats_boxes_from_quartiles(as_column):
 
 def test_idle_interval_stats_odd_ranks_and_many():
     fig = figures.idle_interval_stats(stats_df(RANK_SETS["odd"]))
-    assert "rank 17 · stream 20" in fig.layout.xaxis.categoryarray
+    assert "rank 17<br>stream 20" in fig.layout.xaxis.categoryarray
     many = figures.idle_interval_stats(stats_df(RANK_SETS["160"]))
     assert all(t.type == "box" and len(t.y) == 320 for t in many.data)
 

@@ -6,8 +6,8 @@ import pandas as pd
 from roofline_traces import hand_made_rank
 
 from analysis.figures.operator_roofline import draw, operator_roofline, time_lost_table
-from analysis.metrics import operator_roofline as roofline
-from analysis.metrics.gpu_specs import lookup
+from analysis.metrics.roofline import operator_roofline as roofline
+from analysis.metrics.roofline.gpu_specs import lookup
 
 
 def _result(gpu="NVIDIA H100 80GB HBM3"):

@@ -24,6 +24,7 @@ from analysis.errors import (
 )
 from analysis.kineto import loader
 from analysis.kineto.loader import TraceLoadWarning, load_trace
+from analysis.kineto.sources import rank_from_file_name
 
 TABLES = ("events", "flows", "collectives")
 
@@ -113,6 +114,15 @@ def test_rank_from_file_name(tmp_path):
     trace = load_trace(tmp_path, use_cache=False, max_workers=1)
     assert trace.rank_list() == [3, 4, 12]
     assert {trace[r].meta.rank_origin for r in trace} == {"file name"}
+
+
+@pytest.mark.parametrize("name, rank", [
+    ("worker0.1623212756351.pt.trace.json.gz", 0), ("worker_7.1623212756351.pt.trace.json", 7),
+    ("Worker-12_host.json", 12), ("host_rank5.worker2.json", 5),  # "rank" wins over "worker"
+    ("workers.json", None), ("myworker3.json", None), ("host_1234.1623212756351.json", None),
+])
+def test_rank_from_file_name_rules(name, rank):
+    assert rank_from_file_name(f"gs://b/run/{name}") == rank
 
 
 def test_no_rank_anywhere_defaults_to_zero_with_a_warning(tmp_path):
@@ -266,8 +276,11 @@ def test_this_process_parses_files_beside_the_pool_and_survives_its_crash(tmp_pa
     with pytest.warns(TraceLoadWarning, match="worker process parsing this file died") as caught:
         trace = load_trace(tmp_path, storage_options={"x": _KillsTheWorker()}, use_cache=False,
                            max_workers=2, on_error="skip")
-    failed = [line for w in caught for line in str(w.message).splitlines() if "died" in line]
-    assert 1 <= len(trace) <= 4 and len(trace) + len(failed) == 5
+    # How many files the pool took before its worker died depends on timing; every file is
+    # either loaded or listed as skipped, never lost.
+    died = [url for url, reason in trace.skipped if "died" in reason]
+    assert 1 <= len(trace) <= 4 and len(trace) + len(died) == 5
+    assert sum(str(w.message).count("died") for w in caught) == len(died)
     assert trace.skipped and all("worker process" in reason for _, reason in trace.skipped)
 
 

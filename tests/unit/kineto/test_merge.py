@@ -13,7 +13,7 @@ import pytest
 from analysis.errors import ConfigError
 from analysis.kineto.loader import load_trace
 from analysis.kineto.merge import FLOW_ID_STRIDE, PID_STRIDE, merge_traces, read_merged_trace
-from analysis.metrics.temporal_breakdown import temporal_breakdown_rank
+from analysis.metrics.gpu_time.temporal_breakdown import temporal_breakdown_rank
 from analysis.testing import health_traces as ht
 from analysis.testing.synthetic import SynthConfig, write_traces
 

@@ -14,9 +14,9 @@ from analysis.errors import CollectiveMismatchWarning
 from analysis.kineto.model import Trace
 from analysis.kineto.parse import parse_trace_bytes
 from analysis.kineto.window import profiler_step_window
-from analysis.metrics import collectives as C
-from analysis.metrics import step_breakdown as B
-from analysis.metrics import stragglers as S
+from analysis.metrics.distributed import collectives as C
+from analysis.metrics.distributed import step_breakdown as B
+from analysis.metrics.distributed import stragglers as S
 from analysis.testing.collectives import CollectiveJobConfig, generate_collective_job
 
 

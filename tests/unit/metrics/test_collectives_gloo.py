@@ -22,9 +22,9 @@ from paths import REPO_ROOT  # noqa: E402
 
 from analysis.kineto.loader import load_trace  # noqa: E402
 from analysis.kineto.window import profiler_step_window  # noqa: E402
-from analysis.metrics import collectives as C  # noqa: E402
-from analysis.metrics import step_breakdown as B  # noqa: E402
-from analysis.metrics import stragglers as S  # noqa: E402
+from analysis.metrics.distributed import collectives as C  # noqa: E402
+from analysis.metrics.distributed import step_breakdown as B  # noqa: E402
+from analysis.metrics.distributed import stragglers as S  # noqa: E402
 
 RANKS, STRAGGLER, DELAY_MS = 4, 2, 250
 # (profiler step, collective) pairs where the straggler sleeps first; steps 2-4 are analysed

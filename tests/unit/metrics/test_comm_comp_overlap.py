@@ -8,7 +8,7 @@ import pytest
 from trace_helpers import analyse, facade, rank_trace
 
 from analysis.kineto.model import Trace
-from analysis.metrics.comm_comp_overlap import combine, comm_comp_overlap_rank
+from analysis.metrics.gpu_time.comm_comp_overlap import combine, comm_comp_overlap_rank
 from analysis.testing.synthetic import SynthConfig, generate, write_traces
 
 

@@ -10,15 +10,15 @@ import pytest
 
 from analysis.errors import ConfigError
 from analysis.kineto.parse import parse_trace_bytes
-from analysis.metrics.critical_path import (
+from analysis.metrics.critical_path.critical_path import (
     BOUND_BY,
     CriticalPathWarning,
     combine,
     critical_path_rank,
     shorten_name,
 )
-from analysis.metrics.critical_path_graph import KERNEL_KERNEL
-from analysis.metrics.longest_path import longest_path
+from analysis.metrics.critical_path.critical_path_graph import KERNEL_KERNEL
+from analysis.metrics.critical_path.longest_path import longest_path
 from analysis.testing import critical_path_traces as cpt
 
 DOMINANT = {
@@ -154,7 +154,7 @@ def test_longest_path_ties_go_to_the_first_predecessor_and_negative_weights_coun
 
 
 def test_cycle_in_a_trace_warns(monkeypatch):
-    import analysis.metrics.critical_path as cp
+    import analysis.metrics.critical_path.critical_path as cp
 
     real = cp.longest_path
 

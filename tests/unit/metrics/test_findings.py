@@ -8,7 +8,7 @@ import pytest
 from trace_helpers import analyse, rank_trace
 
 from analysis.kineto.model import Trace
-from analysis.metrics import findings as F
+from analysis.metrics.findings import findings as F
 
 US = 1000
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from analysis.errors import ConfigError
-from analysis.metrics.gpu_specs import GPU_SPECS, GpuSpec, gpu_spec, lookup
+from analysis.metrics.roofline.gpu_specs import GPU_SPECS, GpuSpec, gpu_spec, lookup
 
 
 @pytest.mark.parametrize(

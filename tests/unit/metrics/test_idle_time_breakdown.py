@@ -11,7 +11,7 @@ from trace_helpers import analyse, facade, load_dir, rank_trace
 
 from analysis.errors import NoGPUEventsError
 from analysis.kineto.model import RankTrace, Trace
-from analysis.metrics.idle_time_breakdown import (
+from analysis.metrics.gpu_time.idle_time_breakdown import (
     COLUMNS,
     combine,
     idle_intervals,

@@ -10,7 +10,7 @@ from trace_helpers import analyse, facade, load_dir, rank_trace
 
 from analysis.errors import ConfigError, NoGPUEventsError
 from analysis.kineto.model import Trace
-from analysis.metrics.kernel_launch_stats import (
+from analysis.metrics.gpu_time.kernel_launch_stats import (
     COLUMNS,
     DEFAULT_LAUNCH_APIS,
     combine,

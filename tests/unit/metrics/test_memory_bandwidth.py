@@ -7,7 +7,7 @@ import pytest
 from trace_helpers import rank_trace
 
 from analysis.kineto.extras import MEMORY_OP_COLUMNS
-from analysis.metrics import memory_bandwidth as mb
+from analysis.metrics.gpu_time import memory_bandwidth as mb
 
 US = 1000
 

@@ -8,8 +8,8 @@ import pytest
 from roofline_traces import hand_made_rank, trace_events
 
 from analysis.errors import MissingExtraError, NoShapesError
-from analysis.metrics import operator_roofline as roofline
-from analysis.metrics.gpu_specs import lookup
+from analysis.metrics.roofline import operator_roofline as roofline
+from analysis.metrics.roofline.gpu_specs import lookup
 
 
 @pytest.fixture(scope="module")

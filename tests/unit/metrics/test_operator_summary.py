@@ -10,7 +10,7 @@ from trace_helpers import analyse
 
 from analysis.kineto.model import Trace
 from analysis.kineto.parse import parse_trace_bytes
-from analysis.metrics.operator_summary import (
+from analysis.metrics.operators.operator_summary import (
     COLUMNS,
     operator_summary_rank,
     operator_times,

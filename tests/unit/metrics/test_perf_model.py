@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.metrics.perf_model import NoModel, OpCall, modelled_ops, op_cost, parse_concrete
-from analysis.metrics.perf_model_attention import causal_share
+from analysis.metrics.roofline.op_call import NoModel, OpCall, parse_concrete
+from analysis.metrics.roofline.perf_model import modelled_ops, op_cost
+from analysis.metrics.roofline.perf_model_attention import causal_share
 
 BF16, F32, FP8 = "c10::BFloat16", "float", "c10::Float8_e4m3fn"
 

@@ -7,7 +7,7 @@ import pytest
 from trace_helpers import analyse, facade
 
 from analysis.kineto.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace
-from analysis.metrics.profiler_steps import COLUMNS
+from analysis.metrics.steps.profiler_steps import COLUMNS
 from analysis.testing.synthetic import SynthConfig, generate, write_traces
 
 

@@ -7,7 +7,7 @@ import pytest
 from trace_helpers import rank_trace
 
 from analysis.errors import NoGPUEventsError
-from analysis.metrics import queue_length as ql
+from analysis.metrics.gpu_time import queue_length as ql
 
 US = 1000  # ns
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from trace_helpers import rank_trace
 
-from analysis.metrics import step_breakdown as B
+from analysis.metrics.distributed import step_breakdown as B
 
 US = 1000
 

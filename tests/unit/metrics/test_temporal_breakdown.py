@@ -7,7 +7,7 @@ import pytest
 from trace_helpers import analyse, facade, rank_trace
 
 from analysis.kineto.model import Trace
-from analysis.metrics.temporal_breakdown import COLUMNS
+from analysis.metrics.gpu_time.temporal_breakdown import COLUMNS
 from analysis.testing.synthetic import SynthConfig, generate, write_traces
 
 

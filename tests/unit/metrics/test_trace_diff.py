@@ -1,4 +1,4 @@
-"""The per-rank profile of a comparison (analysis.metrics.trace_diff) on hand-built traces."""
+"""The per-rank profile of a comparison (analysis.metrics.compare.trace_diff) on hand-built traces."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pandas as pd
 
 from analysis.kineto.parse import parse_trace_bytes
-from analysis.metrics.trace_diff import (
+from analysis.metrics.compare.trace_diff import (
     BREAKDOWN_ROWS,
     CATEGORIES,
     operator_deltas,

@@ -10,7 +10,7 @@ from trace_helpers import load_dir
 
 from analysis.kineto.loader import load_trace
 from analysis.kineto.parse import parse_trace_bytes
-from analysis.metrics import trace_health as th
+from analysis.metrics.health import trace_health as th
 from analysis.testing import health_traces as ht
 
 # check → (severity it reports, kernel pattern preset that shows it)

@@ -28,6 +28,12 @@ FIGURES = [
     "kernel_breakdown",
     "queue_length",
     "memcpy_summary",
+    "gpu_summary",
+    "gpu_utilization_timeline",
+    "step_time_breakdown",
+    "tensor_core_share",
+    "kernel_table",
+    "operator_table",
     "collective_busbw",
     "collective_skew",
     "collective_wait",
@@ -127,9 +133,13 @@ def test_report_writes_the_page_one_svg_per_figure_and_every_table(report):
                  "collectives", "step_breakdown"]:
         assert report.tables[name] == report.out_dir / "tables" / f"{name}.csv"
         assert len(pd.read_csv(report.tables[name])) > 0, name
-    # the sample traces were recorded without record_shapes=True: no operator roofline
-    assert list(report.unavailable) == ["How close to the hardware"]
+    # the sample traces were recorded without record_shapes=True: no operator roofline; and
+    # without profile_memory=True: no memory view. Each section says how to record it.
+    assert list(report.unavailable) == ["Modules (TensorBoard)", "Memory view (TensorBoard)",
+                                        "How close to the hardware"]
+    assert "with_modules=True" in report.unavailable["Modules (TensorBoard)"]
     assert "record_shapes=True" in report.unavailable["How close to the hardware"]
+    assert "profile_memory=True" in report.unavailable["Memory view (TensorBoard)"]
 
 
 def test_report_tables_hold_the_facades_numbers(report, sample_ta):
@@ -150,12 +160,42 @@ def test_report_tables_hold_the_facades_numbers(report, sample_ta):
 def test_page_shows_metadata_steps_and_key_numbers(page, sample_ta):
     assert "NVIDIA H100 80GB HBM3" in page
     assert "10, 11, 12, 13" in page  # the steps of each rank
-    assert ">8</div>" in page  # the "ranks" card
+    assert "8 ranks (0–7)" in page  # the identity line
     headline = sample_ta.get_temporal_breakdown(visualize=False)
     for value in headline["idle_time_pctg"]:
         assert f"{value:,.2f}" in page
     for fig in FIGURES:
         assert f'id="fig-{fig}"' in page
+
+
+def test_first_screen_is_identity_findings_cards_then_figures_and_health_after(page):
+    body = page[page.index("<body>"):]
+    order = [body.index(marker) for marker in (
+        'class="meta"', 'id="findings"', 'class="cards"', 'id="fig-temporal_breakdown"',
+        'id="trace_health"', 'id="key-numbers"')]
+    assert order == sorted(order)
+    assert "world size 8" in body and "profiler steps 10–14" in body
+
+
+def test_health_is_grouped_across_ranks_with_info_folded(page, sample_ta):
+    health = page[page.index('id="trace_health"'):page.index('id="key-numbers"')]
+    per_rank = sample_ta.check()
+    assert (per_rank["check"] == "truncated_last_step").sum() == 8  # eight rows in the table...
+    assert health.count("truncated_last_step") == 1  # ...one on the page
+    assert "ranks 0–7" in health
+    # info rows sit in a folded <details> (no "open"), the warnings before it are shown
+    folded = health[health.index("<details>"):]
+    assert "truncated_last_step" in folded and "clock_skew" not in folded
+
+
+def test_tables_align_text_left_numbers_right_and_show_time_and_dashes(page):
+    steps = page[page.index("profiler_steps.csv") - 20000:]
+    assert "start (UTC)" in page and "2024-11-19 07:06:40.001" in page
+    assert "1,732,000,000,001,729" not in page
+    assert ">None<" not in page and ">nan<" not in page
+    assert '<td class="num">15,197</td>' in page  # events
+    assert '<td class="txt nw">NVIDIA H100 80GB HBM3</td>' in page
+    assert "position: sticky" in page and steps
 
 
 def test_page_is_self_contained_with_plotly_js_inlined_once(page):

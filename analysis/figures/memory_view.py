@@ -1,0 +1,58 @@
+"""Figure of the memory view: allocated and reserved memory over time per device, profiler steps
+shaded, the peak marked."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from analysis.figures.style import apply_layout, no_data_figure
+from analysis.metrics.tensorboard.memory_view import MemoryReport
+
+TITLE = "Memory over time"
+UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))
+ALLOCATED, RESERVED, STEP_FILL = "#0072B2", "#E69F00", "rgba(153,153,153,0.15)"
+
+
+def memory_over_time(result: MemoryReport) -> go.Figure:
+    """One panel per rank and device: allocated and reserved (GiB, MiB, KiB or bytes, whichever
+    fits the device's largest value) against time (ms from the device's first event), step lines,
+    profiler steps shaded, the peak (``result.peaks``) marked."""
+    tl = result.timeline if result is not None else None
+    if tl is None or tl.empty:
+        return no_data_figure(TITLE, "No [memory] events (record with profile_memory=True)")
+    panels = list(tl.groupby(["rank", "device"], sort=True))
+    fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=False,
+                        vertical_spacing=min(0.3, 0.45 / len(panels)),
+                        subplot_titles=[f"rank {int(r)} · {d}" for (r, d), _ in panels])
+    for i, ((rank, device), g) in enumerate(panels, start=1):
+        t0 = g["time_us"].min()
+        t = (g["time_us"] - t0) / 1000
+        largest = max(g["allocated_bytes"].max(), g["reserved_bytes"].max())
+        unit, scale = next((u, f) for u, f in UNITS if largest >= f or f == 1)
+        fig.add_scatter(x=t, y=g["allocated_bytes"] / scale, mode="lines", line_shape="hv",
+                        line_color=ALLOCATED, name="allocated", showlegend=i == 1, row=i, col=1)
+        fig.add_scatter(x=t, y=g["reserved_bytes"] / scale, mode="lines", line_shape="hv",
+                        line_color=RESERVED, name="reserved", showlegend=i == 1, row=i, col=1)
+        steps = result.steps[result.steps["rank"] == rank]
+        for s in steps.itertuples(index=False):
+            x0, x1 = (s[2] - t0) / 1000, (s[3] - t0) / 1000
+            fig.add_vrect(x0=x0, x1=x1, fillcolor=STEP_FILL, line_width=0, row=i, col=1,
+                          annotation_text=f"step {int(s[1])}", annotation_position="top left",
+                          annotation_font_size=10)
+        peak = result.peaks[(result.peaks["rank"] == rank) & (result.peaks["device"] == device)]
+        if len(peak):
+            p = peak.iloc[0]
+            x = (p["peak_time_us"] - t0) / 1000
+            fig.add_scatter(x=[x], y=[p["peak_allocated_bytes"] / scale],
+                            mode="markers+text", marker=dict(color="#D55E00", size=10, symbol="x"),
+                            text=[f"peak {p['peak_allocated_bytes'] / scale:.3g} {unit}"],
+                            textposition="top left" if x > t.max() / 2 else "top right", name="peak", showlegend=i == 1, row=i, col=1)
+        fig.update_yaxes(title_text=unit, row=i, col=1)
+        fig.update_xaxes(title_text="ms from the device's first memory event", row=i, col=1)
+    fig.update_layout(height=max(420, 320 * len(panels)))
+    return apply_layout(fig, f"{TITLE} (allocated and reserved, per device)")
+
+
+def draw(result: MemoryReport) -> dict[str, go.Figure]:
+    return {"memory_view": memory_over_time(result)}

@@ -1,0 +1,59 @@
+"""The registry entries of this family (what it answers: the package docstring), in report
+order. The top-level catalogue (:mod:`analysis.analyses`) registers them; the machinery is
+:mod:`analysis.registry`.
+"""
+
+from __future__ import annotations
+
+from analysis.metrics.critical_path import critical_path
+from analysis.registry import RANKS_ALL, VISUALIZE, Analysis, Param
+
+ENTRIES = (
+    Analysis(
+        name="critical_path",
+        method="get_critical_path_summary",
+        doc="Per rank and profiler step: the critical path's length (µs), node/event/edge counts "
+            "and the share (%) of the path per ``bound_by`` category (cpu_bound, data_loading, "
+            "gpu_compute_bound, gpu_communication_bound, gpu_kernel_kernel_overhead, "
+            "gpu_kernel_launch_overhead). ``annotation`` names the windows (every instance).",
+        rank_step=critical_path.critical_path_summary_rank,
+        needs=("launches",),
+        combine=critical_path.combine_summaries,
+        params=(Param("annotation", "ProfilerStep"), VISUALIZE, RANKS_ALL),
+        figures="analysis.figures.critical_path",
+        title="Critical path",
+        how_to_read=(
+            "The critical path is the longest chain of work that had to happen one after the other "
+            "in a step (CPU operators, kernel launches, kernels, synchronisations): the step could "
+            "not have been shorter without shortening something on it. Each bar splits one step's "
+            "path by what it was made of: CPU time (cpu_bound, data_loading) means the GPU waited "
+            "for the host; GPU compute or communication means the kernels themselves bound the "
+            "step; kernel-kernel and launch overheads are gaps between kernels and delays between "
+            "a launch and its kernel on an idle stream."
+        ),
+        tables=lambda df: {"critical_path": df},
+        headline=critical_path.headline,
+    ),
+    Analysis(
+        name="critical_path_graph",
+        method="critical_path_analysis",
+        doc="HTA's critical path analysis of one rank: ``(graph, success)``; the graph has "
+            "``get_critical_path_breakdown()`` (one row per path edge: event_idx, duration µs, "
+            "type, s_name, cat, pid, tid, stream, bound_by), ``summary()`` (% per bound_by), "
+            "``critical_path_nodes``, ``critical_path_events_set``, ``nodes()``, ``edges()``. "
+            "``instance_id``: the N-th instance of ``annotation`` (``(first, last)`` for a range, "
+            "``None`` for every instance: then ``({(rank, instance): graph}, all succeeded)``). "
+            "``analysis.figures.critical_path.write_overlay_trace(graph, path)`` writes the trace "
+            "with the path marked, for Perfetto.",
+        rank_step=critical_path.critical_path_rank,
+        needs=("launches",),
+        combine=critical_path.combine_graphs,
+        params=(
+            Param("rank", None, role="ranks"),
+            Param("annotation", "ProfilerStep"),
+            Param("instance_id", 0),
+        ),
+        default_ranks="first",
+        placement="none",
+    ),
+)

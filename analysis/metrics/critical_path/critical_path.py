@@ -1,0 +1,342 @@
+"""Critical path of a rank's step: the longest chain of dependent CPU and GPU work, and what bounds it.
+
+The graph (``analysis.metrics.critical_path.critical_path_graph``) links every CPU operator, runtime call and GPU
+kernel of a window by the order they had to happen in; an edge's weight is the time it covers (µs).
+The critical path is the graph's longest path: its length is the time the window could not have been
+shorter by speeding up anything off the path. Each path edge is attributed to an event and
+classified (``bound_by``) as HTA 0.5.0 does:
+
+- ``cpu_bound``: time inside a CPU operator or runtime call;
+- ``data_loading`` (not in HTA; default analysis only): the same, inside a ``DataLoader`` span;
+- ``gpu_compute_bound`` / ``gpu_communication_bound``: a GPU kernel (communication by the kernel
+  pattern preset), memcpy or memset;
+- ``gpu_kernel_kernel_overhead``: the gap between two kernels on a stream;
+- ``gpu_kernel_launch_overhead``: the delay from a launch call to its kernel on an idle stream;
+- ``""``: zero-weight dependency and synchronisation edges.
+
+``summary()`` is the share (%) of path time per ``bound_by``. Window: one instance of an annotation
+(``ProfilerStep`` by default) on one rank, within the analysed profiler steps; times in µs.
+``patterns.hta_quirks`` (``kernel_patterns="hta"``) reproduces HTA 0.5.0's graph exactly; the default
+fixes its known failures (see ``docs/deviations.md``).
+
+The longest path (``analysis.metrics.critical_path.longest_path``) follows networkx's order and tie-breaking, so
+that the path matches HTA's; a cycle (HTA #113: out-of-order call stacks) is reported (a
+``CriticalPathWarning``) and broken deterministically by dropping its edges that run backwards in
+time.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from analysis.errors import ConfigError
+from analysis.kineto.model import RankTrace
+from analysis.metrics.compare.trace_diff_hta import shorten_name  # HTA's short kernel names
+from analysis.metrics.critical_path.critical_path_context import RankContext, rank_context
+from analysis.metrics.critical_path.critical_path_graph import (
+    EDGE_TYPES,
+    KERNEL_KERNEL,
+    LAUNCH,
+    CPGraphArrays,
+    build_graph,
+)
+from analysis.metrics.critical_path.longest_path import longest_path
+from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
+from analysis.metrics.timebase import Rounding
+
+BOUND_BY = (
+    "cpu_bound",
+    "data_loading",
+    "gpu_compute_bound",
+    "gpu_communication_bound",
+    "gpu_kernel_kernel_overhead",
+    "gpu_kernel_launch_overhead",
+)
+BREAKDOWN_COLUMNS = ("event_idx", "duration", "type", "s_name", "cat", "pid", "tid", "stream",
+                     "bound_by")  # fmt: skip
+SUMMARY_COLUMNS = ("rank", "instance", "path_length_us", "path_nodes", "path_events", "path_edges",
+                   "nodes", "edges", "cycles_broken") + BOUND_BY  # fmt: skip
+_DATA_LOADER = re.compile(r"DataLoader", re.IGNORECASE)
+
+
+class CriticalPathWarning(UserWarning):
+    """Something in the trace was repaired or left out while building the critical path."""
+
+
+@dataclass
+class CriticalPathGraph:
+    """One window's critical-path graph and its longest path (HTA's ``CPGraph`` surface)."""
+
+    rank: int
+    instance: str  # the annotation instance analysed (e.g. "ProfilerStep#12")
+    graph: CPGraphArrays
+    critical_path_nodes: list[int]
+    path_edges: np.ndarray  # edge indices along the path, in order
+    comm_mask: np.ndarray  # per event row: a communication kernel
+    data_loading_mask: np.ndarray  # per event row: inside a DataLoader span (default analysis)
+    cycles_broken: int = 0
+    success: bool = True
+    notes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.graph.node_ts)
+
+    @property
+    def num_edges(self) -> int:
+        return len(self.graph.edge_src)
+
+    @property
+    def critical_path_events_set(self) -> set[int]:
+        """Event labels (row labels of the rank's event table) of the path's nodes."""
+        labels = self.graph.events.index.to_numpy()
+        return set(labels[self.graph.node_event[self.critical_path_nodes]].tolist())
+
+    @property
+    def path_length_us(self) -> float:
+        """Length of the critical path, µs (sum of the path's clipped edge weights)."""
+        w = np.maximum(self.graph.edge_weight[self.path_edges], 0)
+        return float(w.sum()) / 1000.0
+
+    def edges(self) -> pd.DataFrame:
+        """All edges: ``begin``, ``end`` (node ids), ``weight`` (µs), ``type``, ``event_idx``
+        (the attributed event's row label; <NA> for dependency, launch and sync edges)."""
+        g = self.graph
+        on_path = np.zeros(len(g.edge_src), bool)
+        on_path[self.path_edges] = True
+        return pd.DataFrame({
+            "begin": g.edge_src, "end": g.edge_dst, "weight": g.edge_weight / 1000.0,
+            "type": np.asarray(EDGE_TYPES, dtype=object)[g.edge_type],
+            "event_idx": _labels(g.events, g.edge_event), "on_critical_path": on_path,
+        })  # fmt: skip
+
+    def nodes(self) -> pd.DataFrame:
+        """All nodes: ``node_id``, ``event_idx``, ``ts`` (µs), ``is_start``, ``on_critical_path``."""
+        g = self.graph
+        return pd.DataFrame({
+            "node_id": np.arange(len(g.node_ts)),
+            "event_idx": g.events.index.to_numpy()[g.node_event],
+            "ts": g.node_ts / 1000.0,
+            "is_start": g.node_is_start,
+            "on_critical_path": np.isin(np.arange(len(g.node_ts)), self.critical_path_nodes),
+        })  # fmt: skip
+
+    def get_critical_path_breakdown(self) -> pd.DataFrame:
+        """One row per edge on the path, in path order, with HTA's columns (``duration`` in µs)."""
+        g, e = self.graph, self.path_edges
+        ev = g.events
+        attr = g.edge_event[e]
+        has = attr >= 0
+        p = np.maximum(attr, 0)
+        typ = g.edge_type[e]
+        stream = np.where(has, ev["stream"].to_numpy()[p], -1)
+        bound = np.full(len(e), "", dtype=object)
+        bound[has & (stream < 0)] = "cpu_bound"
+        bound[has & (stream < 0) & self.data_loading_mask[p]] = "data_loading"
+        bound[has & (stream >= 0)] = "gpu_compute_bound"
+        bound[has & (stream >= 0) & self.comm_mask[p]] = "gpu_communication_bound"
+        bound[typ == KERNEL_KERNEL] = "gpu_kernel_kernel_overhead"
+        bound[typ == LAUNCH] = "gpu_kernel_launch_overhead"
+        rows = ev.iloc[p]
+        names = rows["name"].astype(str).to_numpy()
+        return pd.DataFrame({
+            "event_idx": _labels(ev, attr),
+            "duration": np.maximum(g.edge_weight[e], 0) / 1000.0,
+            "type": np.asarray(EDGE_TYPES, dtype=object)[typ],
+            "s_name": np.where(has, [shorten_name(n) for n in names], None),
+            "cat": np.where(has, rows["cat"].astype(str).to_numpy(), None),
+            "pid": np.where(has, rows["pid"].to_numpy(), -1),
+            "tid": np.where(has, rows["tid"].to_numpy(), -1),
+            "stream": stream,
+            "bound_by": bound,
+        })  # fmt: skip
+
+    def summary(self) -> pd.Series:
+        """Share of the path's time per ``bound_by`` category, in % (HTA's ``summary()``)."""
+        bd = self.get_critical_path_breakdown()
+        total = bd["duration"].sum()
+        s = bd.groupby("bound_by")["duration"].sum()
+        return s / total * 100 if total > 0 else s * np.nan
+
+
+def _labels(events: pd.DataFrame, positions: np.ndarray) -> pd.array:
+    """Row labels of the events at ``positions`` (-1 → <NA>), as nullable integers."""
+    labels = events.index.to_numpy()[np.maximum(positions, 0)]
+    out = pd.array(labels, dtype="Int64")
+    out[positions < 0] = pd.NA
+    return out
+
+
+
+
+# --- windows ------------------------------------------------------------------------------------
+
+
+def annotation_windows(
+    rt: RankTrace, annotation: str, hta_compat: bool, rounding: Rounding = "exact"
+) -> list[tuple[str, int, int]]:
+    """``(instance name, start ns, end ns)`` of each instance of ``annotation`` in file order.
+
+    HTA counts every event whose name contains ``annotation`` (CPU and GPU annotations alike); the
+    default counts CPU-side events only, so ``instance_id`` is the N-th step. ``""`` = whole rank.
+    """
+    from analysis.metrics.timebase import event_bounds_ns
+
+    ev = rt.events
+    start, end = event_bounds_ns(ev["ts"].to_numpy(), ev["dur"].to_numpy(), rounding,
+                                 float_timestamps=rt.meta.float_timestamps)  # fmt: skip
+    if annotation == "":
+        if len(ev) == 0:
+            return []
+        return [("", int(start.min()), int(end.max()))]
+    names = ev["name"]
+    mask = _name_contains(names, annotation, regex=False)
+    if not hta_compat:
+        mask &= ev["stream"].to_numpy() == -1
+    idx = np.flatnonzero(mask)
+    return [(str(names.iat[i]), int(start[i]), int(end[i])) for i in idx]
+
+
+# --- the analysis -------------------------------------------------------------------------------
+
+
+def critical_path_graph(
+    rt: RankTrace, window: tuple[str, int, int], *, patterns: KernelPatterns,
+    context: RankContext, comm: np.ndarray, data_loading: np.ndarray,
+) -> CriticalPathGraph:  # fmt: skip
+    """The critical path of one window of one rank (``context``: ``rank_context(rt, ...)``)."""
+    name, w0, w1 = window
+    g = build_graph(context, (w0, w1))
+    path, path_edges, broken = longest_path(len(g.node_ts), g.edge_src, g.edge_dst, g.edge_weight)
+    notes = dict(g.notes)
+    if broken:
+        notes["cycle_edges_dropped"] = broken
+    for what, count in notes.items():
+        warnings.warn(
+            f"rank {rt.rank}, {name or 'whole trace'}: critical path: {count} × {what.replace('_', ' ')}",
+            CriticalPathWarning, stacklevel=3,
+        )  # fmt: skip
+    return CriticalPathGraph(
+        rank=rt.rank, instance=name, graph=g, critical_path_nodes=list(path),
+        path_edges=path_edges, comm_mask=comm, data_loading_mask=data_loading,
+        cycles_broken=broken, success=len(path) >= 2, notes=notes,
+    )  # fmt: skip
+
+
+def _name_contains(names: pd.Series, pattern, regex: bool = True) -> np.ndarray:
+    """Rows whose name contains ``pattern``, tested once per distinct name (names are categorical)."""
+    cat = names if isinstance(names.dtype, pd.CategoricalDtype) else names.astype("category")
+    cats = pd.Series(cat.cat.categories.astype(str))
+    hit = np.append(cats.str.contains(pattern, regex=regex).to_numpy(bool), False)
+    return hit[cat.cat.codes.to_numpy()]
+
+
+def _in_data_loader(ev: pd.DataFrame, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per event row: starts inside a ``DataLoader`` span on the same CPU thread."""
+    dl = np.flatnonzero(_name_contains(ev["name"], _DATA_LOADER) & (ev["stream"].to_numpy() == -1))
+    out = np.zeros(len(ev), bool)
+    pid, tid = ev["pid"].to_numpy(), ev["tid"].to_numpy()
+    for i in dl:
+        out |= (pid == pid[i]) & (tid == tid[i]) & (start >= start[i]) & (start < end[i])
+    return out
+
+
+def critical_path_rank(
+    rt: RankTrace, *, annotation: str = "ProfilerStep", instance_id=None,
+    patterns: str | KernelPatterns = "default", rounding: Rounding = "exact",
+) -> dict[str, CriticalPathGraph]:  # fmt: skip
+    """Critical-path graphs of one rank: ``{instance name: graph}``.
+
+    ``instance_id``: ``None`` = every instance (every step), an int = that instance (file order),
+    ``(first, last)`` = one window spanning those instances, inclusive (HTA's tuple form).
+    """
+    pat = resolve_patterns(patterns)
+    windows = annotation_windows(rt, annotation, pat.hta_quirks, rounding)
+    if not windows:
+        raise ConfigError(f"rank {rt.rank}: no event named like {annotation!r} in {rt.meta.source}")
+    if instance_id is None:
+        chosen = windows
+    else:
+        lo, hi = instance_id if isinstance(instance_id, tuple) else (instance_id, instance_id)
+        sel = windows[lo : hi + 1]
+        if not sel:
+            raise ConfigError(
+                f"rank {rt.rank}: instance {instance_id} of {annotation!r} does not exist "
+                f"({len(windows)} instances) in {rt.meta.source}"
+            )
+        label = sel[0][0] if len(sel) == 1 else f"{sel[0][0]}..{sel[-1][0]}"
+        chosen = [(label, min(s for _, s, _ in sel), max(e for _, _, e in sel))]
+    hta = pat.hta_quirks
+    context = rank_context(rt, hta_compat=hta, rounding=rounding)
+    ev = rt.events
+    comm = np.asarray(pat.classify(ev["name"])) == "COMMUNICATION"
+    loading = np.zeros(len(ev), bool) if hta else _in_data_loader(ev, context.start, context.end)
+    return {
+        w[0]: critical_path_graph(rt, w, patterns=pat, context=context, comm=comm,
+                                  data_loading=loading)
+        for w in chosen
+    }  # fmt: skip
+
+
+def combine(parts: dict[int, dict[str, CriticalPathGraph]]) -> pd.DataFrame:
+    """Per rank and instance: path length (µs), node/edge counts and the % per ``bound_by``."""
+    rows = []
+    for rank, graphs in sorted(parts.items()):
+        for inst, g in graphs.items():
+            s = g.summary()
+            row = {"rank": rank, "instance": inst, "path_length_us": g.path_length_us,
+                   "path_nodes": len(g.critical_path_nodes),
+                   "path_events": len(g.critical_path_events_set),
+                   "path_edges": len(g.path_edges), "nodes": g.num_nodes, "edges": g.num_edges,
+                   "cycles_broken": g.cycles_broken}  # fmt: skip
+            row.update({b: float(s.get(b, 0.0)) for b in BOUND_BY})
+            rows.append(row)
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+def critical_path_summary_rank(
+    rt: RankTrace, *, annotation: str = "ProfilerStep",
+    patterns: str | KernelPatterns = "default", rounding: Rounding = "exact",
+) -> pd.DataFrame:  # fmt: skip
+    """One rank's per-step summary rows (``combine``'s columns); a rank without the annotation is
+    analysed as one window over the whole analysed trace (instance ``"whole trace"``)."""
+    pat = resolve_patterns(patterns)
+    if not annotation_windows(rt, annotation, pat.hta_quirks, rounding):
+        graphs = critical_path_rank(rt, annotation="", patterns=pat, rounding=rounding)
+        graphs = {"whole trace": next(iter(graphs.values()))}
+    else:
+        graphs = critical_path_rank(rt, annotation=annotation, patterns=pat, rounding=rounding)
+    return combine({rt.rank: graphs})
+
+
+def combine_summaries(parts: dict[int, pd.DataFrame]) -> pd.DataFrame:
+    """The per-rank summary rows, in rank order."""
+    frames = [parts[r] for r in sorted(parts)]
+    return pd.concat(frames, ignore_index=True) if frames else combine({})
+
+
+def combine_graphs(parts: dict[int, dict[str, CriticalPathGraph]]):
+    """HTA's return value for one rank and instance: ``(graph, success)``; for several instances
+    (``instance_id=None``) or ranks: ``({(rank, instance): graph}, all succeeded)``."""
+    graphs = {(r, i): g for r in sorted(parts) for i, g in parts[r].items()}
+    if len(graphs) == 1:
+        (g,) = graphs.values()
+        return g, g.success
+    return graphs, all(g.success for g in graphs.values())
+
+
+def headline(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: the category that bounds most of the critical path over its steps, and its %."""
+    rows = []
+    for rank, df in summary.groupby("rank", sort=True):
+        us = {b: float((df[b] * df["path_length_us"]).sum() / 100) for b in BOUND_BY}
+        total = float(df["path_length_us"].sum())
+        top = max(us, key=us.get)
+        rows.append({"rank": rank, "critical_path_bound_by": top,
+                     "critical_path_bound_pct": us[top] / total * 100 if total else float("nan")})
+    return pd.DataFrame(rows, columns=["rank", "critical_path_bound_by", "critical_path_bound_pct"])

@@ -1,0 +1,292 @@
+"""What the critical-path graph needs from a whole rank: links between CPU calls and GPU events,
+which calls launch or block, queue lengths, and the ``cudaEventRecord`` / ``cudaStreamWaitEvent``
+matches. Computed once per rank for all of its windows (HTA computes queue lengths and event-record
+matches on the whole trace too, not on the window). All times in ns.
+
+- **Correlation** (HTA's ``index_correlation``): a CPU call and the GPU events with its correlation
+  id; when several match, HTA keeps the last one (so only one kernel of a ``cudaGraphLaunch``).
+- **Launch calls**: HTA's list, or (default) also the ``kernel_launch_stats`` default preset
+  (driver API, cooperative, graph and ROCm launches).
+- **Queue length** per stream (HTA's ``TraceCounters``): +1 at a launch call per GPU event it
+  launched, -1 when a GPU event starts. A GPU event gets a launch-delay edge when the queue was
+  empty just before its launch and it is the first its call ran on the stream (HTA: and nothing else
+  was queued by the time it started).
+- **Event records**: a ``cudaEventRecord`` records the last GPU event launched before it on its
+  stream; ``cudaStreamWaitEvent`` makes the first GPU event launched after it (same thread, waiting
+  stream) wait for it.
+- **Inferred waits** (default only): a blocking call with no CUDA sync event (ROCm traces have none;
+  a synchronous memcpy) waited for the GPU events it launched itself, or else for each stream's last
+  GPU event that ended while it ran.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from analysis.kineto.events import DEVICE_SYNC_NAMES, gpu_mask
+from analysis.kineto.model import RankTrace
+from analysis.metrics.gpu_time.kernel_launch_stats import DEFAULT_LAUNCH_APIS
+from analysis.metrics.timebase import Rounding, event_bounds_ns
+
+# hta/common/trace_symbol_table.py get_runtime_launch_events_query, HTA 0.5.0
+HTA_LAUNCH_CALLS = (
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cudaMemcpyAsync",
+    "cudaMemsetAsync", "runFunction - job_prep_and_submit_for_execution", "hipLaunchKernel",
+    "hipExtModuleLaunchKernel", "hipMemcpyAsync", "hipMemsetAsync", "hipMemcpyWithStream",
+)  # fmt: skip
+DEFAULT_LAUNCH_CALLS = tuple(
+    dict.fromkeys(HTA_LAUNCH_CALLS + DEFAULT_LAUNCH_APIS.kernel + DEFAULT_LAUNCH_APIS.memory)
+)
+# CPGraph.BLOCKING_SYNC_CALLS, HTA 0.5.0
+HTA_BLOCKING_CALLS = (
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventQuery", "cudaEventSynchronize",
+    "cudaMemcpy", "cudaMemcpyAsync",
+)  # fmt: skip
+DEFAULT_BLOCKING_CALLS = HTA_BLOCKING_CALLS + (
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuMemcpy",
+    "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventQuery", "hipEventSynchronize",
+    "hipMemcpy", "hipMemcpyAsync", "hipMemcpyWithStream",
+)  # fmt: skip
+CPU_NODE_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
+
+def _last_by_key(keys: np.ndarray, values: np.ndarray) -> pd.Series:
+    """{key: the last value (in order) with that key}."""
+    s = pd.Series(values, index=keys)
+    return s[~s.index.duplicated(keep="last")]
+
+
+@dataclass
+class RankContext:
+    """What the graph needs from a whole rank, computed once for all of its windows (HTA also
+    computes queue lengths and event-record matches on the whole trace, not the window)."""
+
+    ev: pd.DataFrame
+    hta_compat: bool
+    start: np.ndarray  # ns
+    end: np.ndarray
+    stream: np.ndarray
+    corr: np.ndarray
+    is_cpu_node_cat: np.ndarray
+    is_swe: np.ndarray  # "Stream Wait Event"
+    sync_kind: np.ndarray  # per row: 0, or 1..4 = Stream Wait Event, Event Sync, Stream/Context Sync
+    on_device_sync: np.ndarray  # stream != -1 or a device-level sync name
+    blocking: np.ndarray
+    gpu_to_cpu: np.ndarray
+    cpu_to_gpu: np.ndarray
+    launcher: np.ndarray  # per GPU event: the launch call linked by a launch edge, -1 if none
+    launch_ok: np.ndarray  # per GPU event: launched onto an idle stream (see _launch_info)
+    record_src: dict[int, int]
+    wait_dest: dict[int, int]
+    wait_record: np.ndarray
+    # default analysis: blocking calls without a CUDA sync event (ROCm, cudaMemcpy) -> the GPU
+    # events they waited for (see _inferred_waits)
+    inferred_waits: dict[int, list[int]] = field(default_factory=dict)
+
+
+_SYNC_KINDS = {"Stream Wait Event": 1, "Event Sync": 2, "Stream Sync": 3, "Context Sync": 4}
+
+
+def name_mask(names: pd.Series, wanted) -> np.ndarray:
+    """``names.isin(wanted)`` through the categories (names are categorical in the model)."""
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        cats = np.asarray(names.cat.categories.astype(str))
+        hit = np.append(np.isin(cats, list(wanted)), False)
+        return hit[names.cat.codes.to_numpy()]
+    return names.astype(str).isin(list(wanted)).to_numpy()
+
+
+def rank_context(rt: RankTrace, *, hta_compat: bool, rounding: Rounding = "exact") -> RankContext:
+    """The rank-wide arrays behind every window's graph."""
+    ev = rt.events
+    n = len(ev)
+    start, end = event_bounds_ns(
+        ev["ts"].to_numpy(), ev["dur"].to_numpy(), rounding,
+        float_timestamps=rt.meta.float_timestamps,
+    )  # fmt: skip
+    stream = ev["stream"].to_numpy()
+    corr = ev["correlation"].to_numpy()
+    names = ev["name"]
+    pos = np.arange(n)
+    # correlation: CPU call <-> GPU event (HTA's index_correlation; the last match wins)
+    is_gpu = gpu_mask(ev) if n else np.zeros(0, bool)
+    has_corr = corr != -1
+    cpu_c, gpu_c = pos[~is_gpu & has_corr], pos[is_gpu & has_corr]
+    gpu_to_cpu = np.full(n, -1)
+    cpu_to_gpu = np.full(n, -1)
+    if len(cpu_c) and len(gpu_c):
+        m = _last_by_key(corr[cpu_c], cpu_c)
+        gpu_to_cpu[gpu_c] = m.reindex(corr[gpu_c]).fillna(-1).to_numpy(np.int64)
+        m = _last_by_key(corr[gpu_c], gpu_c)
+        cpu_to_gpu[cpu_c] = m.reindex(corr[cpu_c]).fillna(-1).to_numpy(np.int64)
+    sync_kind = np.zeros(n, np.int8)
+    for kind_name, code in _SYNC_KINDS.items():
+        sync_kind[name_mask(names, [kind_name])] = code
+    sync_kind[~name_mask(ev["cat"], ["cuda_sync"])] = 0
+    launch_calls = HTA_LAUNCH_CALLS if hta_compat else DEFAULT_LAUNCH_CALLS
+    is_launch = ~is_gpu & name_mask(names, launch_calls) & (cpu_to_gpu >= 0)
+    ctx = RankContext(
+        ev=ev, hta_compat=hta_compat, start=start, end=end, stream=stream, corr=corr,
+        is_cpu_node_cat=name_mask(ev["cat"], CPU_NODE_CATS),
+        is_swe=name_mask(names, ["Stream Wait Event"]), sync_kind=sync_kind,
+        on_device_sync=(stream != -1) | name_mask(names, DEVICE_SYNC_NAMES),
+        blocking=name_mask(names, HTA_BLOCKING_CALLS if hta_compat else DEFAULT_BLOCKING_CALLS),
+        gpu_to_cpu=gpu_to_cpu, cpu_to_gpu=cpu_to_gpu, launcher=np.full(n, -1),
+        launch_ok=np.zeros(n, bool), record_src={}, wait_dest={},
+        wait_record=ev["wait_on_record"].to_numpy() if "wait_on_record" in ev else np.full(n, -1),
+    )  # fmt: skip
+    if n:
+        _launch_info(ctx, is_launch, names)
+    if n and not hta_compat:
+        _inferred_waits(ctx)
+    return ctx
+
+
+def _inferred_waits(ctx: RankContext) -> None:
+    """Blocking calls that have no CUDA sync event (ROCm traces have none; a synchronous memcpy
+    neither): the call waited for the GPU events it launched itself, or else for the last GPU
+    event of each stream that ended while it ran. Those get a sync edge into the call's end; a
+    blocking call that waited for nothing is not blocking (its time is the CPU's)."""
+    ev, start, end, stream = ctx.ev, ctx.start, ctx.end, ctx.stream
+    is_sync_event = name_mask(ev["cat"], ["cuda_sync"]) | (ctx.sync_kind > 0)
+    partner = ctx.cpu_to_gpu
+    has_sync = (partner >= 0) & is_sync_event[np.maximum(partner, 0)]
+    calls = np.flatnonzero(ctx.blocking & (stream == -1) & ~has_sync)
+    work = np.flatnonzero((stream != -1) & ~is_sync_event & (ctx.corr != -1))
+    by_stream = {s: work[stream[work] == s] for s in np.unique(stream[work]).tolist()}
+    by_stream = {s: w[np.argsort(end[w], kind="stable")] for s, w in by_stream.items()}
+    corr = ctx.corr
+    for c in calls.tolist():
+        c0, c1 = start[c], end[c]
+        if partner[c] >= 0:  # it ran GPU work itself (a synchronous memcpy)
+            own = work[(corr[work] == corr[c])]
+            src = [g for g in own.tolist() if c0 < end[g] <= c1]
+        else:
+            src = []
+            for w in by_stream.values():
+                j = int(np.searchsorted(end[w], c1, side="right")) - 1
+                if j >= 0 and end[w[j]] > c0:
+                    src.append(int(w[j]))
+        if src:
+            ctx.inferred_waits[c] = src
+        else:
+            ctx.blocking[c] = False
+
+def _launch_pairs(ev, is_launch, corr, stream):
+    """(runtime position, GPU position) for each GPU event on a stream launched by a launch call."""
+    r = np.flatnonzero(is_launch)
+    g = np.flatnonzero(stream != -1)
+    left = pd.DataFrame({"r": r, "corr": corr[r]})
+    right = pd.DataFrame({"g": g, "corr": corr[g]})
+    pairs = left.merge(right, on="corr", how="inner", sort=False)
+    return pairs["r"].to_numpy(), pairs["g"].to_numpy()
+
+
+def _launch_info(ctx: RankContext, is_launch: np.ndarray, names: pd.Series) -> None:
+    """Fill ``ctx`` with the launch links, idle-stream launches and event-record matches.
+
+    Queue length per stream (HTA's ``TraceCounters``): +1 at each launch call per GPU event it
+    launched, -1 when a GPU event starts. A launch edge needs an empty queue just before the launch
+    and the GPU event to be the first its call ran on that stream (HTA: and nothing else queued by
+    the time it starts).
+    """
+    ev, start, stream, corr = ctx.ev, ctx.start, ctx.stream, ctx.corr
+    pid = ev["pid"].to_numpy()
+    tid = ev["tid"].to_numpy()
+    pr, pg = _launch_pairs(ev, is_launch, corr, stream)
+    if ctx.hta_compat:  # the graph links a launch call to one GPU event only (index_correlation)
+        single = ctx.cpu_to_gpu[pr] == pg
+        gr_r, gr_g = pr[single], pg[single]
+    else:
+        gr_r, gr_g = pr, pg
+    # queue length per stream: +1 at each launch (per GPU event launched), -1 at each GPU start
+    g_rows = np.unique(pg)  # each launched GPU event once, in file order
+    q = pd.DataFrame({
+        "stream": np.concatenate([stream[pg], stream[g_rows]]),
+        "ts": np.concatenate([start[pr], start[g_rows]]),
+        "kind": np.concatenate([np.zeros(len(pg), np.int8), np.ones(len(g_rows), np.int8)]),
+        "delta": np.concatenate([np.ones(len(pg), np.int64), -np.ones(len(g_rows), np.int64)]),
+        "r": np.concatenate([pr, np.full(len(g_rows), -1)]),
+        "g": np.concatenate([pg, g_rows]),
+    })  # fmt: skip
+    if ctx.hta_compat:
+        # HTA sorts launches then GPU events by time with an unstable quicksort: ties (a launch
+        # at the very time a kernel starts) fall as that sort leaves them
+        q = q.iloc[np.argsort(q["ts"].to_numpy(), kind="quicksort")]
+        q = q.iloc[np.argsort(q["stream"].to_numpy(), kind="stable")]
+    else:  # at equal times, launches first
+        q = q.sort_values(["stream", "ts", "kind"], kind="stable")
+    q["queue"] = q.groupby("stream", sort=False)["delta"].cumsum()
+    inc, dec = q[q["kind"] == 0], q[q["kind"] == 1]
+    # per (runtime, stream): queue before its first launch on the stream, and its GPU events there
+    per_rs = inc.groupby(["r", "stream"], sort=False).agg(first_q=("queue", "first"),
+                                                         n_own=("queue", "size"))  # fmt: skip
+    q_gpu = _last_by_key(dec["g"].to_numpy(), dec["queue"].to_numpy())
+    launch_ok = ctx.launch_ok
+    if len(gr_g):
+        rs = pd.MultiIndex.from_arrays([gr_r, stream[gr_g]])
+        info = per_rs.reindex(rs)
+        q_before = info["first_q"].to_numpy() - 1
+        n_own = info["n_own"].to_numpy()
+        first_own = (
+            pd.DataFrame({"r": pr, "s": stream[pg], "ts": start[pg], "g": pg})
+            .sort_values("ts", kind="stable").drop_duplicates(["r", "s"])["g"].to_numpy()
+        )  # fmt: skip
+        is_first = np.isin(gr_g, first_own)
+        qg = q_gpu.reindex(gr_g).to_numpy()
+        launch_ok[gr_g] = (q_before == 0) & is_first
+        if ctx.hta_compat:  # HTA also wants nothing else queued by the time the kernel starts
+            launch_ok[gr_g] &= qg == n_own - 1
+    ctx.launcher[gr_g] = gr_r
+
+    # cudaEventRecord -> the GPU event it records (the last launched before it on its stream)
+    ctx.record_src = _event_record_sources(ev, names, corr, start, stream, pid, gr_r, gr_g)
+    # cudaStreamWaitEvent -> the first GPU event launched after it on the waiting stream
+    ctx.wait_dest = _stream_wait_destinations(ctx.is_swe, start, stream, pid, tid, ctx.gpu_to_cpu, gr_r, gr_g)
+
+def _event_record_sources(ev, names, corr, start, stream, pid, gr_r, gr_g) -> dict[int, int]:
+    """{correlation of a cudaEventRecord: position of the GPU event it records}."""
+    if "wait_on_stream" not in ev or "wait_on_record" not in ev:
+        return {}  # a hand-built table without the sync-wait columns
+    waits = ev.loc[ev["wait_on_stream"].to_numpy() > -1]
+    rec = np.flatnonzero(name_mask(names, ["cudaEventRecord"]))
+    if waits.empty or len(rec) == 0 or len(gr_g) == 0:
+        return {}
+    rec_stream = (
+        pd.DataFrame({"c": waits["wait_on_record"].to_numpy(), "stream": waits["wait_on_stream"].to_numpy(),
+                      "gpu": waits["pid"].to_numpy()})
+        .drop_duplicates("c").set_index("c")
+    )  # fmt: skip
+    recs = pd.DataFrame({"c": corr[rec], "ts": start[rec]}).join(rec_stream, on="c").dropna()
+    if recs.empty:
+        return {}
+    launches = pd.DataFrame({"ts": start[gr_r], "gpu": pid[gr_g], "stream": stream[gr_g],
+                             "g": gr_g, "gts": start[gr_g]})  # fmt: skip
+    launches = launches.sort_values(["ts", "gts"], kind="stable").drop_duplicates(
+        ["ts", "gpu", "stream"], keep="last"
+    )
+    recs = recs.astype({"gpu": np.int64, "stream": np.int64}).sort_values("ts", kind="stable")
+    m = pd.merge_asof(recs, launches, on="ts", by=["gpu", "stream"], direction="backward")
+    m = m.dropna(subset=["g"])
+    return dict(zip(m["c"].astype(np.int64).tolist(), m["g"].astype(np.int64).tolist(), strict=False))
+
+
+def _stream_wait_destinations(is_swe, start, stream, pid, tid, gpu_to_cpu, gr_r, gr_g) -> dict:
+    """{position of a Stream Wait Event: the first GPU event launched after its cudaStreamWaitEvent
+    from the same thread onto the waiting stream}."""
+    waits = np.flatnonzero(is_swe & (gpu_to_cpu >= 0))
+    if len(waits) == 0 or len(gr_g) == 0:
+        return {}
+    w_rt = gpu_to_cpu[waits]
+    wdf = pd.DataFrame({"w": waits, "ts": start[w_rt], "pid": pid[w_rt], "tid": tid[w_rt],
+                        "stream": stream[waits]}).sort_values("ts", kind="stable")  # fmt: skip
+    launches = pd.DataFrame({"ts": start[gr_r], "pid": pid[gr_r], "tid": tid[gr_r],
+                             "stream": stream[gr_g], "g": gr_g, "gts": start[gr_g]})  # fmt: skip
+    launches = launches.sort_values(["ts", "gts"], kind="stable").drop_duplicates(
+        ["ts", "pid", "tid", "stream"], keep="first"
+    )
+    m = pd.merge_asof(wdf, launches, on="ts", by=["pid", "tid", "stream"], direction="forward")
+    m = m.dropna(subset=["g"])
+    return dict(zip(m["w"].tolist(), m["g"].astype(np.int64).tolist(), strict=False))

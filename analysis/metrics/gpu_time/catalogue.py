@@ -1,0 +1,222 @@
+"""The registry entries of this family (what it answers: the package docstring), in report
+order. The top-level catalogue (:mod:`analysis.analyses`) registers them; the machinery is
+:mod:`analysis.registry`.
+"""
+
+from __future__ import annotations
+
+from analysis.metrics.gpu_time import (
+    comm_comp_overlap,
+    idle_time_breakdown,
+    kernel_breakdown,
+    kernel_launch_stats,
+    memory_bandwidth,
+    queue_length,
+    temporal_breakdown,
+)
+from analysis.registry import RANKS_ALL, VISUALIZE, Analysis, Param
+
+
+def _hta_counter(name: str, method: str, doc: str, rank_step, combine, extras=()) -> Analysis:
+    """One of HTA's queue-length / memory-bandwidth methods: first rank by default, no section."""
+    title = doc.split(":")[0].removeprefix("HTA's ")
+    return Analysis(
+        name=name, method=method, doc=doc, rank_step=rank_step, combine=combine,
+        params=(Param("ranks", None, role="ranks"),), default_ranks="first", needs_gpu=True,
+        extras=extras, placement="none", title=title[:1].upper() + title[1:],
+    )
+
+
+ENTRIES = (
+    Analysis(
+        name="temporal_breakdown",
+        method="get_temporal_breakdown",
+        doc="Per rank: idle, compute and non-compute GPU time (µs) and their shares of kernel "
+            "time.",
+        rank_step=temporal_breakdown.temporal_breakdown_rank,
+        combine=temporal_breakdown.combine,
+        params=(VISUALIZE, RANKS_ALL),
+        figures="analysis.figures.temporal_breakdown",
+        title="Temporal breakdown",
+        how_to_read=(
+            "Each bar is one rank's GPU time between its first and last kernel, split into compute "
+            "(kernels that do math), non-compute (communication and memory kernels only) and idle "
+            "(no kernel running). A rank with much more idle time than the others is waiting, "
+            "either for its CPU to launch work or for the other ranks."
+        ),
+        headline=temporal_breakdown.headline,
+        key_numbers=temporal_breakdown.key_numbers,
+    ),
+    Analysis(
+        name="idle_time_breakdown",
+        method="get_idle_time_breakdown",
+        doc="Per rank and stream: GPU idle time split into host wait, kernel wait and other (µs); "
+            "with ``show_idle_interval_stats`` also the distribution of the idle intervals.",
+        rank_step=idle_time_breakdown.idle_time_breakdown_rank,
+        combine=idle_time_breakdown.combine,
+        params=(
+            Param("ranks", None, role="ranks"),
+            Param("streams", None),
+            VISUALIZE,
+            Param("visualize_pctg", True, role="figure"),
+            Param("show_idle_interval_stats", False),
+            Param("consecutive_kernel_delay", idle_time_breakdown.CONSECUTIVE_KERNEL_DELAY_US),
+        ),
+        figures="analysis.figures.idle_time_breakdown",
+        default_ranks="first",
+        needs_gpu=True,
+        title="Idle time breakdown",
+        how_to_read=(
+            "Per CUDA stream, the idle time between consecutive kernels split by cause: host_wait "
+            "(the CPU launched the next kernel only after the previous one had finished: the GPU "
+            "starved), kernel_wait (short gaps under 30 µs between back-to-back kernels: launch "
+            "overhead) and other (e.g. waiting on another stream or a synchronisation). The "
+            "interval statistics show how long the individual gaps are."
+        ),
+        report_options={"show_idle_interval_stats": True},
+        tables=lambda r: {"idle_time_breakdown": r[0]}
+        | ({"idle_interval_stats": r[1].reset_index()} if r[1] is not None else {}),
+    ),
+    Analysis(
+        name="comm_comp_overlap",
+        method="get_comm_comp_overlap",
+        doc="Per rank: % of communication kernel time that overlaps computation kernels.",
+        rank_step=comm_comp_overlap.comm_comp_overlap_rank,
+        combine=comm_comp_overlap.combine,
+        params=(VISUALIZE, RANKS_ALL),
+        figures="analysis.figures.comm_comp_overlap",
+        title="Communication / computation overlap",
+        how_to_read=(
+            "The share of each rank's communication kernel time during which computation kernels "
+            "ran too. Higher is better: communication hidden behind computation costs no step "
+            "time. A rank well below the others exposes its collectives."
+        ),
+        headline=comm_comp_overlap.headline,
+        key_numbers=comm_comp_overlap.key_numbers,
+    ),
+    Analysis(
+        name="kernel_launch_stats",
+        method="get_cuda_kernel_launch_stats",
+        doc="Per rank: each launch's CPU duration, GPU duration and launch delay (µs), as "
+            "``{rank: DataFrame}``.",
+        rank_step=kernel_launch_stats.kernel_launch_stats_rank,
+        combine=kernel_launch_stats.combine,
+        params=(
+            Param("ranks", None, role="ranks"),
+            Param("runtime_cutoff", kernel_launch_stats.RUNTIME_CUTOFF_US, role="figure"),
+            Param("launch_delay_cutoff", kernel_launch_stats.LAUNCH_DELAY_CUTOFF_US, role="figure"),
+            Param("include_memory_events", True),
+            VISUALIZE,
+            Param("launch_apis", None, keyword_only=True),
+        ),
+        figures="analysis.figures.kernel_launch_stats",
+        default_ranks="first",
+        needs_gpu=True,
+        title="CUDA kernel launch statistics",
+        how_to_read=(
+            "Left: every launch as its CPU runtime-call duration against its GPU kernel duration; "
+            "points below the diagonal are kernels shorter than their own launch call (the CPU "
+            "cannot keep the GPU busy with them), calls over "
+            f"{kernel_launch_stats.RUNTIME_CUTOFF_US} µs are runtime outliers. Right: per rank, "
+            "the delay between the end of the launch call and the kernel's start; delays over "
+            f"{kernel_launch_stats.LAUNCH_DELAY_CUTOFF_US} µs mean a queue of work ahead of the "
+            "kernel."
+        ),
+        tables=lambda stats: {"kernel_launch_summary": kernel_launch_stats.launch_summary(stats)},
+        csv_only=lambda stats: {"kernel_launch_stats": kernel_launch_stats.all_launches(stats)},
+    ),
+    Analysis(
+        name="kernel_breakdown",
+        method="get_gpu_kernel_breakdown",
+        doc="Time per kernel type (with overlaps) and the top kernels per type and rank: "
+            "``(kernel_type_df, all_kernel_df)``. ``image_renderer`` is a plotly renderer name for "
+            "the figures (HTA's argument).",
+        rank_step=kernel_breakdown.kernel_breakdown_rank,
+        combine=kernel_breakdown.combine,
+        params=(
+            VISUALIZE,
+            Param("duration_ratio", 0.8),
+            Param("num_kernels", 10),
+            Param("include_memory_kernels", True),
+            Param("image_renderer", None, role="renderer"),
+            RANKS_ALL,
+        ),
+        figures="analysis.figures.kernel_breakdown",
+        title="GPU kernel breakdown",
+        how_to_read=(
+            "The pie splits all GPU time by kernel type, with the time during which types overlap "
+            "shown separately. The bars list the kernels that account for most of each type's "
+            "time, per rank: the first candidates for optimisation."
+        ),
+        tables=lambda r: {"kernel_type_breakdown": r[0], "kernel_breakdown": r[1]},
+    ),
+    Analysis(
+        name="queue_length",
+        method="get_queue_length_stream_summary",
+        doc="Per rank and stream: time-weighted mean and maximum CUDA queue length, time at or "
+            "above ``max_queue_length`` (µs) and the time the queue was empty while the stream was "
+            "idle (µs and % of the stream's span).",
+        rank_step=queue_length.queue_length_rank,
+        combine=queue_length.stream_summary,
+        params=(
+            Param("ranks", "all", role="ranks"),
+            Param("max_queue_length", queue_length.CUDA_MAX_LAUNCH_QUEUE_PER_STREAM),
+            Param("visualize", False, role="visualize"),
+        ),
+        figures="analysis.figures.queue_length",
+        needs_gpu=True,
+        title="CUDA queue length",
+        how_to_read=(
+            "The queue of a stream holds the operations the CPU has launched onto it that have not "
+            "started yet. A long queue means the CPU runs ahead of the GPU (good). 'Empty while "
+            "idle' is the time the stream had nothing to run and nothing queued: the GPU was "
+            "waiting for the CPU to launch work, the signature of a launch-bound rank."
+        ),
+        headline=queue_length.headline,
+    ),
+    _hta_counter(
+        "queue_length_summary", "get_queue_length_summary",
+        "HTA's CUDA queue length summary: ``describe()`` of the queue length's change points per "
+        "``(rank, stream)``.",
+        queue_length.queue_length_rank, queue_length.combine,
+    ),
+    _hta_counter(
+        "queue_length_time_series", "get_queue_length_time_series",
+        "HTA's CUDA queue length time series: ``{rank: DataFrame[ts (µs), pid, tid, stream, "
+        "queue_length]}``, one row per change.",
+        queue_length.queue_length_rank, queue_length.time_series,
+    ),
+    Analysis(
+        name="memory_bandwidth",
+        method="get_memcpy_summary",
+        doc="Per rank and copy kind (direction, pinned/pageable host memory): count, bytes, time "
+            "and busy time (µs) and achieved bandwidth (GB/s).",
+        rank_step=memory_bandwidth.memory_bandwidth_rank,
+        combine=memory_bandwidth.copy_summary,
+        params=(Param("ranks", "all", role="ranks"), Param("visualize", False, role="visualize")),
+        figures="analysis.figures.memory_bandwidth",
+        needs_gpu=True,
+        extras=("memory_ops",),
+        title="Memory copies",
+        how_to_read=(
+            "Every memcpy and memset by direction (HtoD: host to device, DtoH, DtoD, PtoP: between "
+            "GPUs) and host memory kind: bytes moved, time spent and the achieved bandwidth, bytes "
+            "/ time. Copies from pageable host memory are slow and synchronous: pin the memory."
+        ),
+        tables=lambda df: {"memcpy_summary": df},
+    ),
+    _hta_counter(
+        "memory_bw_summary", "get_memory_bw_summary",
+        "HTA's memory bandwidth summary: ``describe()`` of the positive bandwidth values (GB/s) "
+        "per ``(rank, name)``.",
+        memory_bandwidth.memory_bandwidth_rank, memory_bandwidth.combine,
+        extras=("memory_ops",),
+    ),
+    _hta_counter(
+        "memory_bw_time_series", "get_memory_bw_time_series",
+        "HTA's memory bandwidth time series: ``{rank: DataFrame[ts (µs), pid, name, "
+        "memory_bw_gbps]}``, one row per change.",
+        memory_bandwidth.memory_bandwidth_rank, memory_bandwidth.time_series,
+        extras=("memory_ops",),
+    ),
+)

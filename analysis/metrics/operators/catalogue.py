@@ -1,0 +1,31 @@
+"""The registry entries of this family (what it answers: the package docstring), in report
+order. The top-level catalogue (:mod:`analysis.analyses`) registers them; the machinery is
+:mod:`analysis.registry`.
+"""
+
+from __future__ import annotations
+
+from analysis.metrics.operators import operator_summary
+from analysis.registry import Analysis, Param
+
+# The report's top operators.
+TOP_OPERATORS = 20
+
+ENTRIES = (
+    Analysis(
+        name="operator_summary",
+        method="get_operator_summary",
+        doc="Per CPU operator: calls, total/self CPU time and the GPU time it launched (µs).",
+        rank_step=operator_summary.operator_summary_rank,
+        combine=operator_summary.combine,
+        params=(Param("ranks", None, role="ranks"), Param("top", TOP_OPERATORS)),
+        default_ranks="first",
+        title="CPU operators",
+        how_to_read=(
+            f"The {TOP_OPERATORS} CPU operators with the most GPU time launched, per rank: calls, "
+            "total and self CPU time, and the GPU time of the kernels they launched (µs)."
+        ),
+        report_options={"top": TOP_OPERATORS},
+        needs=("operators",),
+    ),
+)

@@ -1,0 +1,68 @@
+"""Trace metadata: per rank, what was loaded and what the analysed window keeps.
+
+Per rank (``window="full"``: the whole trace):
+
+- ``file``, ``format`` (the profiler that wrote it: ``kineto``, ``nsys``, ``xplane``, ``rocprof``),
+  ``rank_from`` (where the rank came from: ``distributedInfo``, the file name, a mapping, or for
+  another profiler's file which process/GPU it is, e.g. ``nsys: process 111, GPU 0``),
+  ``gpu`` (device names from ``deviceProperties``), ``world_size``, ``events`` (rows);
+- ``steps``: the profiler step numbers (``analysis.kineto.steps``), ``"-"`` without a schedule;
+- ``duration_ms``: first event start to last event end (ms);
+- ``gpu_events``: GPU events (kernels, memcpy, memset, syncs) in the trace;
+- ``unlaunched_gpu_events``, ``unlaunched_gpu_ms``: GPU events whose correlation id matches no
+  launching call in the trace (the tail of an iteration the profiler did not capture) and their
+  summed GPU time (ms); whether the analyses keep them is ``TraceAnalysis(gpu_events=...)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from analysis.kineto.events import gpu_mask
+from analysis.kineto.model import RankTrace
+from analysis.kineto.steps import profiler_steps
+from analysis.kineto.window import unlaunched_mask
+
+COLUMNS = ["rank", "file", "format", "rank_from", "gpu", "world_size", "events", "steps", "duration_ms", "gpu_events",
+           "unlaunched_gpu_events", "unlaunched_gpu_ms"]
+
+
+def trace_metadata_rank(rt: RankTrace) -> dict:
+    """One rank's row (see the module doc)."""
+    ev = rt.events
+    steps = profiler_steps(rt)
+    start = int(ev["ts"].min()) if len(ev) else None
+    end = int((ev["ts"] + ev["dur"]).max()) if len(ev) else None
+    unlaunched = unlaunched_mask(rt)
+    return {
+        "rank": rt.rank,
+        "file": rt.meta.source,
+        "format": rt.meta.source_format,
+        "rank_from": rt.meta.rank_origin,
+        "gpu": ", ".join(sorted(set(rt.meta.gpu_names))) or "-",
+        "world_size": rt.meta.world_size,
+        "events": len(ev),
+        "steps": ", ".join(str(s) for s in steps["step"]) if len(steps) else "-",
+        "duration_ms": None if start is None else round((end - start) / 1e6, 3),
+        "gpu_events": int(gpu_mask(ev).sum()),
+        "unlaunched_gpu_events": int(unlaunched.sum()),
+        "unlaunched_gpu_ms": round(int(ev["dur"].to_numpy()[unlaunched].sum()) / 1e6, 3),
+    }
+
+
+def combine(rows: Mapping[int, dict]) -> pd.DataFrame:
+    """Per-rank rows → one table, ranks in the order given."""
+    return pd.DataFrame(list(rows.values()), columns=COLUMNS)
+
+
+def headline(result: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: GPU name and event count, the first columns of a summary."""
+    return result[["rank", "gpu", "events"]]
+
+
+def key_numbers(result: pd.DataFrame) -> list[tuple[str, str]]:
+    """The GPU models in the trace, as a report card."""
+    gpus = sorted({g for g in result["gpu"] if g and g != "-"})
+    return [("GPU", ", ".join(gpus) or "–")]

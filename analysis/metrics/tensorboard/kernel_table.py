@@ -1,0 +1,93 @@
+"""The TensorBoard plugin's kernel view: per kernel name, and per kernel × launching operator.
+
+Per rank and kernel name, over every kernel of the trace (the plugin's window for this view is the
+whole trace): ``calls``, ``total_us``, ``mean_us``, ``max_us``, ``min_us`` of the kernel durations;
+``tensor_cores_used`` (the name carries a tensor-core marker, :data:`.gpu_summary.TC_MARKERS`);
+``mean_blocks_per_sm`` and ``mean_est_achieved_occupancy_pct``: the ``blocks per SM`` and
+``est. achieved occupancy %`` args averaged weighted by kernel duration, a kernel without the arg
+counting as 0 (the plugin's rule); 0 when every weight is 0. Sorted by ``total_us``, descending.
+
+:func:`kernel_op_table` is the plugin's second kernel table: per kernel name, launching operator
+(the CPU operator whose ``External id`` the kernel carries, ``"(none)"`` when none), ``grid``,
+``block``, ``registers_per_thread`` and ``shared_memory``, with the same statistics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from analysis.kineto.model import RankTrace
+from analysis.metrics.tensorboard.gpu_summary import kernels_with_args, uses_tensor_cores
+
+COLUMNS = ["rank", "name", "tensor_cores_used", "calls", "total_us", "mean_us", "max_us",
+           "min_us", "mean_blocks_per_sm", "mean_est_achieved_occupancy_pct"]
+OP_KEY = ["operator", "grid", "block", "registers_per_thread", "shared_memory"]
+OP_COLUMNS = ["rank", "name", *OP_KEY, "tensor_cores_used", "calls", "total_us", "mean_us",
+              "max_us", "min_us", "mean_blocks_per_sm", "mean_est_achieved_occupancy_pct"]
+NO_OPERATOR = "(none)"
+
+
+class KernelTables(NamedTuple):
+    kernels: pd.DataFrame
+    by_operator: pd.DataFrame
+
+
+def _stats(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    dur = frame["dur"].to_numpy(np.int64) / 1000
+    f = pd.DataFrame({k: frame[k].cat.remove_unused_categories()
+                      if frame[k].dtype.name == "category" else frame[k] for k in keys})
+    f["dur"] = dur
+    for col, out in (("blocks_per_sm", "b"), ("occupancy_pct", "o")):
+        f[out + "w"] = np.nan_to_num(frame[col].to_numpy(float)) * dur
+    g = f.groupby(keys, sort=False, dropna=False, observed=True)
+    out = g["dur"].agg(calls="count", total_us="sum", mean_us="mean", max_us="max", min_us="min")
+    weight = out["total_us"].where(out["total_us"] > 0)
+    out["mean_blocks_per_sm"] = (g["bw"].sum() / weight).fillna(0.0)
+    out["mean_est_achieved_occupancy_pct"] = (g["ow"].sum() / weight).fillna(0.0)
+    out = out.reset_index()
+    for k in keys:  # categories back to plain text
+        if out[k].dtype.name == "category":
+            out[k] = out[k].astype(str)
+    out.insert(keys.index("name") + 1 if "name" in keys else 0, "tensor_cores_used",
+               uses_tensor_cores(out["name"]))
+    return out.sort_values("total_us", ascending=False, kind="stable")
+
+
+def kernel_table_rank(rt: RankTrace) -> KernelTables:
+    k = kernels_with_args(rt)
+    ev = rt.events
+    ops = ev.loc[(ev["cat"] == "cpu_op").to_numpy(bool), ["external_id", "name"]]
+    ops = ops[ops["external_id"].isin(k["external_id"].unique())]
+    ops = ops.drop_duplicates("external_id", keep="last")
+    op_of = pd.Series(ops["name"].astype(str).to_numpy(), index=ops["external_id"].to_numpy())
+    with_op = k.assign(operator=k["external_id"].map(op_of).fillna(NO_OPERATOR).astype(str))
+    with_op["registers_per_thread"] = with_op["registers_per_thread"].fillna(0)
+    with_op["shared_memory"] = with_op["shared_memory"].fillna(0)
+    kernels = _stats(k, ["name"])
+    by_op = _stats(with_op, ["name", *OP_KEY])
+    kernels.insert(0, "rank", rt.rank)
+    by_op.insert(0, "rank", rt.rank)
+    return KernelTables(kernels[COLUMNS].reset_index(drop=True), by_op[OP_COLUMNS].reset_index(drop=True))
+
+
+def combine(parts: Mapping[int, KernelTables]) -> KernelTables:
+    parts = list(parts.values())
+    return KernelTables(
+        pd.concat([p.kernels for p in parts], ignore_index=True),
+        pd.concat([p.by_operator for p in parts], ignore_index=True),
+    )
+
+
+def tensor_core_share(result: KernelTables) -> pd.DataFrame:
+    """Per rank: kernel time in tensor-core kernels and the rest (µs), for the share figure."""
+    k = result.kernels
+    g = k.groupby(["rank", "tensor_cores_used"])["total_us"].sum().unstack(fill_value=0.0)
+    return pd.DataFrame({
+        "rank": g.index,
+        "tensor_core_us": g.get(True, pd.Series(0.0, index=g.index)).to_numpy(),
+        "other_us": g.get(False, pd.Series(0.0, index=g.index)).to_numpy(),
+    }).reset_index(drop=True)

@@ -1,0 +1,329 @@
+"""The TensorBoard plugin's memory view, from the ``[memory]`` events of ``profile_memory=True``.
+
+Each ``[memory]`` instant event records one allocation (``Bytes`` > 0) or free (``Bytes`` ≤ 0) at
+``Addr`` on a device (``Device Type`` 0: ``"CPU"``; 1: ``"GPU<Device Id>"``), with the allocator's
+``Total Allocated`` and ``Total Reserved`` bytes after it. Read through the ``memory_events`` extra
+(decoded only when a memory analysis asks). Window: the whole trace, as the plugin.
+
+- :func:`timeline`: per device, every event with an address and both totals, in time order:
+  ``time_us`` (as written, µs), ``allocated_bytes``, ``reserved_bytes``;
+- :func:`peaks`: per device, the largest ``Total Allocated`` of any of its events
+  (``peak_allocated_bytes``), the first time it is reached (``peak_time_us``) and the profiler step
+  that contains that time (``step``, -1 outside every step), plus the largest ``Total Reserved``;
+- :func:`operator_memory`: per device and operator name, over the operator's calls: the bytes
+  allocated minus freed (``size_increase_bytes``), allocated (``allocation_bytes``) and the number of
+  allocations (``allocation_count``), each by the calls themselves (``self_*``: events whose
+  innermost enclosing CPU operator on the same thread is the call) and including every operator
+  nested in them; ``calls`` counts the operator's calls. An event inside no CPU operator belongs
+  to none (the plugin's ``<unknown>``); operators with all six numbers 0 are left out;
+- :func:`memory_events`: each allocation paired with the next free of its address (in time order;
+  an address allocated again before a free replaces the earlier, unfreed allocation, as the
+  plugin): ``operator`` (the allocating call's operator, ``"<parent> (aten::empty...)"`` for an
+  ``aten::empty*`` inside another operator), ``bytes``, ``allocated_us``, ``freed_us``,
+  ``lifetime_us``, ``freed`` (False: still allocated at the end of the trace; rows with no
+  allocation are frees whose allocation the trace does not have).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from analysis.errors import NoMemoryProfileError
+from analysis.kineto.model import RankTrace
+from analysis.metrics.tensorboard.call_tree import call_tree
+from analysis.metrics.tensorboard.ranges import plugin_us
+
+EXTRA = "memory_events"
+UNKNOWN = "<unknown>"
+TIMELINE_COLUMNS = ["rank", "device", "time_us", "allocated_bytes", "reserved_bytes"]
+PEAK_COLUMNS = ["rank", "device", "peak_allocated_bytes", "peak_time_us", "step",
+                "peak_reserved_bytes"]
+OP_COLUMNS = ["rank", "device", "operator", "calls", "size_increase_bytes",
+              "self_size_increase_bytes", "allocation_count", "self_allocation_count",
+              "allocation_bytes", "self_allocation_bytes"]
+EVENT_COLUMNS = ["rank", "device", "operator", "bytes", "allocated_us", "freed_us", "lifetime_us",
+                 "freed"]
+
+
+class MemoryView(NamedTuple):
+    """One rank's memory view (each table has a ``rank`` column)."""
+
+    timeline: pd.DataFrame
+    peaks: pd.DataFrame
+    operators: pd.DataFrame
+    events: pd.DataFrame
+
+
+def device_names(device_type: np.ndarray, device_id: np.ndarray) -> np.ndarray:
+    """``"CPU"``, ``"GPU<id>"``, or ``""`` for a device type the plugin does not name."""
+    return np.where(device_type == 0, "CPU",
+                    np.where(device_type == 1, np.char.add("GPU", device_id.astype(str)), ""))
+
+
+def memory_records(rt: RankTrace) -> pd.DataFrame | None:
+    """The rank's ``[memory]`` events in time order with ``device`` names and the innermost
+    enclosing operator call (``node``) and its parent call (``parent_node``), or None when the
+    rank has none (memoised)."""
+    return rt.memoised("tensorboard_memory_records", lambda: _records(rt))
+
+
+def _records(rt: RankTrace) -> pd.DataFrame | None:
+    m = rt.extras.get(EXTRA)
+    if m is None:
+        m = rt.extra(EXTRA)  # raises MissingExtraError
+    if not len(m):
+        return None
+    m = m.sort_values("ts", kind="stable")
+    m = m.reset_index(drop=True)
+    m["device"] = device_names(m["device_type"].to_numpy(), m["device_id"].to_numpy())
+    node, parent, nodes = _enclosing_operators(rt, m)
+    m["node"] = node
+    m["parent_node"] = parent
+    m.attrs["nodes"] = nodes
+    return m
+
+
+def _enclosing_operators(rt: RankTrace, m: pd.DataFrame):
+    """For each record: the innermost node of its thread's call tree that contains it (position in
+    the nodes table, -1 for none) and that node's parent (-1); and the nodes table with
+    ``parent`` and ``counted`` (the operators the plugin counts calls of: root children, and
+    children of nodes on the way to some record)."""
+    nodes = call_tree(rt).copy()
+    parent = nodes["parent"].to_numpy(np.int64)
+    starts, ends = nodes["start"].to_numpy(), nodes["end"].to_numpy()
+    tids = nodes["tid"].to_numpy()
+    rec_ts = plugin_us(m["ts"].to_numpy(np.int64))
+    rec_tid = m["tid"].to_numpy(np.int64)
+    node_of = np.full(len(m), -1, np.int64)
+    # one sweep per thread over the tree's nodes in pre-order (start, longest first) and the
+    # records in time order: the open nodes on the stack are the path from the root
+    in_tree = np.flatnonzero(parent >= -1)
+    for tid in np.unique(rec_tid).tolist():
+        recs = np.flatnonzero(rec_tid == tid)
+        recs = recs[np.argsort(rec_ts[recs], kind="stable")]
+        own = in_tree[tids[in_tree] == tid].tolist()
+        stack: list[int] = []
+        i = 0
+        for r in recs.tolist():
+            t = rec_ts[r]
+            while i < len(own) and starts[own[i]] <= t:
+                n = own[i]
+                while stack and stack[-1] != parent[n]:
+                    stack.pop()
+                stack.append(n)
+                i += 1
+            while stack and not t < ends[stack[-1]]:
+                stack.pop()
+            node_of[r] = stack[-1] if stack else -1
+    visited = np.zeros(len(nodes), bool)
+    for n in np.unique(node_of[node_of >= 0]).tolist():
+        while n >= 0 and not visited[n]:  # the path down to each record's node
+            visited[n] = True
+            n = parent[n]
+    parent_of_record = np.where(node_of >= 0, parent[np.maximum(node_of, 0)], -1)
+    counted = (parent == -1) | ((parent >= 0) & visited[np.maximum(parent, 0)])
+    nodes["parent"] = parent
+    nodes["counted"] = counted
+    nodes["visited"] = visited
+    return node_of, parent_of_record, nodes
+
+
+def timeline(m: pd.DataFrame, rank: int) -> pd.DataFrame:
+    ok = m["has_addr"] & m["total_allocated"].notna() & m["total_reserved"].notna() & (m["device"] != "")
+    t = m[ok.to_numpy()]
+    return pd.DataFrame({
+        "rank": rank, "device": t["device"].to_numpy(), "time_us": t["ts"].to_numpy() / 1000,
+        "allocated_bytes": t["total_allocated"].to_numpy(), "reserved_bytes": t["total_reserved"].to_numpy(),
+    }, columns=TIMELINE_COLUMNS)
+
+
+def peaks(m: pd.DataFrame, rank: int, steps: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    valid = m[m["total_allocated"].notna().to_numpy()]
+    for (dtype, did), g in valid.groupby(["device_type", "device_id"], sort=True):
+        at = int(np.argmax(g["total_allocated"].to_numpy()))
+        ts = int(g["ts"].iloc[at])
+        inside = steps[(steps["ts"] <= ts) & (ts < steps["ts"] + steps["dur"])]
+        rows.append({
+            "rank": rank, "device": device_names(np.array([dtype]), np.array([did]))[0] or f"type{dtype}:{did}",
+            "peak_allocated_bytes": float(g["total_allocated"].iloc[at]), "peak_time_us": ts / 1000,
+            "step": int(inside["step"].iloc[0]) if len(inside) else -1,
+            "peak_reserved_bytes": float(g["total_reserved"].max()),
+        })
+    return pd.DataFrame(rows, columns=PEAK_COLUMNS)
+
+
+def operator_memory(m: pd.DataFrame, rank: int) -> pd.DataFrame:
+    nodes: pd.DataFrame = m.attrs["nodes"]
+    is_op = nodes["is_op"].to_numpy(bool)
+    parent = nodes["parent"].to_numpy(np.int64)
+    calls = nodes.loc[is_op & nodes["counted"].to_numpy(bool), "name"].value_counts()
+    node = m["node"].to_numpy(np.int64)
+    use = (node >= 0) & (m["device"].to_numpy() != "")
+    use &= np.where(node >= 0, is_op[np.maximum(node, 0)], False)
+    r = m[use]
+    nbytes = r["bytes"].to_numpy(np.int64)
+    alloc = nbytes > 0
+    own = pd.DataFrame({"device": r["device"].to_numpy(), "node": r["node"].to_numpy(np.int64),
+                        "size": nbytes, "alloc_bytes": np.where(alloc, nbytes, 0),
+                        "alloc_count": alloc.astype(np.int64)})
+    self_sums = own.groupby(["device", "node"]).sum()
+    names = nodes["name"].to_numpy(object)
+    # subtree sums: each visited node (the only ones with records below) adds its total to its
+    # parent's, children before parents (reverse pre-order)
+    path = np.flatnonzero(nodes["visited"].to_numpy(bool))[::-1]
+    rows = []
+    for device, table in self_sums.groupby(level="device"):
+        values = np.zeros((len(nodes), 3), np.int64)
+        mine = table.index.get_level_values("node").to_numpy()
+        values[mine] = table.to_numpy(np.int64)
+        total = values.copy()
+        for n in path.tolist():
+            if parent[n] >= 0:
+                total[parent[n]] += total[n]
+        ops = np.flatnonzero(is_op & (values.any(axis=1) | total.any(axis=1)))
+        frame = pd.DataFrame({"operator": names[ops]})
+        for i, col in enumerate(("size_increase_bytes", "allocation_bytes", "allocation_count")):
+            frame[col] = total[ops, i]
+            frame["self_" + col] = values[ops, i]
+        frame = frame.groupby("operator", sort=True).sum().reset_index()
+        frame = frame[frame.drop(columns="operator").to_numpy().any(axis=1)]
+        frame.insert(0, "device", device)
+        rows.append(frame)
+    if not rows:
+        return pd.DataFrame(columns=OP_COLUMNS)
+    out = pd.concat(rows, ignore_index=True)
+    out.insert(0, "rank", rank)
+    out["calls"] = out["operator"].map(calls).fillna(0).astype(np.int64)
+    return out[OP_COLUMNS]
+
+
+def memory_events(m: pd.DataFrame, rank: int) -> pd.DataFrame:
+    nodes: pd.DataFrame = m.attrs["nodes"]
+    names = nodes["name"].to_numpy(object)
+    is_op = nodes["is_op"].to_numpy(bool)
+    r = m[m["has_addr"].to_numpy()]
+    ts = r["ts"].to_numpy(np.int64)
+    nbytes = r["bytes"].to_numpy(np.int64)
+    addr = r["addr"].to_numpy(np.int64)
+    dev = r["device"].to_numpy(object)
+    node = r["node"].to_numpy(np.int64)
+    parent = r["parent_node"].to_numpy(np.int64)
+
+    def operator(i: int) -> str:
+        n = node[i]
+        if n < 0 or not is_op[n]:
+            return UNKNOWN
+        name = names[n]
+        if name.startswith("aten::empty") and parent[i] >= 0:
+            return f"{names[parent[i]]} ({name})"
+        return name
+
+    alloc: dict[int, int] = {}
+    free: dict[int, int] = {}
+    rows = []
+    for i in range(len(r)):
+        if nbytes[i] > 0:
+            alloc[addr[i]] = i
+        elif addr[i] in alloc:
+            a = alloc.pop(addr[i])
+            rows.append((dev[a], operator(a), -nbytes[i], ts[a] / 1000, ts[i] / 1000,
+                         (ts[i] - ts[a]) / 1000, True))
+        else:
+            free[addr[i]] = i
+    rows += [(dev[a], operator(a), nbytes[a], ts[a] / 1000, np.nan, np.nan, False)
+             for a in alloc.values()]
+    rows += [(dev[f], UNKNOWN, -nbytes[f], np.nan, ts[f] / 1000, np.nan, True)
+             for f in free.values()]
+    out = pd.DataFrame(rows, columns=EVENT_COLUMNS[1:])
+    out.insert(0, "rank", rank)
+    return out
+
+
+def _rank_part(rt: RankTrace, table) -> tuple[pd.DataFrame | None, str]:
+    m = memory_records(rt)
+    return (None if m is None else table(m, rt)), rt.meta.source
+
+
+def memory_timeline_rank(rt: RankTrace):
+    return _rank_part(rt, lambda m, rt: timeline(m, rt.rank))
+
+
+def memory_peaks_rank(rt: RankTrace):
+    return _rank_part(rt, lambda m, rt: peaks(m, rt.rank, rt.profiler_steps()))
+
+
+def operator_memory_rank(rt: RankTrace):
+    return _rank_part(rt, lambda m, rt: operator_memory(m, rt.rank))
+
+
+def memory_events_rank(rt: RankTrace):
+    return _rank_part(rt, lambda m, rt: memory_events(m, rt.rank))
+
+
+def memory_view_rank(rt: RankTrace) -> tuple[MemoryView | None, str]:
+    """One rank's whole memory view (None without ``[memory]`` events) and its source."""
+    m = memory_records(rt)
+    if m is None:
+        return None, rt.meta.source
+    view = MemoryView(timeline(m, rt.rank), peaks(m, rt.rank, rt.profiler_steps()),
+                      operator_memory(m, rt.rank), memory_events(m, rt.rank))
+    return view, rt.meta.source
+
+
+def combine(parts: Mapping[int, tuple[pd.DataFrame | None, str]]) -> pd.DataFrame:
+    """The ranks' tables joined; ranks without ``[memory]`` events are left out with a warning,
+    and ``NoMemoryProfileError`` (saying how to record them) when no rank has any."""
+    missing = {r: src for r, (v, src) in parts.items() if v is None}
+    tables = [v for v, _ in parts.values() if v is not None]
+    if not tables:
+        raise NoMemoryProfileError(list(missing), list(missing.values()))
+    if missing:
+        warnings.warn(f"memory view: rank(s) {list(missing)} left out: no [memory] events "
+                      "(recorded without profile_memory=True)", stacklevel=3)
+    return pd.concat(tables, ignore_index=True)
+
+
+class MemoryReport(NamedTuple):
+    """What the report's memory section shows: the curve, the peaks, the operators, the steps."""
+
+    timeline: pd.DataFrame
+    peaks: pd.DataFrame
+    operators: pd.DataFrame
+    steps: pd.DataFrame  # rank, step, start(us), end(us)
+
+
+REQUIRES = {"memory_timeline": {}, "memory_peaks": {}, "operator_memory": {},
+            "profiler_step_table": {}}
+
+
+def memory_report(results: Mapping[str, object]) -> MemoryReport:
+    """The report's memory view from the memory analyses' results (their error re-raised)."""
+    for name in ("memory_timeline", "memory_peaks", "operator_memory"):
+        if isinstance(results[name], Exception):
+            raise results[name]
+    steps = results["profiler_step_table"]
+    steps = steps if not isinstance(steps, Exception) else pd.DataFrame(
+        columns=["rank", "step", "start(us)", "end(us)"])
+    return MemoryReport(results["memory_timeline"], results["memory_peaks"],
+                        results["operator_memory"], steps[["rank", "step", "start(us)", "end(us)"]])
+
+
+def key_numbers(result: MemoryReport) -> list[tuple[str, str]]:
+    gpu = result.peaks[result.peaks["device"].str.startswith("GPU")]
+    if gpu.empty:
+        return []
+    top = gpu.loc[gpu["peak_allocated_bytes"].idxmax()]
+    return [("Peak GPU memory allocated", f"{top['peak_allocated_bytes'] / 2**30:.2f} GiB "
+             f"(rank {int(top['rank'])}, {top['device']})")]
+
+
+def top_operators(result: MemoryReport, top: int = 20) -> pd.DataFrame:
+    """The operators that allocate most (``allocation_bytes``), per device, for the page."""
+    ops = result.operators.sort_values("self_allocation_bytes", ascending=False, kind="stable")
+    return ops.groupby(["rank", "device"], sort=False).head(top).reset_index(drop=True)

@@ -1,0 +1,209 @@
+"""Which events the TensorBoard plugin sees as what, and its profiler steps (one definition).
+
+The plugin (``torch-tb-profiler`` 0.4.3) maps each complete event's category, *as written and
+lower-cased*, onto its own types; events of other categories do not exist for it:
+
+- ``kernel`` → Kernel (Communication when its ``External id`` is that of a ``nccl:*``/``gloo:*``
+  operator or annotation), ``gpu_memcpy``/``memcpy`` → Memcpy, ``gpu_memset``/``memset`` → Memset;
+- ``runtime`` → Runtime: Kineto's 2021 name only. Today's ``cuda_runtime`` / ``cuda_driver``
+  are not in its map, so on current traces the plugin sees no runtime call at all (its Runtime
+  category is 0 and that time falls into CPU Exec or Other);
+- ``cpu_op``/``operator`` and (2021) ``python`` events → CPU Exec, except ``ProfilerStep#N``
+  (a step), ``enumerate(DataLoader)#*.__next__`` and ``enumerate(DataPipe)#*`` (DataLoader) and
+  the collective annotations ``nccl:broadcast|reduce|all_reduce|all_gather|reduce_scatter``
+  (and ``gloo:`` ones: Communication);
+- ``user_annotation``/``gpu_user_annotation``: only ``ProfilerStep#N`` (a step) and the collective
+  annotations; every other annotation is ignored.
+
+Steps: every ``ProfilerStep#N`` event of those categories, CPU or GPU annotation alike (a trace
+with Kineto's GPU copy of each step annotation gets two steps per N), in start order; none → one
+step spanning the CPU events. On 2021-schema traces (runtime calls visible), each step is then
+moved to its device side: it starts at the previous step's end (the first, after the last
+earlier kernel), ends at the end of the last GPU event its runtime calls launched, and trailing
+steps that launched nothing (or the last one when it launched under 80 % of the previous step's
+GPU events) are dropped — the plugin's own rule. Times: µs as the plugin holds them
+(:func:`.ranges.plugin_us`).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from analysis.kineto.model import RankTrace
+from analysis.metrics.tensorboard.ranges import merge, plugin_us
+
+KERNEL_ARGS = "kernel_args"  # the extra kind with raw categories and launch args
+COMM_NAMES = tuple(
+    f"{lib}:{op}" for lib in ("nccl", "gloo")
+    for op in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")
+)
+STEP_PREFIX = "ProfilerStep#"
+ROLES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec")
+
+
+@dataclass(frozen=True)
+class PluginView:
+    """One rank as the plugin sees it: role interval sets (merged, ns), steps, kernel rows."""
+
+    roles: dict[str, tuple[np.ndarray, np.ndarray]]
+    steps: pd.DataFrame  # name (str), start, end (µs, plugin_us), plugin order
+    kernels: pd.DataFrame  # rows of the plugin's Kernel events (comm kernels included)
+    external_ids: np.ndarray  # per event row: the external id the plugin reads (see below)
+
+
+def plugin_view(rt: RankTrace) -> PluginView:
+    """The plugin's roles and steps of ``rt`` (memoised; needs the ``kernel_args`` extra)."""
+    return rt.memoised("tensorboard_plugin_view", lambda: _plugin_view(rt))
+
+
+def by_category(column: pd.Series, test) -> np.ndarray:
+    """``test(values)`` (a boolean array over distinct values) per row of a categorical column:
+    string tests run once per distinct name, not once per event."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        values = pd.Series(column.cat.categories.astype(str))
+        flags = np.append(np.asarray(test(values), dtype=bool), False)  # code -1: missing
+        return flags[column.cat.codes.to_numpy()]
+    return np.asarray(test(column.astype(str)), dtype=bool)
+
+
+def dataloader_names(names: pd.Series) -> np.ndarray:
+    """Which names are the plugin's DataLoader events (``enumerate(DataLoader)#*.__next__``,
+    ``enumerate(DataPipe)#*``)."""
+    return (
+        (names.str.startswith("enumerate(DataLoader)#") & names.str.endswith(".__next__"))
+        | names.str.startswith("enumerate(DataPipe)#")
+    ).to_numpy(bool)
+
+
+def _plugin_view(rt: RankTrace) -> PluginView:
+    ev = rt.events
+    raw = rt.extra(KERNEL_ARGS)["raw_cat"]
+    cat = ev["cat"]
+    is_legacy_runtime = np.zeros(len(ev), bool)
+    is_legacy_python = np.zeros(len(ev), bool)
+    where = ev.index.get_indexer(raw.index)
+    is_legacy_runtime[where[by_category(raw, lambda v: v.str.lower() == "runtime")]] = True
+    is_legacy_python[where[by_category(raw, lambda v: v.str.lower() == "python")]] = True
+
+    is_op = (cat == "cpu_op").to_numpy(bool)
+    is_annotation = cat.isin(("user_annotation", "gpu_user_annotation")).to_numpy(bool)
+    names = ev["name"]
+    is_step_name = by_category(names, lambda v: v.str.startswith(STEP_PREFIX))
+    is_comm_name = names.isin(COMM_NAMES).to_numpy(bool)
+    is_step = (is_op | is_annotation) & is_step_name
+    is_loader = is_op & ~is_step & by_category(names, dataloader_names)
+    cpu_like = (is_op & ~is_step) | is_legacy_python
+    comm_ops = (cpu_like | is_annotation) & ~is_step & is_comm_name
+    is_cpu_exec = cpu_like & ~is_loader & ~comm_ops
+    kernel = (cat == "kernel").to_numpy(bool)
+    # the plugin reads "external id" first (Kineto 2021 GPU and runtime events), then "External id"
+    ext = ev["external_id"].to_numpy().copy()
+    lower = rt.extra(KERNEL_ARGS)["external_id_lower"].to_numpy()
+    ext[where[lower >= 0]] = lower[lower >= 0]
+    comm_ids = ext[comm_ops]
+    comm_kernel = kernel & np.isin(ext, comm_ids)
+
+    ts = plugin_us(ev["ts"].to_numpy(np.int64))
+    end = ts + plugin_us(ev["dur"].to_numpy(np.int64))
+    masks = {
+        "kernel": kernel & ~comm_kernel,
+        "memcpy": (cat == "gpu_memcpy").to_numpy(bool),
+        "memset": (cat == "gpu_memset").to_numpy(bool),
+        "communication": comm_kernel | comm_ops,
+        "runtime": is_legacy_runtime,
+        "dataloader": is_loader,
+        "cpu_exec": is_cpu_exec,
+    }
+    roles = {k: merge(ts[m], end[m]) for k, m in masks.items()}
+
+    order = np.argsort(ts, kind="stable")
+    step_rows = order[is_step[order]]
+    if len(step_rows):
+        steps = pd.DataFrame({
+            "name": [str(int(str(n).split("#")[1])) for n in names.to_numpy()[step_rows]],
+            "start": ts[step_rows],
+            "end": end[step_rows],
+        })
+    else:  # one step over the CPU events (operators, Python, steps)
+        cpu = is_op | is_legacy_python | is_step
+        steps = pd.DataFrame({"name": ["0"], "start": [ts[cpu].min() if cpu.any() else 0],
+                              "end": [end[cpu].max() if cpu.any() else 0]})
+    device = kernel | masks["memcpy"] | masks["memset"]
+    if is_legacy_runtime.any() and len(step_rows):
+        steps = _device_steps(steps, ts, end, ev["correlation"].to_numpy(), is_legacy_runtime,
+                              device, order)
+    kernels = ev.loc[kernel, ["ts", "dur", "name", "device", "correlation"]]
+    kernels.insert(4, "external_id", ext[kernel])
+    return PluginView(roles=roles, steps=steps.reset_index(drop=True), kernels=kernels,
+                      external_ids=ext)
+
+
+def _device_steps(steps, ts, end, corr, runtime, device, order) -> pd.DataFrame:
+    """The plugin's device-side steps (2021 schema): see the module docstring."""
+    dev_rows = order[device[order]]
+    by_corr: dict[int, list[int]] = {}
+    for r in dev_rows.tolist():
+        by_corr.setdefault(int(corr[r]), []).append(r)
+    rt_rows = np.flatnonzero(runtime)
+    rt_rows = rt_rows[np.argsort(ts[rt_rows], kind="stable")]
+    starts, ends = steps["start"].to_numpy(), steps["end"].to_numpy()
+    n = len(steps)
+    big, small = float(sys.maxsize), float(-sys.maxsize - 1)
+    dev_span = [(big, small)] * n
+    matched = [0] * n
+    seen: set[int] = set()
+    i, j, lo, hi = 0, 0, big, small
+    while i < n and j < len(rt_rows):
+        r = rt_rows[j]
+        if ts[r] < starts[i]:
+            j += 1
+        elif end[r] <= ends[i]:
+            for d in by_corr.get(int(corr[r]), ()):
+                lo, hi = min(lo, ts[d]), max(hi, end[d])
+                seen.add(d)
+                matched[i] += 1
+            j += 1
+        elif ts[r] < ends[i]:
+            j += 1
+        else:
+            dev_span[i] = (lo, hi)
+            i, lo, hi = i + 1, big, small
+    while i < n:
+        dev_span[i] = (lo, hi)
+        i, lo, hi = i + 1, big, small
+    if not seen:
+        return steps
+    prev_end = starts[0]
+    if dev_span[0][0] != big:
+        for d in dev_rows.tolist():
+            if d not in seen and end[d] < dev_span[0][0]:
+                prev_end = max(prev_end, end[d])
+    new_starts, new_ends = [], []
+    for k in range(n):
+        s = max(prev_end, starts[k])
+        e = max(ends[k], s) if dev_span[k][0] == big else max(max(ends[k], dev_span[k][1]), s)
+        new_starts.append(s)
+        new_ends.append(e)
+        prev_end = e
+    out = steps.assign(start=new_starts, end=new_ends)
+    if n > 1:
+        last = max((k for k in range(n) if matched[k] > 0), default=-1)
+        if last >= 0:
+            keep = last + 1
+            if last > 0 and matched[last - 1] * 0.8 > matched[last]:
+                keep = last
+            out = out.iloc[:keep]
+    return out
+
+
+def concat_parts(parts, columns: list[str]) -> pd.DataFrame:
+    """The ranks' tables of a view, joined in rank order (an empty table with ``columns`` when
+    no rank has rows)."""
+    frames = [p for p in parts.values() if len(p)]
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in columns})
+    return pd.concat(frames, ignore_index=True)[columns]

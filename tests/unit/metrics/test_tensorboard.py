@@ -1,0 +1,206 @@
+"""The TensorBoard plugin's views on a trace whose answers are known by hand
+(``analysis.testing.tensorboard_traces``: its docstring derives every number below; the plugin
+itself, torch-tb-profiler 0.4.3, gives the same on these files)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from analysis import TraceAnalysis
+from analysis.errors import ConfigError, NoMemoryProfileError
+from analysis.testing import tensorboard_traces
+from analysis.testing.tensorboard_traces import LOADER
+
+
+def facade(tmp_path, **options) -> TraceAnalysis:
+    path = tensorboard_traces.write(tmp_path / "rank0.json.gz", **options)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return TraceAnalysis(str(path), use_cache=False, progress=False)
+
+
+@pytest.fixture(scope="module")
+def ta(tmp_path_factory):
+    return facade(tmp_path_factory.mktemp("tb"))
+
+
+def test_gpu_summary(ta):
+    s = ta.get_gpu_summary(visualize=False)
+    assert list(s.columns) == ["rank", "gpu", "gpu_utilization_pct", "sm_efficiency_pct",
+                               "achieved_occupancy_pct", "tensor_core_pct"]
+    row = s.iloc[0]
+    assert (row["rank"], row["gpu"]) == (0, 0)
+    assert row["gpu_utilization_pct"] == pytest.approx(45.0)
+    assert row["sm_efficiency_pct"] == pytest.approx(27.5)
+    assert row["achieved_occupancy_pct"] == pytest.approx(32500 / 900)
+    assert row["tensor_core_pct"] == pytest.approx(100 / 9)
+
+
+def test_step_time_breakdown_partitions_each_step(ta):
+    b = ta.get_step_time_breakdown(visualize=False)
+    assert list(b.columns[:10]) == ["rank", "step", "kernel_us", "memcpy_us", "memset_us",
+                                    "runtime_us", "dataloader_us", "cpu_exec_us", "other_us",
+                                    "total_us"]
+    assert b["step"].tolist() == [1, 2]
+    cols = ["kernel_us", "memcpy_us", "memset_us", "runtime_us", "dataloader_us", "cpu_exec_us",
+            "other_us", "total_us"]
+    assert b[cols].to_numpy().tolist() == [[400, 50, 0, 0, 100, 100, 350, 1000],
+                                           [500, 0, 20, 0, 100, 100, 280, 1000]]
+    parts = b[cols[:-1] + ["communication_us"]].sum(axis=1)
+    assert np.allclose(parts, b["total_us"])
+
+
+def test_2021_schema_counts_runtime_and_moves_steps_to_the_device(tmp_path):
+    """Kineto's 2021 names: runtime calls count, step 2 ends with its last kernel (3050), step 3
+    (no GPU work) is dropped, the window shrinks to [1000, 3050): 900 / 2050 busy."""
+    legacy = facade(tmp_path, legacy=True, tail=True)
+    b = legacy.get_step_time_breakdown(visualize=False)
+    assert b["step"].tolist() == [1, 2]
+    assert b[["runtime_us", "cpu_exec_us", "other_us", "total_us"]].to_numpy().tolist() == [
+        [10, 90, 350, 1000], [30, 70, 330, 1050]]
+    s = legacy.get_gpu_summary(visualize=False).iloc[0]
+    assert s["gpu_utilization_pct"] == pytest.approx(100 * 900 / 2050)
+    assert s["sm_efficiency_pct"] == pytest.approx(100 * 550 / 2050)
+
+
+def test_current_schema_keeps_every_annotated_step(tmp_path):
+    modern = facade(tmp_path, tail=True)
+    b = modern.get_step_time_breakdown(visualize=False)
+    assert b["step"].tolist() == [1, 2, 3]
+    assert b["runtime_us"].eq(0).all()  # the plugin does not read cuda_runtime events
+    assert b.iloc[2][["kernel_us", "other_us", "total_us"]].tolist() == [50, 50, 100]
+
+
+def test_kernel_table(ta):
+    k = ta.get_kernel_table(visualize=False)
+    assert list(k.kernels.columns) == ["rank", "name", "tensor_cores_used", "calls", "total_us",
+                                       "mean_us", "max_us", "min_us", "mean_blocks_per_sm",
+                                       "mean_est_achieved_occupancy_pct"]
+    top = k.kernels.iloc[0]
+    assert top["name"] == "sgemm_kernel" and not top["tensor_cores_used"]
+    assert (top["calls"], top["total_us"], top["max_us"], top["min_us"]) == (2, 700, 400, 300)
+    assert top["mean_blocks_per_sm"] == pytest.approx(0.5)
+    tc = k.kernels.set_index("name").loc["ampere_h16816gemm_kernel"]
+    assert tc["tensor_cores_used"] and tc["mean_est_achieved_occupancy_pct"] == 100
+    by_op = k.by_operator.set_index(["name", "operator"])
+    row = by_op.loc[("sgemm_kernel", "aten::mm")]
+    assert (row["grid"], row["block"], row["registers_per_thread"]) == ("[66, 1, 1]", "[128, 1, 1]", 32)
+    assert by_op.loc[("elementwise_kernel", "aten::add"), "calls"] == 1
+
+
+def test_memory_peaks_timeline_and_operators(ta):
+    peaks = ta.get_memory_peaks().set_index("device")
+    assert peaks.loc["GPU0", ["peak_allocated_bytes", "peak_time_us", "step"]].tolist() == [4500, 2150, 2]
+    assert peaks.loc["CPU", "peak_allocated_bytes"] == 64
+    tl = ta.get_memory_timeline()
+    assert list(tl.columns) == ["rank", "device", "time_us", "allocated_bytes", "reserved_bytes"]
+    assert tl[tl["device"] == "GPU0"]["allocated_bytes"].tolist() == [1000, 1500, 500, 4500]
+    ops = ta.get_operator_memory().set_index(["device", "operator"])
+    mm = ops.loc[("GPU0", "aten::mm")]
+    # its own +4000 (step 2) and the +1000 of the aten::empty it calls (step 1)
+    assert mm[["calls", "size_increase_bytes", "self_size_increase_bytes", "allocation_count",
+               "self_allocation_count", "allocation_bytes", "self_allocation_bytes"]].tolist() == [
+        2, 5000, 4000, 2, 1, 5000, 4000]
+    assert ops.loc[("GPU0", "aten::add"), "self_size_increase_bytes"] == -500  # +500, frees 1000
+
+
+def test_memory_events_pair_allocations_with_frees(ta):
+    ev = ta.get_memory_events()
+    first = ev.iloc[0]
+    assert (first["operator"], first["bytes"], first["allocated_us"], first["freed_us"],
+            first["lifetime_us"], first["freed"]) == ("aten::mm (aten::empty)", 1000, 1110, 1350, 240, True)
+    assert ev["freed"].tolist() == [True, False, False, False]
+    assert ev.loc[~ev["freed"], "freed_us"].isna().all()
+
+
+def test_no_memory_events_says_how_to_record_them(tmp_path):
+    no_memory = facade(tmp_path, memory=False)
+    with pytest.raises(NoMemoryProfileError, match=r"profile_memory=True"):
+        no_memory.get_memory_peaks()
+    with pytest.raises(NoMemoryProfileError, match=r"rank0.json.gz"):
+        no_memory.get_memory_view(visualize=False)
+    assert len(no_memory.get_gpu_summary(visualize=False)) == 1  # the other views still work
+
+
+def test_memory_events_are_read_only_when_asked(tmp_path):
+    """The [memory] events are an extra: a plain load does not decode them."""
+    fresh = facade(tmp_path)
+    assert all("memory_events" not in rt.extras for rt in fresh.full_trace.values())
+    fresh.get_memory_peaks()
+    assert all("memory_events" in rt.extras for rt in fresh.full_trace.values())
+
+
+def test_utilization_timeline_buckets(ta):
+    t = ta.get_gpu_utilization_timeline(visualize=False)
+    # the profiler span [900, 3100): 10 µs would give 220 buckets, so 100 µs buckets, 22 of them
+    assert len(t) == 22 and t["start_us"].iloc[0] == 900
+    busy = (t["gpu_utilization_pct"] / 100 * (t["end_us"] - t["start_us"])).sum()
+    assert busy == pytest.approx(900)
+
+
+def test_figures_draw(ta):
+    from analysis.figures import gpu_summary, kernel_table, memory_view, step_time_breakdown
+
+    figs = {**gpu_summary.draw(ta.get_gpu_summary(visualize=False)),
+            **step_time_breakdown.draw(ta.get_step_time_breakdown(visualize=False)),
+            **kernel_table.draw(ta.get_kernel_table(visualize=False)),
+            **memory_view.draw(ta.get_memory_view(visualize=False))}
+    assert set(figs) == {"gpu_summary", "step_time_breakdown", "tensor_core_share",
+                         "kernel_table", "memory_view"}
+    mem = figs["memory_view"]
+    assert {t.name for t in mem.data} == {"allocated", "reserved", "peak"}
+    assert any("peak 4.39 KiB" in (t.text or [""])[0] for t in mem.data if t.name == "peak")
+    stacked = figs["step_time_breakdown"]
+    assert sum(sum(t.y) for t in stacked.data) == pytest.approx(2.0)  # ms over both steps
+
+
+def test_operator_table_2021_schema(tmp_path):
+    """Host self = duration - children - own runtime calls; device = the kernels, copies and sets
+    its runtime calls launched (2021 traces: the plugin links them through ``Runtime`` events)."""
+    table = facade(tmp_path, legacy=True).get_operator_table(visualize=False)
+    ops = table.set_index("name")
+    assert list(table.columns) == ["rank", "name", "calls",
+                                               "host_self_us", "host_total_us", "device_self_us",
+                                               "device_total_us", "tc_eligible", "tc_self_pct",
+                                               "tc_total_pct"]
+    mm = ops.loc["aten::mm"]
+    # 200 - 10 (aten::empty) - 10 (a launch), and 200 - 3 launches of 10
+    assert mm[["calls", "host_total_us", "host_self_us", "device_self_us"]].tolist() == [2, 400, 350, 820]
+    assert mm["tc_eligible"] and mm["tc_self_pct"] == pytest.approx(100 * 100 / 820)
+    assert ops.loc["aten::add", ["host_self_us", "device_total_us"]].tolist() == [80, 150]
+    assert LOADER not in ops.index  # the plugin's DataLoader node is not an operator
+
+
+def test_operator_table_current_schema_and_shapes(tmp_path):
+    """Today's traces: no device time (the plugin does not read cuda_runtime); grouped by shapes,
+    an operator without recorded shapes is "[]"."""
+    t = facade(tmp_path)
+    ops = t.get_operator_table(visualize=False).set_index("name")
+    assert ops["device_total_us"].eq(0).all()
+    assert ops.loc["aten::mm", ["host_self_us", "host_total_us"]].tolist() == [390, 400]
+    by_shape = t.get_operator_table(group_by="name_and_input_shape", visualize=False)
+    assert set(by_shape["input_shape"]) == {"[]"} and by_shape.columns[2] == "input_shape"
+    with pytest.raises(ConfigError, match="group_by"):
+        t.get_operator_table(group_by="shape", visualize=False)
+
+
+def test_module_summary(tmp_path):
+    """``with_modules=True``: the hierarchy and each module's calls, operators and host times
+    (the generator's docstring derives them; the plugin gives the same)."""
+    m = facade(tmp_path, modules=True).get_module_summary(visualize=False)
+    assert list(m.columns) == ["rank", "module", "module_id", "path", "depth", "occurrences",
+                               "operators", "host_total_us", "host_self_us", "device_total_us",
+                               "device_self_us"]
+    assert m["path"].tolist() == ["Net_0", "Net_0 / Linear_0"]
+    assert m[["occurrences", "operators", "host_total_us", "host_self_us"]].to_numpy().tolist() == [
+        [2, 1, 520, 20], [2, 2, 400, 0]]
+
+
+def test_module_summary_without_modules_says_how_to_record_them(ta):
+    from analysis.errors import NoModulesError
+
+    with pytest.raises(NoModulesError, match="with_modules=True"):
+        ta.get_module_summary(visualize=False)
