@@ -10,7 +10,7 @@ parsed traces). The engine then keeps per-rank *results*, not per-rank traces:
   its analysed window, runs the step and keeps the rank (its window and the values its analyses
   derived and memoised) only while the ranks held stay within ``max_memory`` bytes, releasing the
   least recently used ones first;
-- the parts of :func:`analysis.registry.run_on_rank` are memoised per (analysis, options, context,
+- the parts of a ``run_on_rank`` step (:func:`analysis.registry.run_on_rank`) are memoised per (analysis, options, context,
   window, rank): asking the same question again runs nothing, and a batch runs only the analyses
   a rank has not answered yet.
 
@@ -44,7 +44,6 @@ from analysis.kineto.window import (
     rank_window,
     window_stats,
 )
-from analysis.registry import run_on_rank
 
 MiB = 1 << 20
 _DEFAULT_CAP = 1024 * MiB
@@ -239,37 +238,43 @@ class LocalEngine:
     ) -> dict[int, Any]:
         """``{rank: func(rank_trace, **kw)}`` in the order of ``ranks``; errors propagate as raised.
 
-        :func:`analysis.registry.run_on_rank`'s parts are memoised per analysis and rank."""
+        The parts of a ``run_on_rank`` step are memoised per analysis, options and rank."""
         if window not in ("steps", "full"):
             raise ConfigError(f"window must be 'steps' or 'full', not {window!r}")
         out: dict[int, Any] = {}
+        memo = getattr(func, "__name__", None) == "run_on_rank" and "requests" in kw
         for r in ranks:
             rank = int(r)
-            if func is run_on_rank:
-                out[rank] = self._run_on_rank(rank, window, kw["requests"], kw["context"])
+            if memo:
+                out[rank] = self._run_on_rank(func, rank, window, kw)
             else:
                 out[rank] = func(self.rank_trace(rank, window), **kw)
             self._fit(keep=rank)
         return out
 
-    def _run_on_rank(self, rank: int, window: Window, requests, context) -> dict[str, Any]:
-        ctx_key = _memo_key(context)
+    def _run_on_rank(self, func, rank: int, window: Window, kw: dict[str, Any]) -> dict[str, Any]:
+        """``func`` (a ``run_on_rank``: ``requests`` of ``(analysis, options)`` → ``{name: part}``)
+        on ``rank`` for the requests whose part is not memoised yet."""
+        requests = kw["requests"]
+        rest_key = _memo_key({k: v for k, v in kw.items() if k != "requests"})
         keys = {}
-        for name, options in requests:
+        for spec, options in requests:
+            name = spec if isinstance(spec, str) else spec.name
             opt_key = _memo_key(options)
             keys[name] = (
-                None if ctx_key is None or opt_key is None
-                else (name, opt_key, ctx_key, window, rank)
+                None if rest_key is None or opt_key is None
+                else (func.__qualname__, name, opt_key, rest_key, window, rank)
             )
-        missing = [(n, o) for n, o in requests if keys[n] is None or keys[n] not in self._results]
-        fresh = run_on_rank(self.rank_trace(rank, window), missing, context) if missing else {}
+        missing = [
+            (spec, o) for spec, o in requests
+            if (k := keys[spec if isinstance(spec, str) else spec.name]) is None
+            or k not in self._results
+        ]
+        fresh = func(self.rank_trace(rank, window), **{**kw, "requests": missing}) if missing else {}
         for name, part in fresh.items():
             if keys[name] is not None:
                 self._results[keys[name]] = part
-        return {
-            name: fresh[name] if name in fresh else self._results[keys[name]]
-            for name, _ in requests
-        }
+        return {name: fresh[name] if name in fresh else self._results[keys[name]] for name in keys}
 
     def __repr__(self) -> str:
         return f"LocalEngine(source={self.source!r}, ranks={self.ranks})"

@@ -8,12 +8,13 @@ import shutil
 import pandas as pd
 import pytest
 
-from analysis import TraceAnalysis, registry
+from analysis import TraceAnalysis
+from analysis import analyses as catalogue
 from analysis.errors import ConfigError, TraceLoadError
 from analysis.kineto.cache import TraceCache
 from analysis.testing.synthetic import SynthConfig, write_traces
 
-HEADLINE = registry.headline_names()
+HEADLINE = catalogue.headline_names()
 
 
 @pytest.fixture(scope="module")
