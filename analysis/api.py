@@ -61,7 +61,7 @@ class TraceAnalysis:
             'trace-analysis[dask]'``, docs/dask.md); ``cache_dir`` is then a path on the workers.
         timeout: seconds that each wait on the Dask cluster may last (None: no limit).
         max_memory: bytes the ranks held in this process may take at once (default: an eighth of
-            the available memory, at most 1 GiB). Ranks beyond it are released and read back from
+            the available memory, at most 512 MiB). Ranks beyond it are released and read back from
             the cache when asked again; results stay memoised (``analysis.engines.local``).
     """
 

@@ -15,7 +15,7 @@ parsed traces). The engine then keeps per-rank *results*, not per-rank traces:
   a rank has not answered yet.
 
 ``max_memory`` defaults to :func:`default_max_memory` (an eighth of the memory available when the
-engine starts, at most 1 GiB, at least 128 MiB). The sizes counted are the tables' bytes (the
+engine starts, at most 512 MiB, at least 128 MiB). The sizes counted are the tables' bytes (the
 memory-mapped columns included: they count in the process's RSS once read) plus those of the
 frames and arrays the analyses memoised on the rank.
 """
@@ -46,13 +46,13 @@ from analysis.kineto.window import (
 )
 
 MiB = 1 << 20
-_DEFAULT_CAP = 1024 * MiB
+_DEFAULT_CAP = 512 * MiB
 _DEFAULT_FLOOR = 128 * MiB
 
 
 def default_max_memory() -> int:
     """The default memory budget (bytes) of the ranks a :class:`LocalEngine` holds at once: an
-    eighth of the memory available now (psutil), between 128 MiB and 1 GiB."""
+    eighth of the memory available now (psutil), between 128 MiB and 512 MiB."""
     try:
         import psutil
 
@@ -94,6 +94,7 @@ class LocalEngine:
 
     ``full_trace`` and ``trace`` (the analysed window) are still available as whole
     :class:`~analysis.kineto.model.Trace` objects; asking for them holds every rank at once.
+    ``release_loaded``: ``full_trace`` belongs to the engine, which empties it rank by rank.
     """
 
     def __init__(
@@ -103,6 +104,7 @@ class LocalEngine:
         gpu_events: GpuEvents = "hta",
         *,
         max_memory: int | None = None,
+        release_loaded: bool = False,
     ) -> None:
         if max_memory is not None and (not isinstance(max_memory, int) or max_memory <= 0):
             raise ConfigError(f"max_memory must be a positive number of bytes, not {max_memory!r}")
@@ -124,7 +126,12 @@ class LocalEngine:
         self._sizes: dict[int, tuple] = {}
         self._results: dict[tuple, Any] = {}
         self._whole: dict[str, Trace] = {}
-        for r, rt in full_trace.items():  # what was just loaded is held while the budget allows
+        for r in list(full_trace):  # what was just loaded is held while the budget allows
+            rt = full_trace.ranks[r]
+            if release_loaded and rt.cache_entry is not None:
+                # the loader's Trace is ours: let go of each rank as soon as it is windowed, so its
+                # memory-mapped pages are unmapped instead of all being held until the end
+                del full_trace.ranks[r]
             steps = self._window_of(rt)
             self.window_stats[r] = window_stats(rt, steps)
             if rt.cache_entry is not None:
@@ -148,7 +155,8 @@ class LocalEngine:
         trace = load_trace(
             None if trace_dir is None else os.fspath(trace_dir), trace_files, **load_options
         )
-        return cls(trace, include_last_profiler_step, gpu_events, max_memory=max_memory)
+        return cls(trace, include_last_profiler_step, gpu_events, max_memory=max_memory,
+                   release_loaded=True)
 
     # ------------------------------------------------------------------------------ ranks held
     def _window_of(self, full: RankTrace) -> RankTrace:
