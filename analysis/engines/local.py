@@ -22,6 +22,7 @@ frames and arrays the analyses memoised on the rank.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 from collections import OrderedDict
@@ -48,6 +49,7 @@ from analysis.kineto.window import (
 MiB = 1 << 20
 _DEFAULT_CAP = 512 * MiB
 _DEFAULT_FLOOR = 128 * MiB
+_COLLECT_EVERY = 4
 
 
 def default_max_memory() -> int:
@@ -65,8 +67,8 @@ def default_max_memory() -> int:
 def _nbytes(value: Any, depth: int = 0) -> int:
     """Bytes held by a memoised value: frames, series and arrays, inside tuples/lists/dicts."""
     if isinstance(value, pd.DataFrame | pd.Series | pd.Index):
-        return int(value.memory_usage(index=True, deep=False).sum()) if isinstance(
-            value, pd.DataFrame) else int(value.memory_usage(deep=False))
+        return int(value.memory_usage(index=True, deep=True).sum()) if isinstance(
+            value, pd.DataFrame) else int(value.memory_usage(deep=True))
     if isinstance(value, np.ndarray):
         return int(value.nbytes)
     if depth < 3 and isinstance(value, tuple | list):
@@ -126,6 +128,7 @@ class LocalEngine:
         self._sizes: dict[int, tuple] = {}
         self._results: dict[tuple, Any] = {}
         self._whole: dict[str, Trace] = {}
+        self._released = 0  # ranks released since the last garbage collection
         for r in list(full_trace):  # what was just loaded is held while the budget allows
             rt = full_trace.ranks[r]
             if release_loaded and rt.cache_entry is not None:
@@ -185,6 +188,12 @@ class LocalEngine:
             victim = next(r for r in reversed(self._held) if r != keep)
             del self._held[victim]
             held -= self._sizes.pop(victim, (None, 0))[1]
+            self._released += 1
+        if self._released >= _COLLECT_EVERY:
+            # a released rank's tables may sit in reference cycles (memoised values that point
+            # back at the rank): collect them now, so their memory and mapped pages go back
+            gc.collect()
+            self._released = 0
 
     def _read_full(self, rank: int) -> RankTrace:
         if rank in self._pinned:
