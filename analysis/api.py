@@ -65,6 +65,9 @@ class TraceAnalysis:
             the cluster's workers and only results come back (``pip install
             'trace-analysis[dask]'``, docs/dask.md); ``cache_dir`` is then a path on the workers.
         timeout: seconds that each wait on the Dask cluster may last (None: no limit).
+        max_memory: bytes the ranks held in this process may take at once (default: an eighth of
+            the available memory, at most 512 MiB). Ranks beyond it are released and read back from
+            the cache when asked again; results stay memoised (``analysis.engines.local``).
     """
 
     def __init__(
@@ -84,6 +87,7 @@ class TraceAnalysis:
         progress: bool | None = None,
         client: Any = None,
         timeout: float | None = None,
+        max_memory: int | None = None,
     ) -> None:
         check_load_options(**{k: v for k, v in locals().items() if k in _LOAD_OPTIONS})
         self.patterns = resolve_patterns(kernel_patterns)
@@ -114,6 +118,7 @@ class TraceAnalysis:
             max_workers=max_workers,
             progress=progress,
             timeout=timeout,
+            max_memory=max_memory,
         )
         self._hta = None
         self._warn_unlaunched()

@@ -64,13 +64,15 @@ def load_engine(
     max_workers: int | None = None,
     progress: bool | None = None,
     timeout: float | None = None,
+    max_memory: int | None = None,
 ) -> Engine:
     """Load the traces into a :class:`LocalEngine` (``client=None``) or a :class:`DaskEngine`.
 
     ``client``: a ``dask.distributed.Client``; the traces are then read, parsed and kept on its
     workers (which must be able to read the files: gs:// URLs, or a shared file system).
     ``timeout`` (s) bounds each wait on the cluster (None: no bound); ``max_workers`` applies to
-    the local pool only. The other arguments are :func:`analysis.kineto.loader.load_trace`'s.
+    the local pool only; ``max_memory`` (bytes) bounds the ranks the local engine holds at once
+    (:mod:`analysis.engines.local`; a Dask cluster's workers manage their own memory). The other arguments are :func:`analysis.kineto.loader.load_trace`'s.
     """
     options = dict(
         include_last_profiler_step=include_last_profiler_step,
@@ -84,7 +86,9 @@ def load_engine(
     if client is None:
         from analysis.engines.local import LocalEngine
 
-        return LocalEngine.load(trace_dir, trace_files, max_workers=max_workers, **options)
+        return LocalEngine.load(
+            trace_dir, trace_files, max_workers=max_workers, max_memory=max_memory, **options
+        )
     from analysis.engines.dask import DaskEngine
 
     return DaskEngine.load(client, trace_dir, trace_files, timeout=timeout, **options)

@@ -1,45 +1,147 @@
-"""The local engine: the whole :class:`~analysis.kineto.model.Trace` lives in this process.
+"""The local engine: the per-rank work runs in this process, within a memory budget.
 
-Loading uses :func:`analysis.kineto.loader.load_trace` (a local process pool); per-rank steps are plain
-function calls over the trace held here.
+Loading uses :func:`analysis.kineto.loader.load_trace` (a local process pool, through the cache of
+parsed traces). The engine then keeps per-rank *results*, not per-rank traces:
+
+- a rank read from the cache (``RankTrace.cache_entry``: its tables are memory-mapped Arrow IPC
+  files, strings dictionary-encoded) can be released and read back from there at any time; a rank
+  that has no cache entry (``use_cache=False``, an in-memory trace) stays held;
+- ``map_ranks`` visits the ranks one after another: it reads a rank back if it was released, cuts
+  its analysed window, runs the step and keeps the rank (its window and the values its analyses
+  derived and memoised) only while the ranks held stay within ``max_memory`` bytes, releasing the
+  least recently used ones first;
+- the parts of a ``run_on_rank`` step (:func:`analysis.registry.run_on_rank`) are memoised per (analysis, options, context,
+  window, rank): asking the same question again runs nothing, and a batch runs only the analyses
+  a rank has not answered yet.
+
+``max_memory`` defaults to :func:`default_max_memory` (an eighth of the memory available when the
+engine starts, at most 512 MiB, at least 128 MiB). The sizes counted are the tables' bytes (the
+memory-mapped columns included: they count in the process's RSS once read) plus those of the
+frames and arrays the analyses memoised on the rank.
 """
 
 from __future__ import annotations
 
+import gc
 import os
+import pickle
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from analysis.errors import ConfigError
+from analysis.kineto.cache import TraceCache
 from analysis.kineto.loader import load_trace
-from analysis.kineto.model import RankMeta, Trace
+from analysis.kineto.model import RankMeta, RankTrace, Trace
 from analysis.kineto.window import (
     GpuEvents,
     Window,
     WindowStats,
-    profiler_step_window,
+    count_steps,
+    rank_window,
     window_stats,
 )
 
+MiB = 1 << 20
+_DEFAULT_CAP = 512 * MiB
+_DEFAULT_FLOOR = 128 * MiB
+_COLLECT_EVERY = 4
+
+
+def default_max_memory() -> int:
+    """The default memory budget (bytes) of the ranks a :class:`LocalEngine` holds at once: an
+    eighth of the memory available now (psutil), between 128 MiB and 512 MiB."""
+    try:
+        import psutil
+
+        available = int(psutil.virtual_memory().available)
+    except Exception:  # no psutil, or no /proc: the cap
+        return _DEFAULT_CAP
+    return max(_DEFAULT_FLOOR, min(_DEFAULT_CAP, available // 8))
+
+
+def _nbytes(value: Any, depth: int = 0) -> int:
+    """Bytes held by a memoised value: frames, series and arrays, inside tuples/lists/dicts."""
+    if isinstance(value, pd.DataFrame | pd.Series | pd.Index):
+        return int(value.memory_usage(index=True, deep=True).sum()) if isinstance(
+            value, pd.DataFrame) else int(value.memory_usage(deep=True))
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if depth < 3 and isinstance(value, tuple | list):
+        return sum(_nbytes(v, depth + 1) for v in value)
+    if depth < 3 and isinstance(value, dict):
+        return sum(_nbytes(v, depth + 1) for v in value.values())
+    return 0
+
+
+def _rank_bytes(rt: RankTrace) -> int:
+    tables = (rt.events, rt.flows, rt.collectives, *rt.extras.values())
+    return sum(_nbytes(t) for t in tables) + _nbytes(list(rt._memo.values()))
+
+
+def _memo_key(value: Any) -> bytes | None:
+    """A stable key for options/context (None when they cannot be pickled: then no memo)."""
+    try:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        return None
+
 
 class LocalEngine:
-    """Runs per-rank steps in this process over ``full_trace`` and its analysed window ``trace``."""
+    """Runs per-rank steps in this process over the loaded ranks (see the module docstring).
+
+    ``full_trace`` and ``trace`` (the analysed window) are still available as whole
+    :class:`~analysis.kineto.model.Trace` objects; asking for them holds every rank at once.
+    ``release_loaded``: ``full_trace`` belongs to the engine, which empties it rank by rank.
+    """
 
     def __init__(
         self,
         full_trace: Trace,
         include_last_profiler_step: bool = False,
         gpu_events: GpuEvents = "hta",
+        *,
+        max_memory: int | None = None,
+        release_loaded: bool = False,
     ) -> None:
-        self.full_trace = full_trace
-        # The analysed window: complete profiler steps and the chosen GPU events.
-        self.trace = profiler_step_window(full_trace, include_last_profiler_step, gpu_events)
+        if max_memory is not None and (not isinstance(max_memory, int) or max_memory <= 0):
+            raise ConfigError(f"max_memory must be a positive number of bytes, not {max_memory!r}")
+        self.max_memory = max_memory if max_memory is not None else default_max_memory()
+        self.include_last_profiler_step = include_last_profiler_step
+        self.gpu_events = gpu_events
         self.source = full_trace.source
         self.skipped = full_trace.skipped
+        self._ranks = full_trace.rank_list()
+        self._n_steps = count_steps(full_trace.values())
         self.metas: dict[int, RankMeta] = {r: rt.meta for r, rt in full_trace.items()}
-        self.window_stats: dict[int, WindowStats] = {
-            r: window_stats(rt, self.trace[r]) for r, rt in full_trace.items()
-        }
+        self.window_stats: dict[int, WindowStats] = {}
+        # Ranks that cannot be read back (no cache entry) stay here for good.
+        self._pinned: dict[int, RankTrace] = {}
+        self._entries: dict[int, str] = {}
+        # rank -> {"full": RankTrace, "steps": RankTrace}, least recently used first
+        self._held: OrderedDict[int, dict[str, RankTrace]] = OrderedDict()
+        # bytes of each held rank, measured when its memo last grew: rank -> (memo sizes, bytes)
+        self._sizes: dict[int, tuple] = {}
+        self._results: dict[tuple, Any] = {}
+        self._whole: dict[str, Trace] = {}
+        self._released = 0  # ranks released since the last garbage collection
+        for r in list(full_trace):  # what was just loaded is held while the budget allows
+            rt = full_trace.ranks[r]
+            if release_loaded and rt.cache_entry is not None:
+                # the loader's Trace is ours: let go of each rank as soon as it is windowed, so its
+                # memory-mapped pages are unmapped instead of all being held until the end
+                del full_trace.ranks[r]
+            steps = self._window_of(rt)
+            self.window_stats[r] = window_stats(rt, steps)
+            if rt.cache_entry is not None:
+                self._entries[r] = rt.cache_entry
+            else:
+                self._pinned[r] = rt
+            self._hold(r, {"full": rt, "steps": steps} if r in self._pinned else {"steps": steps})
 
     @classmethod
     def load(
@@ -49,30 +151,147 @@ class LocalEngine:
         *,
         include_last_profiler_step: bool = False,
         gpu_events: GpuEvents = "hta",
+        max_memory: int | None = None,
         **load_options: Any,
     ) -> LocalEngine:
         """Load with :func:`analysis.kineto.loader.load_trace` (``load_options`` are its keywords)."""
         trace = load_trace(
             None if trace_dir is None else os.fspath(trace_dir), trace_files, **load_options
         )
-        return cls(trace, include_last_profiler_step, gpu_events)
+        return cls(trace, include_last_profiler_step, gpu_events, max_memory=max_memory,
+                   release_loaded=True)
+
+    # ------------------------------------------------------------------------------ ranks held
+    def _window_of(self, full: RankTrace) -> RankTrace:
+        return rank_window(full, self._n_steps, self.include_last_profiler_step, self.gpu_events)
+
+    def _hold(self, rank: int, views: dict[str, RankTrace]) -> None:
+        self._held[rank] = views
+        self._held.move_to_end(rank)
+        self._fit(keep=rank)
+
+    def _fit(self, keep: int | None = None) -> None:
+        """Release ranks until the ranks held fit in ``max_memory``. ``keep``, the rank just used,
+        stays and is measured again when its analyses memoised more. The rank released is the
+        most recently used one before ``keep``: the facade visits ranks in a cycle (each analysis
+        over every rank), where keeping the same ranks held gives hits and least-recently-used
+        release would give none."""
+        if keep is not None and keep in self._held:
+            views = self._held[keep]
+            shape = tuple(len(rt._memo) for rt in views.values())
+            if self._sizes.get(keep, (None, 0))[0] != shape:
+                self._sizes[keep] = (shape, sum(_rank_bytes(rt) for rt in views.values()))
+        if self._whole:
+            return  # full_trace / trace were handed out: every rank stays held
+        held = sum(self._sizes[r][1] for r in self._held if r in self._sizes)
+        while held > self.max_memory and len(self._held) > (keep is not None):
+            victim = next(r for r in reversed(self._held) if r != keep)
+            del self._held[victim]
+            held -= self._sizes.pop(victim, (None, 0))[1]
+            self._released += 1
+        if self._released >= _COLLECT_EVERY:
+            # a released rank's tables may sit in reference cycles (memoised values that point
+            # back at the rank): collect them now, so their memory and mapped pages go back
+            gc.collect()
+            self._released = 0
+
+    def _read_full(self, rank: int) -> RankTrace:
+        if rank in self._pinned:
+            return self._pinned[rank]
+        return replace(TraceCache.read(self._entries[rank]), meta=self.metas[rank])
+
+    def rank_trace(self, rank: int, window: Window = "steps") -> RankTrace:
+        """One rank, whole (``"full"``) or its analysed window (``"steps"``), read back from the
+        cache if it was released. A window is held without the whole rank it was cut from (the
+        memory-mapped tables are let go: the window is what the analyses read)."""
+        if window not in ("steps", "full"):
+            raise ConfigError(f"window must be 'steps' or 'full', not {window!r}")
+        self.select([rank])
+        views = self._held.get(rank)
+        if views is None:
+            views = self._held[rank] = {}
+        self._held.move_to_end(rank)
+        if window not in views:
+            full = views.get("full") or self._read_full(rank)
+            if window == "full" or rank in self._pinned:
+                views["full"] = full
+            if window == "steps":
+                views["steps"] = self._window_of(full)
+        return views[window]
+
+    def _whole_trace(self, window: Window) -> Trace:
+        if window not in self._whole:
+            ranks = {r: self.rank_trace(r, window) for r in self._ranks}
+            self._whole[window] = Trace(ranks, source=self.source, skipped=self.skipped)
+        return self._whole[window]
 
     @property
+    def full_trace(self) -> Trace:
+        """Every rank, whole, held in this process from now on."""
+        return self._whole_trace("full")
+
+    @property
+    def trace(self) -> Trace:
+        """The analysed window of every rank, held in this process from now on."""
+        return self._whole_trace("steps")
+
+    # ---------------------------------------------------------------------------------- running
+    @property
     def ranks(self) -> list[int]:
-        return self.full_trace.rank_list()
+        return list(self._ranks)
 
     def select(self, ranks=None, default: str = "first") -> list[int]:
         """A ``ranks`` argument as a list of loaded ranks (:meth:`analysis.kineto.model.Trace.select`)."""
-        return self.full_trace.select(ranks, default=default)
+        return Trace.select(self._rank_index(), ranks, default=default)
+
+    def _rank_index(self) -> Trace:
+        # Trace.select only needs the rank numbers; the metas stand in for the ranks' traces.
+        index = Trace.__new__(Trace)
+        index.ranks = dict.fromkeys(self._ranks)
+        return index
 
     def map_ranks(
         self, func: Callable[..., Any], ranks: Iterable[int], *, window: Window = "steps", **kw
     ) -> dict[int, Any]:
-        """``{rank: func(rank_trace, **kw)}`` in the order of ``ranks``; errors propagate as raised."""
+        """``{rank: func(rank_trace, **kw)}`` in the order of ``ranks``; errors propagate as raised.
+
+        The parts of a ``run_on_rank`` step are memoised per analysis, options and rank."""
         if window not in ("steps", "full"):
             raise ConfigError(f"window must be 'steps' or 'full', not {window!r}")
-        trace = self.trace if window == "steps" else self.full_trace
-        return {int(r): func(trace[int(r)], **kw) for r in ranks}
+        out: dict[int, Any] = {}
+        memo = getattr(func, "__name__", None) == "run_on_rank" and "requests" in kw
+        for r in ranks:
+            rank = int(r)
+            if memo:
+                out[rank] = self._run_on_rank(func, rank, window, kw)
+            else:
+                out[rank] = func(self.rank_trace(rank, window), **kw)
+            self._fit(keep=rank)
+        return out
+
+    def _run_on_rank(self, func, rank: int, window: Window, kw: dict[str, Any]) -> dict[str, Any]:
+        """``func`` (a ``run_on_rank``: ``requests`` of ``(analysis, options)`` → ``{name: part}``)
+        on ``rank`` for the requests whose part is not memoised yet."""
+        requests = kw["requests"]
+        rest_key = _memo_key({k: v for k, v in kw.items() if k != "requests"})
+        keys = {}
+        for spec, options in requests:
+            name = spec if isinstance(spec, str) else spec.name
+            opt_key = _memo_key(options)
+            keys[name] = (
+                None if rest_key is None or opt_key is None
+                else (func.__qualname__, name, opt_key, rest_key, window, rank)
+            )
+        missing = [
+            (spec, o) for spec, o in requests
+            if (k := keys[spec if isinstance(spec, str) else spec.name]) is None
+            or k not in self._results
+        ]
+        fresh = func(self.rank_trace(rank, window), **{**kw, "requests": missing}) if missing else {}
+        for name, part in fresh.items():
+            if keys[name] is not None:
+                self._results[keys[name]] = part
+        return {name: fresh[name] if name in fresh else self._results[keys[name]] for name in keys}
 
     def __repr__(self) -> str:
         return f"LocalEngine(source={self.source!r}, ranks={self.ranks})"

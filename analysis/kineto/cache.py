@@ -27,6 +27,7 @@ import msgspec
 import pandas as pd
 import pyarrow as pa
 
+from analysis.errors import TraceLoadError
 from analysis.kineto.model import RankMeta, RankTrace
 
 # Bump whenever the parser's output changes (columns, dtypes, normalisation, RankMeta fields):
@@ -113,6 +114,16 @@ def _meta_from_dict(d: dict[str, Any]) -> RankMeta:
     return RankMeta(**d)
 
 
+def _read_entry(entry: Path, record: dict[str, Any]) -> RankTrace:
+    tables = {
+        name: _restore_dtypes(_read_table(entry / f"{name}.arrow"), record["dtypes"][name])
+        for name in TABLES
+    }
+    meta = _meta_from_dict(record["meta"])
+    meta.from_cache = True
+    return RankTrace(meta=meta, cache_entry=str(entry), **tables)
+
+
 class TraceCache:
     """Parsed traces on local disk, keyed by :func:`cache_key`.
 
@@ -138,12 +149,7 @@ class TraceCache:
             record = msgspec.json.decode(meta_path.read_bytes())
             if record.get("key") != key or record.get("parser_version") != PARSER_VERSION:
                 raise ValueError("entry belongs to another key or parser version")
-            tables = {
-                name: _restore_dtypes(_read_table(entry / f"{name}.arrow"), record["dtypes"][name])
-                for name in TABLES
-            }
-            meta = _meta_from_dict(record["meta"])
-            meta.from_cache = True
+            trace = _read_entry(entry, record)
         except Exception as exc:  # any damage (truncation, bad JSON, missing file): re-parse
             warnings.warn(
                 f"ignoring unreadable trace cache entry {entry} ({type(exc).__name__}: {exc}); "
@@ -153,7 +159,21 @@ class TraceCache:
             )
             shutil.rmtree(entry, ignore_errors=True)
             return None
-        return RankTrace(meta=meta, **tables)
+        return trace
+
+    @staticmethod
+    def read(entry: str | os.PathLike) -> RankTrace:
+        """The trace stored in the entry directory ``entry`` (a ``RankTrace.cache_entry``), read
+        again: its tables memory-mapped, as :meth:`get` reads them. Raises
+        :class:`~analysis.errors.TraceLoadError` when the entry is gone or damaged."""
+        path = Path(entry)
+        try:
+            return _read_entry(path, msgspec.json.decode((path / "meta.json").read_bytes()))
+        except Exception as exc:
+            raise TraceLoadError(
+                str(path), f"the trace cache entry could not be read back ({type(exc).__name__}: "
+                f"{exc}); open the trace again"
+            ) from exc
 
     def put(self, key: str, trace: RankTrace) -> Path:
         """Store ``trace`` under ``key`` atomically; returns the entry's directory.

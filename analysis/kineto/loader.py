@@ -38,7 +38,7 @@ from analysis.errors import (
     TraceNotFoundError,
     printable,
 )
-from analysis.kineto.cache import TraceCache, cache_key
+from analysis.kineto.cache import TraceCache, cache_key, part_key
 from analysis.kineto.model import RankTrace, Trace
 from analysis.kineto.progress import PROGRESS_DELAY_S, progress_bar  # noqa: F401 (re-exported)
 from analysis.kineto.sources import (
@@ -116,7 +116,11 @@ def load_file(
     notes: list[str] = graph_notes
     if key is not None:
         try:
-            TraceCache(cache_dir).put_parts(key, traces)
+            cache = TraceCache(cache_dir)
+            cache.put_parts(key, traces)
+            # each rank can now be released and read back from its entry (analysis.engines.local)
+            for part, trace in enumerate(traces):
+                trace.cache_entry = str(cache.entry_dir(part_key(key, part)))
             if not return_trace:
                 return ("cached", key, notes)
         except OSError as exc:

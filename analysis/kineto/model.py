@@ -167,6 +167,9 @@ class RankTrace:
     # GPU events, masks...). Tables are never modified in place (a window is a new RankTrace,
     # made with dataclasses.replace, which starts with an empty memo), so entries never go stale.
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # The trace cache entry (a directory) these tables were memory-mapped from, if any: an engine
+    # may release this rank and read it back from there (analysis.kineto.cache.TraceCache.read).
+    cache_entry: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def rank(self) -> int:

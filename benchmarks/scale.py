@@ -1,0 +1,83 @@
+"""Scaling in ranks: ``trace-analysis summary`` then ``trace-analysis report`` on one dataset.
+
+Usage (from the repository root)::
+
+    .venv/bin/python benchmarks/scale.py DATA_DIR [DATA_DIR ...] [--json OUT.json]
+
+For each directory, three whole processes, in order, each measured like ``run.py``'s workers
+(wall time from start to exit, peak *sum of RSS* and of PSS over the process and all its
+descendants, sampled every 50 ms): ``summary`` with an empty cache directory (a first open: parse
+and write the cache), ``report -f html`` (reading that cache) and ``summary`` again (cached).
+Every command must exit 0. The 512-rank dataset of RESULTS.md: see its notes (how it was built).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO = BENCH_DIR.parent
+sys.path[:0] = [str(REPO), str(BENCH_DIR)]
+
+import environment  # noqa: E402
+from run import TreeMemory  # noqa: E402
+
+
+def measure(cmd: list[str], log) -> dict:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(REPO)}
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, cwd=REPO)
+    with TreeMemory(proc.pid) as mem:
+        rc = proc.wait()
+    wall = time.perf_counter() - start
+    if rc != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed (exit {rc})")
+    return {"process_s": wall, "cpu_s": mem.cpu_seconds,
+            "peak_rss_mib": mem.peak_rss / 2**20, "peak_pss_mib": mem.peak_pss / 2**20}
+
+
+def run(data: Path, log) -> dict:
+    cli = [sys.executable, "-c", "from analysis.cli import main; main()"]
+    files = sorted(p for p in data.iterdir() if p.name.endswith((".json", ".gz")))
+    out: dict = {"dataset": str(data), "files": len(files),
+                 "disk_mb": sum(p.stat().st_size for p in files) / 1e6}
+    with tempfile.TemporaryDirectory(prefix="scale-", dir=data.parent) as tmp:
+        cache, report_dir = Path(tmp) / "cache", Path(tmp) / "report"
+        common = ["--cache-dir", str(cache), "-q"]
+        out["summary_first"] = measure([*cli, "summary", str(data), *common], log)
+        out["report_cached"] = measure(
+            [*cli, "report", str(data), "-o", str(report_dir), "-f", "html", *common], log)
+        out["summary_cached"] = measure([*cli, "summary", str(data), *common], log)
+        out["cache_mb"] = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) / 1e6
+        shutil.rmtree(report_dir, ignore_errors=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("data", nargs="+", type=Path)
+    p.add_argument("--json", type=Path, help="append the records to this JSON file")
+    args = p.parse_args(argv)
+    records = []
+    with open(BENCH_DIR / ".scale.log", "ab") as log:
+        for data in args.data:
+            rec = run(data, log)
+            rec.update(machine=environment.machine_info(), time=time.time(),
+                       load_avg=os.getloadavg()[0])
+            records.append(rec)
+            print(json.dumps({k: v for k, v in rec.items() if k != "machine"}), flush=True)
+    if args.json:
+        old = json.loads(args.json.read_text()) if args.json.exists() else []
+        args.json.write_text(json.dumps(old + records, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""The local engine within a memory budget: ranks released and read back from the cache give the
+same results as ranks held; results memoised per analysis and rank; a bad budget is refused."""
+
+from __future__ import annotations
+
+import shutil
+
+import pandas as pd
+import pytest
+
+from analysis import TraceAnalysis
+from analysis import analyses as catalogue
+from analysis.errors import ConfigError, TraceLoadError
+from analysis.kineto.cache import TraceCache
+from analysis.testing.synthetic import SynthConfig, write_traces
+
+HEADLINE = catalogue.headline_names()
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    root = tmp_path_factory.mktemp("job")
+    write_traces(SynthConfig(ranks=4, steps=3, kernels_per_step=40), root / "traces")
+    return root
+
+
+def _open(job, cache, **kw):
+    return TraceAnalysis(job / "traces", cache_dir=job / cache, progress=False, **kw)
+
+
+def _same(a, b):
+    if isinstance(a, pd.DataFrame):
+        pd.testing.assert_frame_equal(a, b)
+    elif isinstance(a, tuple | list):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            _same(x, y)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            _same(a[k], b[k])
+    else:
+        assert a == b or (a is None and b is None)
+
+
+def test_ranks_released_and_read_back_give_the_same_results(job):
+    whole = _open(job, "cache-a", max_memory=1 << 40)
+    tight = _open(job, "cache-b", max_memory=1)  # one rank held at a time
+    assert sorted(tight.engine._entries) == [0, 1, 2, 3]  # every rank can be read back
+    assert len(tight.engine._held) <= 1
+    assert len(whole.engine._held) == 4
+    expected = whole.run_many(dict.fromkeys(HEADLINE, {}), ranks="all", errors="return")
+    got = tight.run_many(dict.fromkeys(HEADLINE, {}), ranks="all", errors="return")
+    assert len(tight.engine._held) <= 1
+    for name in HEADLINE:
+        _same(got[name], expected[name])
+    # the analysis methods one after another, as a notebook calls them
+    _same(tight.get_temporal_breakdown(visualize=False), whole.get_temporal_breakdown(visualize=False))
+    _same(tight.get_idle_time_breakdown(ranks="all", visualize=False),
+          whole.get_idle_time_breakdown(ranks="all", visualize=False))
+    _same(tight.get_gpu_kernel_breakdown(visualize=False), whole.get_gpu_kernel_breakdown(visualize=False))
+
+
+def test_second_open_from_the_cache_within_a_budget_matches_the_first(job):
+    first = _open(job, "cache-c", max_memory=1 << 40)
+    second = _open(job, "cache-c", max_memory=1)
+    assert all(m.from_cache for m in second.engine.metas.values())
+    _same(second.get_cuda_kernel_launch_stats(ranks="all", visualize=False),
+          first.get_cuda_kernel_launch_stats(ranks="all", visualize=False))
+    # the whole trace is still there for those who ask for it (every rank then held)
+    assert second.trace.rank_list() == first.trace.rank_list()
+    pd.testing.assert_frame_equal(second.trace[2].events, first.trace[2].events)
+
+
+def test_results_are_memoised_per_analysis_and_rank(job, monkeypatch):
+    ta = _open(job, "cache-d", max_memory=1)
+    first = ta.get_temporal_breakdown(visualize=False)
+    reads = []
+    original = ta.engine.rank_trace
+    monkeypatch.setattr(ta.engine, "rank_trace", lambda r, w="steps": reads.append(r) or original(r, w))
+    again = ta.get_temporal_breakdown(visualize=False)
+    assert reads == []  # answered from the memo: no rank read, no step run
+    pd.testing.assert_frame_equal(again, first)
+    ta.run_many({"temporal_breakdown": {}, "comm_comp_overlap": {}}, ranks="all")
+    assert reads == [0, 1, 2, 3]  # once per rank, for the analysis not answered yet
+    ta.run_many({"comm_comp_overlap": {}}, ranks="all")
+    assert reads == [0, 1, 2, 3]
+    ta.get_idle_time_breakdown(ranks=[2], visualize=False, consecutive_kernel_delay=30)
+    ta.get_idle_time_breakdown(ranks=[2], visualize=False, consecutive_kernel_delay=30)
+    ta.get_idle_time_breakdown(ranks=[2], visualize=False, consecutive_kernel_delay=10)
+    assert reads == [0, 1, 2, 3, 2, 2]  # other options: another question
+
+
+def test_a_bad_budget_is_refused(job):
+    with pytest.raises(ConfigError, match="max_memory"):
+        _open(job, "cache-e", max_memory=0)
+
+
+def test_a_cache_entry_removed_after_opening_is_named(job):
+    ta = _open(job, "cache-f", max_memory=1)
+    entry = ta.engine._entries[0]
+    shutil.rmtree(entry)
+    with pytest.raises(TraceLoadError, match="read back"):
+        TraceCache.read(entry)
