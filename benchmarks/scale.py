@@ -14,6 +14,7 @@ Every command must exit 0. The 512-rank dataset of RESULTS.md: see its notes (ho
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -31,20 +32,31 @@ import environment  # noqa: E402
 from run import TreeMemory  # noqa: E402
 
 
-def measure(cmd: list[str], log) -> dict:
+def measure(cmd: list[str], log, max_rss: float | None = None) -> dict:
+    """One whole process: wall time, CPU seconds and peak memory of its tree. With ``max_rss``
+    (bytes), the tree is killed when its summed RSS goes above it (a shared machine)."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(REPO)}
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=log, stderr=log, env=env, cwd=REPO)
     with TreeMemory(proc.pid) as mem:
-        rc = proc.wait()
+        while (rc := proc.poll()) is None:
+            if max_rss is not None and mem.peak_rss > max_rss:
+                for child in [*mem.root.children(recursive=True), mem.root]:
+                    with contextlib.suppress(Exception):
+                        child.kill()
+                rc = proc.wait()
+                raise SystemExit(f"{' '.join(cmd)}: killed at {mem.peak_rss / 2**30:.1f} GiB "
+                                 "of summed RSS (--max-rss-gib)")
+            time.sleep(0.2)
     wall = time.perf_counter() - start
+    print(f"  {cmd[3]}: {wall:.1f} s, {mem.peak_rss / 2**20:.0f} MiB", file=sys.stderr, flush=True)
     if rc != 0:
         raise SystemExit(f"{' '.join(cmd)} failed (exit {rc})")
     return {"process_s": wall, "cpu_s": mem.cpu_seconds,
             "peak_rss_mib": mem.peak_rss / 2**20, "peak_pss_mib": mem.peak_pss / 2**20}
 
 
-def run(data: Path, log) -> dict:
+def run(data: Path, log, max_rss: float | None = None) -> dict:
     cli = [sys.executable, "-c", "from analysis.cli import main; main()"]
     files = sorted(p for p in data.iterdir() if p.name.endswith((".json", ".gz")))
     out: dict = {"dataset": str(data), "files": len(files),
@@ -52,10 +64,10 @@ def run(data: Path, log) -> dict:
     with tempfile.TemporaryDirectory(prefix="scale-", dir=data.parent) as tmp:
         cache, report_dir = Path(tmp) / "cache", Path(tmp) / "report"
         common = ["--cache-dir", str(cache), "-q"]
-        out["summary_first"] = measure([*cli, "summary", str(data), *common], log)
+        out["summary_first"] = measure([*cli, "summary", str(data), *common], log, max_rss)
         out["report_cached"] = measure(
-            [*cli, "report", str(data), "-o", str(report_dir), "-f", "html", *common], log)
-        out["summary_cached"] = measure([*cli, "summary", str(data), *common], log)
+            [*cli, "report", str(data), "-o", str(report_dir), "-f", "html", *common], log, max_rss)
+        out["summary_cached"] = measure([*cli, "summary", str(data), *common], log, max_rss)
         out["cache_mb"] = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) / 1e6
         shutil.rmtree(report_dir, ignore_errors=True)
     return out
@@ -65,11 +77,14 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("data", nargs="+", type=Path)
     p.add_argument("--json", type=Path, help="append the records to this JSON file")
+    p.add_argument("--max-rss-gib", type=float, default=None,
+                   help="kill a command whose process tree's summed RSS goes above this")
     args = p.parse_args(argv)
+    max_rss = None if args.max_rss_gib is None else args.max_rss_gib * 2**30
     records = []
     with open(BENCH_DIR / ".scale.log", "ab") as log:
         for data in args.data:
-            rec = run(data, log)
+            rec = run(data, log, max_rss)
             rec.update(machine=environment.machine_info(), time=time.time(),
                        load_avg=os.getloadavg()[0])
             records.append(rec)

@@ -37,6 +37,7 @@ from analysis.errors import ConfigError
 from analysis.kineto.cache import TraceCache
 from analysis.kineto.loader import load_trace
 from analysis.kineto.model import RankMeta, RankTrace, Trace
+from analysis.kineto.steps import step_numbers
 from analysis.kineto.window import (
     GpuEvents,
     Window,
@@ -91,12 +92,68 @@ def _memo_key(value: Any) -> bytes | None:
         return None
 
 
+class _Intake:
+    """``load_trace``'s ``on_rank`` for :meth:`LocalEngine.load`: each rank, as it arrives, gives
+    its profiler step numbers and, when it can be read back from the cache, is replaced by a
+    stand-in without tables, so the load holds one rank's tables at a time, not all of them.
+
+    The analysed window depends on the other ranks only through "more than one distinct profiler
+    step over all ranks" (:func:`analysis.kineto.window.rank_window`), and the set of step numbers
+    only grows: once the ranks seen so far have more than one, each rank's window and its
+    :class:`WindowStats` are final as it arrives. A rank seen before that is windowed after the
+    load, read back from the cache (only when the first ranks have at most one step).
+    """
+
+    def __init__(
+        self, include_last_profiler_step: bool, gpu_events: GpuEvents, max_memory: int
+    ) -> None:
+        self.include_last_profiler_step = include_last_profiler_step
+        self.gpu_events = gpu_events
+        self.max_memory = max_memory
+        self.steps: set[int] = set()
+        # id(stand-in) -> its window's stats (None: to be windowed after the load)
+        self.stand_ins: dict[int, WindowStats | None] = {}
+        # id(stand-in) -> (window, bytes): the first windows, kept while they fit in max_memory
+        self.windows: dict[int, tuple[RankTrace, int]] = {}
+        self._window_bytes = 0
+        self._kept: list[RankTrace] = []  # the stand-ins, alive so that their ids stay theirs
+        self._released = 0
+
+    def __call__(self, rt: RankTrace) -> RankTrace:
+        self.steps |= step_numbers(rt)
+        if rt.cache_entry is None:
+            return rt  # cannot be read back: the engine holds it whole
+        stats = keep_window = None
+        if len(self.steps) > 1:
+            window = rank_window(
+                rt, len(self.steps), self.include_last_profiler_step, self.gpu_events
+            )
+            stats = window_stats(rt, window)
+            size = _rank_bytes(window)
+            if self._window_bytes + size <= self.max_memory:
+                self._window_bytes += size
+                keep_window = window
+        empty = {name: getattr(rt, name).iloc[:0].copy() for name in ("events", "flows",
+                                                                         "collectives")}
+        stand_in = replace(rt, extras={}, **empty)
+        self.stand_ins[id(stand_in)] = stats
+        if keep_window is not None:
+            self.windows[id(stand_in)] = (keep_window, size)
+        self._kept.append(stand_in)
+        self._released += 1
+        if self._released >= _COLLECT_EVERY:
+            gc.collect()  # see LocalEngine._fit: a rank's memo may hold cycles through it
+            self._released = 0
+        return stand_in
+
+
 class LocalEngine:
     """Runs per-rank steps in this process over the loaded ranks (see the module docstring).
 
     ``full_trace`` and ``trace`` (the analysed window) are still available as whole
     :class:`~analysis.kineto.model.Trace` objects; asking for them holds every rank at once.
     ``release_loaded``: ``full_trace`` belongs to the engine, which empties it rank by rank.
+    ``intake``: the :class:`_Intake` that ``full_trace`` was loaded through (:meth:`load`).
     """
 
     def __init__(
@@ -107,6 +164,7 @@ class LocalEngine:
         *,
         max_memory: int | None = None,
         release_loaded: bool = False,
+        intake: _Intake | None = None,
     ) -> None:
         if max_memory is not None and (not isinstance(max_memory, int) or max_memory <= 0):
             raise ConfigError(f"max_memory must be a positive number of bytes, not {max_memory!r}")
@@ -116,7 +174,9 @@ class LocalEngine:
         self.source = full_trace.source
         self.skipped = full_trace.skipped
         self._ranks = full_trace.rank_list()
-        self._n_steps = count_steps(full_trace.values())
+        self._n_steps = (
+            len(intake.steps) if intake is not None else count_steps(full_trace.values())
+        )
         self.metas: dict[int, RankMeta] = {r: rt.meta for r, rt in full_trace.items()}
         self.window_stats: dict[int, WindowStats] = {}
         # Ranks that cannot be read back (no cache entry) stay here for good.
@@ -131,6 +191,18 @@ class LocalEngine:
         self._released = 0  # ranks released since the last garbage collection
         for r in list(full_trace):  # what was just loaded is held while the budget allows
             rt = full_trace.ranks[r]
+            if intake is not None and id(rt) in intake.stand_ins:
+                self._entries[r] = rt.cache_entry
+                stats = intake.stand_ins[id(rt)]
+                if stats is not None:  # windowed while loading: held if it fit, else released
+                    self.window_stats[r] = replace(stats, rank=r, source=rt.meta.source)
+                    if id(rt) in intake.windows:
+                        window, size = intake.windows.pop(id(rt))
+                        window.meta = rt.meta  # the loader may have renumbered the rank since
+                        self._sizes[r] = ((len(window._memo),), size)
+                        self._hold(r, {"steps": window})
+                    continue
+                rt = self._read_full(r)
             if release_loaded and rt.cache_entry is not None:
                 # the loader's Trace is ours: let go of each rank as soon as it is windowed, so its
                 # memory-mapped pages are unmapped instead of all being held until the end
@@ -139,7 +211,7 @@ class LocalEngine:
             self.window_stats[r] = window_stats(rt, steps)
             if rt.cache_entry is not None:
                 self._entries[r] = rt.cache_entry
-            else:
+            elif r not in self._entries:
                 self._pinned[r] = rt
             self._hold(r, {"full": rt, "steps": steps} if r in self._pinned else {"steps": steps})
 
@@ -154,12 +226,16 @@ class LocalEngine:
         max_memory: int | None = None,
         **load_options: Any,
     ) -> LocalEngine:
-        """Load with :func:`analysis.kineto.loader.load_trace` (``load_options`` are its keywords)."""
+        """Load with :func:`analysis.kineto.loader.load_trace` (``load_options`` are its keywords),
+        each rank let go as soon as it is loaded and windowed (:class:`_Intake`)."""
+        budget = max_memory if max_memory is not None else default_max_memory()
+        intake = _Intake(include_last_profiler_step, gpu_events, budget)
         trace = load_trace(
-            None if trace_dir is None else os.fspath(trace_dir), trace_files, **load_options
+            None if trace_dir is None else os.fspath(trace_dir), trace_files, on_rank=intake,
+            **load_options,
         )
-        return cls(trace, include_last_profiler_step, gpu_events, max_memory=max_memory,
-                   release_loaded=True)
+        return cls(trace, include_last_profiler_step, gpu_events, max_memory=budget,
+                   release_loaded=True, intake=intake)
 
     # ------------------------------------------------------------------------------ ranks held
     def _window_of(self, full: RankTrace) -> RankTrace:

@@ -22,7 +22,7 @@ import os
 import threading
 import traceback
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -419,6 +419,7 @@ def load_trace(
     on_error: str = "raise",
     max_workers: int | None = None,
     progress: bool | None = None,
+    on_rank: Callable[[RankTrace], RankTrace] | None = None,
 ) -> Trace:
     """Load Kineto traces into a :class:`Trace` (one :class:`RankTrace` per rank).
 
@@ -437,6 +438,11 @@ def load_trace(
     CPUs), the files are parsed one by one, each file's chunks decoded by all the workers (one
     big rank on a laptop). ``progress``: None shows a bar only for
     loads over a second, True always, False never.
+
+    ``on_rank``: each rank, as soon as its file is loaded (before ranks are assigned, so its
+    ``meta.rank`` may still change), goes through ``on_rank`` and the Trace keeps what it returns.
+    The local engine passes one that keeps a stand-in without tables for a rank it can read back
+    from the cache, so a load never holds every rank's tables at once (``analysis.engines.local``).
     """
     arguments.load_options(
         trace_dir=trace_dir, trace_files=trace_files, storage_options=storage_options,
@@ -450,6 +456,10 @@ def load_trace(
     cache_dir_str = str(cache.dir) if cache is not None else None
 
     traces: dict[str, list[RankTrace]] = {}  # a file's ranks (one, unless another format)
+
+    def keep(url: str, parts: list[RankTrace]) -> None:
+        traces[url] = parts if on_rank is None else [on_rank(part) for part in parts]
+
     failures: dict[str, TraceLoadError] = {}
     notes: list[str] = []
 
@@ -461,7 +471,7 @@ def load_trace(
         key = cache_key(file.url, file.size, file.version) if cache and file.version else None
         cached = cache.get_parts(key) if key is not None else None
         if cached is not None:
-            traces[file.url] = cached
+            keep(file.url, cached)
         else:
             tasks.append((file.url, storage_options, cache_dir_str, key))
 
@@ -472,7 +482,7 @@ def load_trace(
             if outcome[0] == "error":
                 failures[url] = error_from(outcome)
             elif outcome[0] == "trace":
-                traces[url] = outcome[1]
+                keep(url, outcome[1])
                 notes.extend(outcome[2])
             else:
                 cached = cache.get_parts(outcome[1])
@@ -481,7 +491,7 @@ def load_trace(
                     return on_outcome(task, outcome)
                 for part in cached:  # parsed just now by the worker, cached on the way
                     part.meta.from_cache = False
-                traces[url] = cached
+                keep(url, cached)
                 notes.extend(outcome[2])
             if bar is not None:
                 bar.update(1)

@@ -97,6 +97,8 @@ class CriticalPathGraph:
     notes: dict[str, int] = field(default_factory=dict)
     reason: str = ""  # why there is no path (``success`` False): e.g. an empty window
     hta: bool = False  # HTA 0.5.0's attribution (weights, no untraced time, no window gaps)
+    # the breakdown, built once (path_length_us and summary read it too)
+    _breakdown: pd.DataFrame | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def num_nodes(self) -> int:
@@ -119,7 +121,7 @@ class CriticalPathGraph:
         if self.hta:
             w = np.maximum(self.graph.edge_weight[self.path_edges], 0)
             return float(w.sum()) / 1000.0
-        return float(self.get_critical_path_breakdown()["duration"].sum())
+        return float(self._path_breakdown()["duration"].sum())
 
     @property
     def step_us(self) -> float:
@@ -164,6 +166,14 @@ class CriticalPathGraph:
 
     def get_critical_path_breakdown(self) -> pd.DataFrame:
         """One row per edge on the path, in path order, with HTA's columns (``duration`` in µs)."""
+        return self._path_breakdown().copy()
+
+    def _path_breakdown(self) -> pd.DataFrame:
+        if self._breakdown is None:
+            self._breakdown = self._build_breakdown()
+        return self._breakdown
+
+    def _build_breakdown(self) -> pd.DataFrame:
         g, e = self.graph, self.path_edges
         ev = g.events
         attr = g.edge_event[e]
@@ -193,16 +203,14 @@ class CriticalPathGraph:
             dst_gpu = ev["stream"].to_numpy()[g.node_event[g.edge_dst[e]]] >= 0
             bound[sync] = np.where(dst_gpu[sync], "gpu_kernel_kernel_overhead", "cpu_bound")
             bound[sync & self.comm_mask[src_ev]] = "gpu_communication_bound"
-        rows = ev.iloc[p]
-        names = rows["name"].astype(str).to_numpy()
         out = pd.DataFrame({
             "event_idx": _labels(ev, attr),
             "duration": duration / 1000.0,
             "type": np.asarray(EDGE_TYPES, dtype=object)[typ],
-            "s_name": np.where(has, [shorten_name(n) for n in names], None),
-            "cat": np.where(has, rows["cat"].astype(str).to_numpy(), None),
-            "pid": np.where(has, rows["pid"].to_numpy(), -1),
-            "tid": np.where(has, rows["tid"].to_numpy(), -1),
+            "s_name": np.where(has, _strings_at(ev["name"], p, shorten_name), None),
+            "cat": np.where(has, _strings_at(ev["cat"], p), None),
+            "pid": np.where(has, ev["pid"].to_numpy()[p], -1),
+            "tid": np.where(has, ev["tid"].to_numpy()[p], -1),
             "stream": stream,
             "bound_by": bound,
         })  # fmt: skip
@@ -223,10 +231,25 @@ class CriticalPathGraph:
 
     def summary(self) -> pd.Series:
         """Share of the path's time per ``bound_by`` category, in % (HTA's ``summary()``)."""
-        bd = self.get_critical_path_breakdown()
+        bd = self._path_breakdown()
         total = bd["duration"].sum()
         s = bd.groupby("bound_by")["duration"].sum()
         return s / total * 100 if total > 0 else s * np.nan
+
+
+def _strings_at(column: pd.Series, positions: np.ndarray, convert=None) -> np.ndarray:
+    """``column.astype(str)`` at ``positions`` (then ``convert``ed), as an object array: each
+    distinct value is converted once (a path has ~10^5 edges over a few hundred names)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes, unique_codes = pd.factorize(column.cat.codes.to_numpy()[positions])
+        uniques = pd.Series(pd.Categorical.from_codes(unique_codes, dtype=column.dtype))
+    else:
+        codes, unique_values = pd.factorize(column.to_numpy()[positions], use_na_sentinel=False)
+        uniques = pd.Series(unique_values, dtype=column.dtype)
+    values = uniques.astype(str).to_numpy(dtype=object)
+    if convert is not None:
+        values = np.array([convert(v) for v in values], dtype=object)
+    return values[codes]
 
 
 def _labels(events: pd.DataFrame, positions: np.ndarray) -> pd.array:
