@@ -42,8 +42,9 @@ from analysis.kineto.window import (
     GpuEvents,
     Window,
     WindowStats,
+    apply_window,
     count_steps,
-    rank_window,
+    window_rows,
     window_stats,
 )
 
@@ -84,6 +85,14 @@ def _rank_bytes(rt: RankTrace) -> int:
     return sum(_nbytes(t) for t in tables) + _nbytes(list(rt._memo.values()))
 
 
+def _pack(rows: np.ndarray | None) -> np.ndarray | None:
+    return None if rows is None else np.packbits(rows)
+
+
+def _unpack(packed: np.ndarray, n: int) -> np.ndarray:
+    return np.unpackbits(packed, count=n).view(bool)
+
+
 def _memo_key(value: Any) -> bytes | None:
     """A stable key for options/context (None when they cannot be pickled: then no memo)."""
     try:
@@ -113,6 +122,8 @@ class _Intake:
         self.steps: set[int] = set()
         # id(stand-in) -> its window's stats (None: to be windowed after the load)
         self.stand_ins: dict[int, WindowStats | None] = {}
+        # id(meta) -> the rows of the window (_pack), for the ranks windowed while loading
+        self.rows: dict[int, np.ndarray | None] = {}
         # id(stand-in) -> (window, bytes): the first windows, kept while they fit in max_memory
         self.windows: dict[int, tuple[RankTrace, int]] = {}
         self._window_bytes = 0
@@ -125,9 +136,11 @@ class _Intake:
             return rt  # cannot be read back: the engine holds it whole
         stats = keep_window = None
         if len(self.steps) > 1:
-            window = rank_window(
+            rows = window_rows(
                 rt, len(self.steps), self.include_last_profiler_step, self.gpu_events
             )
+            self.rows[id(rt.meta)] = _pack(rows)
+            window = apply_window(rt, rows)
             stats = window_stats(rt, window)
             size = _rank_bytes(window)
             if self._window_bytes + size <= self.max_memory:
@@ -187,6 +200,7 @@ class LocalEngine:
         # bytes of each held rank, measured when its memo last grew: rank -> (memo sizes, bytes)
         self._sizes: dict[int, tuple] = {}
         self._results: dict[tuple, Any] = {}
+        self._rows: dict[int, np.ndarray | None] = {}  # rank -> its window's rows (_pack)
         self._whole: dict[str, Trace] = {}
         self._released = 0  # ranks released since the last garbage collection
         for r in list(full_trace):  # what was just loaded is held while the budget allows
@@ -194,6 +208,8 @@ class LocalEngine:
             if intake is not None and id(rt) in intake.stand_ins:
                 self._entries[r] = rt.cache_entry
                 stats = intake.stand_ins[id(rt)]
+                if id(rt.meta) in intake.rows:
+                    self._rows[r] = intake.rows[id(rt.meta)]
                 if stats is not None:  # windowed while loading: held if it fit, else released
                     self.window_stats[r] = replace(stats, rank=r, source=rt.meta.source)
                     if id(rt) in intake.windows:
@@ -239,7 +255,14 @@ class LocalEngine:
 
     # ------------------------------------------------------------------------------ ranks held
     def _window_of(self, full: RankTrace) -> RankTrace:
-        return rank_window(full, self._n_steps, self.include_last_profiler_step, self.gpu_events)
+        """``full``'s analysed window; the rows it keeps are remembered (a bit per event), so a
+        rank read back again is cut without finding its steps and launches again."""
+        if full.rank not in self._rows:
+            self._rows[full.rank] = _pack(window_rows(
+                full, self._n_steps, self.include_last_profiler_step, self.gpu_events))
+        packed = self._rows[full.rank]
+        rows = None if packed is None else _unpack(packed, len(full.events))
+        return apply_window(full, rows)
 
     def _hold(self, rank: int, views: dict[str, RankTrace]) -> None:
         self._held[rank] = views

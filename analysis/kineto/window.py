@@ -62,6 +62,14 @@ def rank_window(
 ) -> RankTrace:
     """One rank restricted to the analysed window (see the module docstring). ``n_steps`` is the
     number of distinct profiler steps over *all* ranks."""
+    return apply_window(rt, window_rows(rt, n_steps, include_last_profiler_step, gpu_events))
+
+
+def window_rows(
+    rt: RankTrace, n_steps: int, include_last_profiler_step: bool, gpu_events: GpuEvents = "hta"
+) -> np.ndarray | None:
+    """The rows of ``rt.events`` that :func:`rank_window` keeps, as a boolean mask; None when it
+    keeps the whole rank as it is."""
     check_gpu_events(gpu_events)
     if gpu_events == "launched" and rt.meta.source_format != "kineto":
         gpu_events = "all"  # see the module docstring
@@ -71,7 +79,7 @@ def rank_window(
     steps = profiler_steps(rt)
     windowed = n_steps > 1 and len(steps) > 0
     if not windowed and gpu_events in ("hta", "all"):
-        return rt
+        return None
     ts = ev["ts"].to_numpy()
     if not windowed:
         keep_cpu = cpu
@@ -86,7 +94,12 @@ def rank_window(
         keep_gpu = gpu & (corr >= 0) & np.isin(corr, corr[keep_cpu & (corr >= 0)])
         if gpu_events == "all":
             keep_gpu |= gpu & unlaunched_mask(rt)
-    return replace(rt, events=ev.loc[keep_cpu | keep_gpu])
+    return np.asarray(keep_cpu | keep_gpu, dtype=bool)
+
+
+def apply_window(rt: RankTrace, rows: np.ndarray | None) -> RankTrace:
+    """``rt`` restricted to the ``rows`` that :func:`window_rows` gave (None: ``rt`` itself)."""
+    return rt if rows is None else replace(rt, events=rt.events.loc[rows])
 
 
 def unlaunched_mask(rt: RankTrace) -> np.ndarray:
