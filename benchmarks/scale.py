@@ -56,7 +56,10 @@ def measure(cmd: list[str], log, max_rss: float | None = None) -> dict:
             "peak_rss_mib": mem.peak_rss / 2**20, "peak_pss_mib": mem.peak_pss / 2**20}
 
 
-def run(data: Path, log, max_rss: float | None = None) -> dict:
+STEPS = ("summary_first", "report_cached", "summary_cached")
+
+
+def run(data: Path, log, max_rss: float | None = None, steps=STEPS) -> dict:
     cli = [sys.executable, "-c", "from analysis.cli import main; main()"]
     files = sorted(p for p in data.iterdir() if p.name.endswith((".json", ".gz")))
     out: dict = {"dataset": str(data), "files": len(files),
@@ -64,10 +67,15 @@ def run(data: Path, log, max_rss: float | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="scale-", dir=data.parent) as tmp:
         cache, report_dir = Path(tmp) / "cache", Path(tmp) / "report"
         common = ["--cache-dir", str(cache), "-q"]
-        out["summary_first"] = measure([*cli, "summary", str(data), *common], log, max_rss)
-        out["report_cached"] = measure(
-            [*cli, "report", str(data), "-o", str(report_dir), "-f", "html", *common], log, max_rss)
-        out["summary_cached"] = measure([*cli, "summary", str(data), *common], log, max_rss)
+        commands = {
+            "summary_first": [*cli, "summary", str(data), *common],
+            "report_cached": [*cli, "report", str(data), "-o", str(report_dir), "-f", "html",
+                              *common],
+            "summary_cached": [*cli, "summary", str(data), *common],
+        }
+        for step in STEPS:  # in this order: the first fills the cache the others read
+            if step in steps or step == "summary_first":
+                out[step] = measure(commands[step], log, max_rss)
         out["cache_mb"] = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) / 1e6
         shutil.rmtree(report_dir, ignore_errors=True)
     return out
@@ -79,12 +87,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json", type=Path, help="append the records to this JSON file")
     p.add_argument("--max-rss-gib", type=float, default=None,
                    help="kill a command whose process tree's summed RSS goes above this")
+    p.add_argument("--steps", default=",".join(STEPS),
+                   help="which commands (summary_first always runs: it fills the cache)")
     args = p.parse_args(argv)
+    steps = args.steps.split(",")
     max_rss = None if args.max_rss_gib is None else args.max_rss_gib * 2**30
     records = []
     with open(BENCH_DIR / ".scale.log", "ab") as log:
         for data in args.data:
-            rec = run(data, log, max_rss)
+            rec = run(data, log, max_rss, steps)
             rec.update(machine=environment.machine_info(), time=time.time(),
                        load_avg=os.getloadavg()[0])
             records.append(rec)
