@@ -128,7 +128,6 @@ class _Intake:
         self.windows: dict[int, tuple[RankTrace, int]] = {}
         self._window_bytes = 0
         self._kept: list[RankTrace] = []  # the stand-ins, alive so that their ids stay theirs
-        self._released = 0
 
     def __call__(self, rt: RankTrace) -> RankTrace:
         self.steps |= step_numbers(rt)
@@ -153,10 +152,6 @@ class _Intake:
         if keep_window is not None:
             self.windows[id(stand_in)] = (keep_window, size)
         self._kept.append(stand_in)
-        self._released += 1
-        if self._released >= _COLLECT_EVERY:
-            gc.collect()  # see LocalEngine._fit: a rank's memo may hold cycles through it
-            self._released = 0
         return stand_in
 
 
