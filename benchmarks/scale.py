@@ -29,6 +29,7 @@ REPO = BENCH_DIR.parent
 sys.path[:0] = [str(REPO), str(BENCH_DIR)]
 
 import environment  # noqa: E402
+import run as run_py  # noqa: E402
 from run import TreeMemory  # noqa: E402
 
 
@@ -87,10 +88,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--json", type=Path, help="append the records to this JSON file")
     p.add_argument("--max-rss-gib", type=float, default=None,
                    help="kill a command whose process tree's summed RSS goes above this")
+    p.add_argument("--sample-s", type=float, default=run_py.SAMPLE_S,
+                   help="memory sampling period (default run.py's); reading every process's "
+                        "smaps costs CPU that a long run on a busy machine may not spare")
     p.add_argument("--steps", default=",".join(STEPS),
                    help="which commands (summary_first always runs: it fills the cache)")
     args = p.parse_args(argv)
     steps = args.steps.split(",")
+    run_py.SAMPLE_S = args.sample_s
     max_rss = None if args.max_rss_gib is None else args.max_rss_gib * 2**30
     records = []
     with open(BENCH_DIR / ".scale.log", "ab") as log:
