@@ -3,11 +3,15 @@
 Loading uses :func:`analysis.kineto.loader.load_trace` (a local process pool, through the cache of
 parsed traces). The engine then keeps per-rank *results*, not per-rank traces:
 
+- the load streams (:class:`_Intake`): each rank, as soon as its file is parsed or read from the
+  cache, gives its step numbers, its analysed window is cut and counted (``window_stats``), the
+  first windows are kept while they fit in ``max_memory``, and the rank's tables are let go; so a
+  load of 512 ranks holds one rank's tables at a time (plus the windows kept), not all of them;
 - a rank read from the cache (``RankTrace.cache_entry``: its tables are memory-mapped Arrow IPC
   files, strings dictionary-encoded) can be released and read back from there at any time; a rank
   that has no cache entry (``use_cache=False``, an in-memory trace) stays held;
 - ``map_ranks`` visits the ranks one after another: it reads a rank back if it was released, cuts
-  its analysed window, runs the step and keeps the rank (its window and the values its analyses
+  its analysed window (the rows it keeps are remembered, a bit per event), runs the step and keeps the rank (its window and the values its analyses
   derived and memoised) only while the ranks held stay within ``max_memory`` bytes, releasing the
   least recently used ones first;
 - the parts of a ``run_on_rank`` step (:func:`analysis.registry.run_on_rank`) are memoised per (analysis, options, context,
@@ -51,7 +55,7 @@ from analysis.kineto.window import (
 MiB = 1 << 20
 _DEFAULT_CAP = 512 * MiB
 _DEFAULT_FLOOR = 128 * MiB
-_COLLECT_EVERY = 4
+_COLLECT_EVERY = 64  # releases between full collections (a safety net: see _fit)
 
 
 def default_max_memory() -> int:
@@ -280,7 +284,11 @@ class LocalEngine:
         held = sum(self._sizes[r][1] for r in self._held if r in self._sizes)
         while held > self.max_memory and len(self._held) > (keep is not None):
             victim = next(r for r in reversed(self._held) if r != keep)
-            del self._held[victim]
+            for view in self._held.pop(victim).values():
+                # memoised values that point back at their rank form reference cycles, which
+                # only a (slow, ~0.25 s) full collection would free: emptying the memo breaks
+                # them, so the rank's tables and mapped pages go as soon as they are let go
+                view._memo.clear()
             held -= self._sizes.pop(victim, (None, 0))[1]
             self._released += 1
         if self._released >= _COLLECT_EVERY:

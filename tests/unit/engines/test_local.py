@@ -162,3 +162,31 @@ def test_a_rank_loaded_before_the_steps_are_known_is_windowed_after_the_load(tmp
     assert ta.engine.window_stats == held.engine.window_stats
     for name in ("temporal_breakdown", "idle_time_breakdown", "kernel_breakdown"):
         _same(ta.run(name, ranks="all"), held.run(name, ranks="all"))
+
+
+def test_released_ranks_are_freed_without_a_garbage_collection(job, monkeypatch):
+    """A rank let go within the budget frees its tables at once, not at the next full garbage
+    collection (the engine runs one only every _COLLECT_EVERY releases: each costs ~0.25 s)."""
+    import gc
+    import weakref
+
+    from analysis.kineto.cache import TraceCache as Cache
+
+    ta = _open(job, "cache-h", max_memory=1)
+    read = Cache.read
+    alive: list = []
+
+    def spy(entry):
+        rt = read(entry)
+        alive.append(weakref.ref(rt.events))
+        return rt
+
+    monkeypatch.setattr(Cache, "read", staticmethod(spy))
+    gc.collect()
+    gc.disable()
+    try:
+        ta.run_many(dict.fromkeys(HEADLINE, {}), ranks="all", errors="return")
+        assert len(alive) >= 4
+        assert sum(ref() is not None for ref in alive) <= 1  # the one rank held
+    finally:
+        gc.enable()
