@@ -270,8 +270,10 @@ def busy_intervals(
 
     def compute():
         gpu = classified_gpu_events(rt, pat, rounding)
-        if kernel_type is not None:
-            gpu = gpu[gpu["kernel_type"] == kernel_type]
-        return merge_intervals(gpu["start"].to_numpy(), gpu["end"].to_numpy(), rounding)
+        start, end = gpu["start"].to_numpy(), gpu["end"].to_numpy()
+        if kernel_type is not None:  # the two columns only (the name column is costly to take)
+            chosen = (gpu["kernel_type"] == kernel_type).to_numpy(dtype=bool)
+            start, end = start[chosen], end[chosen]
+        return merge_intervals(start, end, rounding)
 
     return rt.memoised(("busy_intervals", pat, rounding, kernel_type), compute)
