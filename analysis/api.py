@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import analyses as catalogue
-from analysis import registry
-from analysis.arguments import load_options as check_load_options
+from analysis import arguments, registry
 from analysis.engines import Engine, load_engine
 from analysis.errors import (
     AnalysisFailedError,
@@ -29,13 +28,14 @@ from analysis.errors import (
     FormatNotSupportedError,
     TraceAnalysisError,
 )
+from analysis.io import LoadOptions
+from analysis.io.options import FIELDS as _LOAD_FIELDS
 from analysis.kineto.model import Trace
 from analysis.kineto.window import check_gpu_events
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.timebase import Rounding
 
 RankSpec = int | Iterable[int] | str | None
-_LOAD_OPTIONS = check_load_options.__kwdefaults__  # the arguments it checks, by name
 
 
 class TraceAnalysis:
@@ -68,6 +68,10 @@ class TraceAnalysis:
         max_memory: bytes the ranks held in this process may take at once (default: an eighth of
             the available memory, at most 512 MiB). Ranks beyond it are released and read back from
             the cache when asked again; results stay memoised (``analysis.engines.local``).
+        options: the load options above as one :class:`~analysis.io.LoadOptions` (e.g. shared by
+            several analyses); a keyword above given too (not left at its default) replaces its
+            field. Checked once here, then passed as it is to the engine and the loader
+            (``self.options``, ``self.engine.options``).
     """
 
     def __init__(
@@ -88,8 +92,13 @@ class TraceAnalysis:
         client: Any = None,
         timeout: float | None = None,
         max_memory: int | None = None,
+        options: LoadOptions | None = None,
     ) -> None:
-        check_load_options(**{k: v for k, v in locals().items() if k in _LOAD_OPTIONS})
+        arguments.trace_source(trace_dir, trace_files)
+        arguments.flag("include_last_profiler_step", include_last_profiler_step)
+        given = {k: v for k, v in locals().items()
+                 if k in _LOAD_FIELDS and v is not _INIT_DEFAULTS[k]}
+        load_options = LoadOptions.of(options, **given)  # every load option checked, once
         self.patterns = resolve_patterns(kernel_patterns)
         if time_rounding is None:
             time_rounding = "hta" if self.patterns.name == "hta" else "exact"
@@ -100,9 +109,6 @@ class TraceAnalysis:
             gpu_events = "hta" if self.patterns.name == "hta" else "launched"
         self.gpu_events = check_gpu_events(gpu_events)
         self.include_last_profiler_step = include_last_profiler_step
-        self.storage_options = dict(storage_options or {})
-        self.cache_dir = cache_dir
-        self.use_cache = use_cache
         # Where the per-rank work runs: this process (client=None) or the Dask cluster; the
         # engine also cuts the analysed window (complete profiler steps only), as HTA does.
         self.engine: Engine = load_engine(
@@ -111,14 +117,7 @@ class TraceAnalysis:
             client=client,
             include_last_profiler_step=include_last_profiler_step,
             gpu_events=self.gpu_events,
-            storage_options=self.storage_options,
-            cache_dir=cache_dir,
-            use_cache=use_cache,
-            on_error=on_error,
-            max_workers=max_workers,
-            progress=progress,
-            timeout=timeout,
-            max_memory=max_memory,
+            options=load_options,
         )
         self._hta = None
         self._warn_unlaunched()
@@ -163,8 +162,8 @@ class TraceAnalysis:
         self.time_rounding = time_rounding or ("hta" if self.patterns.name == "hta" else "exact")
         self.gpu_events = check_gpu_events(gpu_events)
         self.include_last_profiler_step = include_last_profiler_step
-        self.storage_options, self.cache_dir, self._hta = {}, None, None
-        self.engine = engine
+        self._hta = None
+        self.engine = engine  # its load options are this facade's (``options``)
         self._warn_unlaunched()
         return self
 
@@ -175,6 +174,23 @@ class TraceAnalysis:
                 warnings.warn(note, stacklevel=3)
 
     # ----------------------------------------------------------------------------------- helpers
+    @property
+    def options(self) -> LoadOptions:
+        """How the traces were read: the engine's :class:`~analysis.io.LoadOptions`."""
+        return self.engine.options
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        return self.options.storage_options
+
+    @property
+    def cache_dir(self) -> str | None:
+        return self.options.cache_dir
+
+    @property
+    def use_cache(self) -> bool:
+        return self.options.use_cache
+
     @property
     def ranks(self) -> list[int]:
         return self.engine.ranks
@@ -199,15 +215,10 @@ class TraceAnalysis:
         return getattr(self.engine, name)
 
     def _context(self) -> dict[str, Any]:
-        """What every per-rank step may take (each gets the keys its signature names), and where
-        to read the event args that some analyses need beyond the parsed tables (extras)."""
-        source_options = {
-            "storage_options": getattr(self, "storage_options", {}),
-            "cache_dir": getattr(self, "cache_dir", None),
-            "use_cache": getattr(self, "use_cache", True),
-        }
-        return {"patterns": self.patterns, "rounding": self.time_rounding,
-                "source_options": source_options}
+        """What every per-rank step may take (each gets the keys its signature names). The event
+        args that some analyses need beyond the parsed tables (extras) are not the facade's
+        business: the engine that loaded a rank reads them (``engine.read_extras``)."""
+        return {"patterns": self.patterns, "rounding": self.time_rounding}
 
     # -------------------------------------------------------------------------------- analyses
     def run(self, name: str, ranks: RankSpec = None, **options: Any) -> Any:
@@ -245,7 +256,8 @@ class TraceAnalysis:
             batch = [(n, dict(requests[n])) for n in names]
             for window, reqs in catalogue.requests_by_window(batch).items():
                 parts = self.engine.map_ranks(
-                    catalogue.run_on_rank, chosen, window=window, requests=reqs, context=context
+                    catalogue.run_on_rank, chosen, window=window, requests=reqs, context=context,
+                    read_extras=self.engine.read_extras,
                 )
                 for name, options in reqs:
                     try:
@@ -412,6 +424,10 @@ class TraceAnalysis:
         from analysis.display import overview_html
 
         return overview_html(self)
+
+
+# the constructor's defaults: a load keyword still at its default does not replace ``options``
+_INIT_DEFAULTS = TraceAnalysis.__init__.__kwdefaults__
 
 
 def _facade_method(spec: registry.Analysis):

@@ -282,12 +282,12 @@ def run_on_rank(
 ) -> dict:
     """The per-rank task: each requested ``(entry, options)``'s rank step on ``rt``.
 
-    ``context`` holds what every step may take (``patterns``, ``rounding``) and
-    ``source_options`` (``storage_options``, ``cache_dir``, ``use_cache``) for reading the extras
-    an analysis declares, which ``attach_extras(rt, kinds, **source_options)`` attaches
-    (:func:`analysis.kineto.extras.attach_extras`; this module reads no file). Returns ``{name:
-    part}``; an analysis that cannot run on this rank (no GPU events, or another of the project's
-    errors) gives a :class:`RankFailure` instead, so the other analyses of the batch still run.
+    ``context`` holds what every step may take (``patterns``, ``rounding``). The extras an
+    analysis declares are attached by ``attach_extras(rt, kinds)``: the reader of the engine that
+    loaded the rank (``engine.read_extras``, an :class:`analysis.kineto.extras.ExtrasReader` bound
+    to the engine's load options; this module reads no file). Returns ``{name: part}``; an
+    analysis that cannot run on this rank (no GPU events, or another of the project's errors)
+    gives a :class:`RankFailure` instead, so the other analyses of the batch still run.
     """
     out: dict[str, Any] = {}
     for spec, options in requests:
@@ -303,7 +303,7 @@ def run_on_rank(
             if spec.extras:
                 if attach_extras is None:
                     raise ConfigError(f"{name} needs trace extras {spec.extras}: no reader given")
-                attach_extras(rt, spec.extras, **context.get("source_options", {}))
+                attach_extras(rt, spec.extras)
             kwargs = _accepted(spec.rank_step, {**context, **options})
             out[name] = spec.rank_step(rt, **kwargs)
         except NoGPUEventsError as exc:
