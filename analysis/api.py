@@ -228,7 +228,7 @@ class TraceAnalysis:
 
     def run_many(
         self, requests: Mapping[str, Mapping[str, Any]], ranks: RankSpec = None, *,
-        errors: str = "raise", failures: list | None = None,
+        errors: str = "raise", failures: list | None = None, left_out: list | None = None,
     ) -> dict[str, Any]:
         """Several registered analyses at once, ``{name: options}`` → ``{name: result}``.
 
@@ -241,10 +241,13 @@ class TraceAnalysis:
         those), and for each analysis that failed with an ``AnalysisFailedError``: an exception
         that is not the project's own, raised inside the analysis (a bug). An analysis the traces
         cannot give (no GPU events, no shapes) is not a failure: its error is its result.
+        ``left_out``, a list, gets a ``registry.Failure`` for each rank left out of a result the
+        other ranks give because it has nothing the analysis reads (no GPU events), instead of
+        a warning (``registry.left_out_notes`` words them).
         """
         derived = {n: o for n, o in requests.items() if catalogue.get(n).derive is not None}
         if derived:
-            return self._run_with_derived(requests, derived, ranks, errors, failures)
+            return self._run_with_derived(requests, derived, ranks, errors, failures, left_out)
         specs = {name: catalogue.get(name) for name in requests}
         by_ranks: dict[tuple[int, ...], list[str]] = {}
         for name, spec in specs.items():
@@ -264,7 +267,7 @@ class TraceAnalysis:
                         results[name] = registry.combine_parts(
                             specs[name], {r: parts[r][name] for r in parts}, options, context,
                             explain_no_gpu=self._explain_no_gpu if window == "steps" else None,
-                            failures=failures,
+                            failures=failures, left_out=left_out,
                         )
                     except TraceAnalysisError as exc:
                         if errors != "return":
@@ -274,14 +277,15 @@ class TraceAnalysis:
                             failures.append(registry.Failure(name, None, exc))
         return {name: results[name] for name in requests}
 
-    def _run_with_derived(self, requests, derived, ranks, errors: str, failures) -> dict[str, Any]:
+    def _run_with_derived(self, requests, derived, ranks, errors: str, failures,
+                          left_out) -> dict[str, Any]:
         """``run_many`` when some requests read other analyses' results (``Analysis.derive``):
         their requirements join the same batch, then each derived result is computed from them."""
         base = {n: dict(o) for n, o in requests.items() if n not in derived}
         for name in derived:
             for required, options in catalogue.get(name).requires.items():
                 base.setdefault(required, dict(options))
-        results = self.run_many(base, ranks, errors="return", failures=failures)
+        results = self.run_many(base, ranks, errors="return", failures=failures, left_out=left_out)
         for name, options in derived.items():
             spec = catalogue.get(name)
             inputs = {r: results[r] for r in spec.requires}
@@ -337,10 +341,17 @@ class TraceAnalysis:
         show(fig, renderer)
 
     def summary(self, ranks: RankSpec = "all") -> Any:
-        """The headline numbers per rank: every analysis's headline columns, merged on ``rank``."""
+        """The headline numbers per rank: every analysis's headline columns, merged on ``rank``.
+
+        Ranks an analysis left out (no GPU events) come with the table, as data:
+        ``table.attrs["left_out"]`` is ``{analysis: [ranks]}``."""
         names = catalogue.headline_names()
-        return catalogue.headline_table(self.run_many(dict.fromkeys(names, {}), ranks,
-                                                     errors="return"))
+        left_out: list[registry.Failure] = []
+        table = catalogue.headline_table(self.run_many(dict.fromkeys(names, {}), ranks,
+                                                       errors="return", left_out=left_out))
+        if table is not None:
+            table.attrs["left_out"] = registry.left_out_ranks(left_out)
+        return table
 
     def export_merged_trace(
         self,
