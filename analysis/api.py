@@ -70,6 +70,16 @@ class TraceAnalysis:
             the cache when asked again; results stay memoised (``analysis.engines.local``).
     """
 
+    # What a TraceAnalysis holds (also the attributes ``analysis/api.pyi`` declares).
+    patterns: KernelPatterns
+    time_rounding: Rounding
+    gpu_events: str
+    include_last_profiler_step: bool
+    storage_options: dict[str, Any]
+    cache_dir: str | os.PathLike | None
+    use_cache: bool
+    engine: Engine
+
     def __init__(
         self,
         trace_dir: str | os.PathLike | None = None,
@@ -177,6 +187,7 @@ class TraceAnalysis:
     # ----------------------------------------------------------------------------------- helpers
     @property
     def ranks(self) -> list[int]:
+        """The loaded ranks."""
         return self.engine.ranks
 
     @property
