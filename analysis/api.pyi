@@ -3,7 +3,7 @@ registry (each entry's ``Param.type``, ``returns``) and ``TraceAnalysis``'s own
 annotations. Do not edit: change the registry or api.py and run the script."""
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 import pandas as pd
