@@ -124,3 +124,17 @@ def test_a_catalogue_refuses_an_alias_that_is_another_name():
     with pytest.raises(ConfigError, match="'get_a' is registered twice"):
         Catalogue([a, Analysis(name="d", method="get_d", doc="", method_aliases=("get_a",))])
     assert Catalogue([a]).get("old_a") is a and Catalogue([a]).canonical("old_a") == "a"
+
+
+def test_the_analyses_command_lists_each_name_with_its_method_and_earlier_names():
+    from click.testing import CliRunner
+
+    from analysis.cli import main
+
+    out = CliRunner().invoke(main, ["analyses"])
+    assert out.exit_code == 0, out.output
+    lines = {line.split()[0]: line for line in out.output.splitlines()}
+    assert list(lines) == list(catalogue.analyses())
+    assert "ta.get_memcpy_summary" in lines["memcpy_summary"]
+    assert "(earlier: memory_bandwidth)" in lines["memcpy_summary"]
+    assert "(earlier: ta.check)" in lines["trace_health"]
