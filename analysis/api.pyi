@@ -1127,8 +1127,8 @@ class TraceAnalysis:
         gpu_kernel_launch_overhead). ``annotation`` names the windows (every instance).
 
         Args:
-            annotation (str, default 'ProfilerStep'): The windows: every CPU-side event whose name
-                contains this (``''``: the whole rank).
+            annotation (str, default 'ProfilerStep'): The windows: every event whose name contains this
+                (CPU-side ones only, unless ``kernel_patterns='hta'``; ``''``: the whole rank).
             visualize (bool, default True): Show the analysis's figures (plotly) after computing the
                 result.
             ranks (int | Iterable[int] | Literal['all'] | None, default 'all'): The ranks to analyse:
@@ -1164,8 +1164,8 @@ class TraceAnalysis:
 
         Args:
             rank (int | None, default None): The rank to analyse (None: the first loaded rank).
-            annotation (str, default 'ProfilerStep'): The windows: every CPU-side event whose name
-                contains this (``''``: the whole rank).
+            annotation (str, default 'ProfilerStep'): The windows: every event whose name contains this
+                (CPU-side ones only, unless ``kernel_patterns='hta'``; ``''``: the whole rank).
             instance_id (int | tuple[int, int] | None, default 0): The N-th instance of ``annotation``
                 in file order, a ``(first, last)`` range of them, or None for every instance.
 

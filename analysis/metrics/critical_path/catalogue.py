@@ -24,8 +24,9 @@ ENTRIES = (
         combine=critical_path.combine_summaries,
         params=(
             Param("annotation", "ProfilerStep", type="str",
-                  description="The windows: every CPU-side event whose name contains this "
-                              "(``''``: the whole rank)."),
+                  description="The windows: every event whose name contains this (CPU-side "
+                              "ones only, unless ``kernel_patterns='hta'``; ``''``: the whole "
+                              "rank)."),
             VISUALIZE,
             RANKS_ALL,
         ),
@@ -64,8 +65,9 @@ ENTRIES = (
             Param("rank", None, role="ranks", type="int | None",
                   description="The rank to analyse (None: the first loaded rank)."),
             Param("annotation", "ProfilerStep", type="str",
-                  description="The windows: every CPU-side event whose name contains this "
-                              "(``''``: the whole rank)."),
+                  description="The windows: every event whose name contains this (CPU-side "
+                              "ones only, unless ``kernel_patterns='hta'``; ``''``: the whole "
+                              "rank)."),
             Param("instance_id", 0, type="int | tuple[int, int] | None",
                   description="The N-th instance of ``annotation`` in file order, a "
                               "``(first, last)`` range of them, or None for every instance."),

@@ -288,7 +288,7 @@ def host_to_device_copies(results: Mapping[str, Any]) -> list[Finding]:
             f"{ms:.2f} ms in all. A pageable copy is "
             "staged and synchronous, so it cannot overlap with compute.",
             "pageable_htod_ms", round(ms, 3), 0.0,
-            "memory_bandwidth (memory copies): " + ", ".join(
+            "memcpy_summary (memory copies): " + ", ".join(
                 f"rank {r.rank}: {r.time / 1000:.2f} ms" + (
                     f", {r.count} copies, {_size(r.bytes)} at {r.achieved_gbps:.2f} GB/s"
                     if r.bytes == r.bytes else "") for r in pageable.head(4).itertuples()),
