@@ -455,7 +455,7 @@ def _facade_method(spec: registry.Analysis, name: str | None = None):
     method.__qualname__ = f"TraceAnalysis.{name}"
     method.__signature__ = signature
     method.__annotations__ = {p.name: p.type for p in spec.params} | {"return": spec.returns}
-    method.__doc__ = spec.method_doc(alias_of=spec.method if name != spec.method else None)
+    method.__doc__ = spec.method_doc(alias=name if name != spec.method else None)
     return method
 
 

@@ -304,7 +304,7 @@ class TraceAnalysis:
         """
 
     def check(self, ranks: int | Iterable[int] | Literal['all'] | None = 'all') -> pd.DataFrame:
-        """Alias of ``get_trace_health`` (its earlier name, kept working).
+        """``check`` is the earlier name of ``get_trace_health``, kept working: the same method.
 
         Trace health findings (``rank, severity, check, message, evidence``; errors first):
         misclassified communication kernels, broken CPU-GPU links, dropped events, Kineto's own

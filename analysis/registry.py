@@ -158,12 +158,13 @@ class Analysis:
     def param(self, role: Role) -> Param | None:
         return next((p for p in self.params if p.role == role), None)
 
-    def method_doc(self, alias_of: str | None = None) -> str:
+    def method_doc(self, alias: str | None = None) -> str:
         """The facade method's docstring: ``doc``, then ``Args:`` (each param's type, default and
         description) and ``Returns:`` (``returns`` and ``columns``), then where the analysis is
-        defined. ``alias_of``: the docstring of the earlier method name that aliases it."""
+        defined. ``alias``: for the docstring of that earlier method name (``method_aliases``)."""
         module = (self.rank_step or self.derive).__module__
-        lines = [f"Alias of ``{alias_of}`` (its earlier name, kept working).", ""] if alias_of else []
+        lines = [f"``{alias}`` is the earlier name of ``{self.method}``, kept working: the same "
+                 "method.", ""] if alias else []
         lines += [*_wrap(self.doc, 0), ""]
         if self.params:
             lines.append("Args:")

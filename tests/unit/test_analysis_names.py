@@ -103,7 +103,7 @@ def test_an_earlier_method_name_is_the_same_method(sample_ta):
     for alias, method in EARLIER_METHODS.items():
         old, new = getattr(TraceAnalysis, alias), getattr(TraceAnalysis, method)
         assert str(old.__signature__) == str(new.__signature__)
-        assert old.__doc__.startswith(f"Alias of ``{method}``")
+        assert old.__doc__.startswith(f"``{alias}`` is the earlier name of ``{method}``")
         _same(getattr(sample_ta, alias)(), getattr(sample_ta, method)())
 
 
