@@ -440,12 +440,13 @@ def _facade_method(spec: registry.Analysis, name: str | None = None):
         kind = inspect.Parameter.KEYWORD_ONLY if p.keyword_only else inspect.Parameter.POSITIONAL_OR_KEYWORD
         params.append(inspect.Parameter(p.name, kind, default=p.default, annotation=p.type))
     signature = inspect.Signature(params, return_annotation=spec.returns)
+    plain = inspect.Signature([p.replace(annotation=p.empty) for p in params])  # for errors
 
     def method(self, *args, **kwargs):
         try:
             bound = signature.bind(self, *args, **kwargs)
         except TypeError as exc:
-            raise ConfigError(f"{name}{signature}: {exc}") from None
+            raise ConfigError(f"{name}{plain}: {exc}") from None
         bound.apply_defaults()
         arguments = dict(bound.arguments)
         del arguments["self"]
