@@ -203,8 +203,8 @@ class TraceAnalysis:
 
         Returns:
             pd.DataFrame: columns ``rank``, ``file``, ``format``, ``rank_from``, ``gpu``,
-                ``world_size``, ``events``, ``steps``, ``duration_ms``, ``gpu_events``,
-                ``unlaunched_gpu_events``, ``unlaunched_gpu_ms``, ``graph_launches``,
+                ``world_size``, ``events``, ``steps``, ``duration_ms`` (ms), ``gpu_events``,
+                ``unlaunched_gpu_events``, ``unlaunched_gpu_ms`` (ms), ``graph_launches``,
                 ``graph_launches_unmatched``.
 
         The registered analysis ``trace_metadata`` (its name in ``TraceAnalysis.run`` and the report).
@@ -224,8 +224,8 @@ class TraceAnalysis:
                 one rank, a list of ranks, ``'all'``, or ``None``; the default gives every loaded rank.
 
         Returns:
-            pd.DataFrame: columns ``rank``, ``step``, ``start(us)``, ``end(us)``, ``start_ms``,
-                ``end_ms``, ``duration(us)``.
+            pd.DataFrame: columns ``rank``, ``step``, ``start(us)`` (µs), ``end(us)`` (µs), ``start_ms``
+                (ms), ``end_ms`` (ms), ``duration(us)`` (µs).
 
         The registered analysis ``profiler_step_table`` (its name in ``TraceAnalysis.run`` and the
         report). Its definition is the docstring of ``analysis.metrics.steps.profiler_steps`` (entry in
@@ -274,8 +274,8 @@ class TraceAnalysis:
                 one rank, a list of ranks, ``'all'``, or ``None``; the default gives every loaded rank.
 
         Returns:
-            pd.DataFrame: columns ``rank``, ``step``, ``duration_us``, ``first_launch_us``,
-                ``first_launch_pct``, ``dataloader_us``.
+            pd.DataFrame: columns ``rank``, ``step``, ``duration_us`` (µs), ``first_launch_us`` (µs),
+                ``first_launch_pct`` (%), ``dataloader_us`` (µs).
 
         The registered analysis ``step_start_gaps`` (its name in ``TraceAnalysis.run``). Earlier names,
         still accepted: ``step_start_gap``. Its definition is the docstring of
@@ -356,9 +356,9 @@ class TraceAnalysis:
                 one rank, a list of ranks, ``'all'``, or ``None``; the default gives every loaded rank.
 
         Returns:
-            pd.DataFrame: columns ``rank``, ``idle_time(us)``, ``compute_time(us)``,
-                ``non_compute_time(us)``, ``kernel_time(us)``, ``idle_time_pctg``,
-                ``compute_time_pctg``, ``non_compute_time_pctg``.
+            pd.DataFrame: columns ``rank``, ``idle_time(us)`` (µs), ``compute_time(us)`` (µs),
+                ``non_compute_time(us)`` (µs), ``kernel_time(us)`` (µs), ``idle_time_pctg`` (%),
+                ``compute_time_pctg`` (%), ``non_compute_time_pctg`` (%).
 
         The registered analysis ``temporal_breakdown`` (its name in ``TraceAnalysis.run``, the report
         and ``trace-analysis report --analyses``). Its definition is the docstring of
@@ -396,7 +396,8 @@ class TraceAnalysis:
 
         Returns:
             tuple[pd.DataFrame, pd.DataFrame | None]: the first DataFrame's columns ``rank``,
-                ``stream``, ``idle_category``, ``idle_time``, ``idle_time_ratio``.
+                ``stream``, ``idle_category``, ``idle_time`` (µs), ``idle_time_ratio`` (share of the
+                stream's idle time, 0-1).
 
         The registered analysis ``idle_time_breakdown`` (its name in ``TraceAnalysis.run``, the report
         and ``trace-analysis report --analyses``). Its definition is the docstring of
@@ -419,7 +420,7 @@ class TraceAnalysis:
                 one rank, a list of ranks, ``'all'``, or ``None``; the default gives every loaded rank.
 
         Returns:
-            pd.DataFrame: columns ``rank``, ``comp_comm_overlap_pctg``.
+            pd.DataFrame: columns ``rank``, ``comp_comm_overlap_pctg`` (%).
 
         The registered analysis ``comm_comp_overlap`` (its name in ``TraceAnalysis.run``, the report and
         ``trace-analysis report --analyses``). Its definition is the docstring of
@@ -457,8 +458,8 @@ class TraceAnalysis:
                 pattern preset.
 
         Returns:
-            dict[int, pd.DataFrame]: each DataFrame's columns ``correlation``, ``cpu_duration``,
-                ``gpu_duration``, ``launch_delay``.
+            dict[int, pd.DataFrame]: each DataFrame's columns ``correlation``, ``cpu_duration`` (µs),
+                ``gpu_duration`` (µs), ``launch_delay`` (µs).
 
         The registered analysis ``cuda_kernel_launch_stats`` (its name in ``TraceAnalysis.run``, the
         report and ``trace-analysis report --analyses``). Earlier names, still accepted:
@@ -495,8 +496,8 @@ class TraceAnalysis:
                 one rank, a list of ranks, ``'all'``, or ``None``; the default gives every loaded rank.
 
         Returns:
-            tuple[pd.DataFrame, pd.DataFrame]: the first DataFrame's columns ``kernel_type``, ``sum``,
-                ``percentage``.
+            tuple[pd.DataFrame, pd.DataFrame]: the first DataFrame's columns ``kernel_type``, ``sum``
+                (µs), ``percentage`` (%).
 
         The registered analysis ``gpu_kernel_breakdown`` (its name in ``TraceAnalysis.run``, the report
         and ``trace-analysis report --analyses``). Earlier names, still accepted: ``kernel_breakdown``.
@@ -519,8 +520,8 @@ class TraceAnalysis:
                 launched then self CPU time (None: every operator).
 
         Returns:
-            pd.DataFrame: columns ``rank``, ``name``, ``calls``, ``cpu_total_us``, ``cpu_self_us``,
-                ``gpu_total_us``, ``gpu_self_us``.
+            pd.DataFrame: columns ``rank``, ``name``, ``calls``, ``cpu_total_us`` (µs), ``cpu_self_us``
+                (µs), ``gpu_total_us`` (µs), ``gpu_self_us`` (µs).
 
         The registered analysis ``operator_summary`` (its name in ``TraceAnalysis.run``, the report and
         ``trace-analysis report --analyses``). Its definition is the docstring of
@@ -545,8 +546,8 @@ class TraceAnalysis:
                 result.
 
         Returns:
-            pd.DataFrame: columns ``rank``, ``gpu``, ``gpu_utilization_pct``, ``sm_efficiency_pct``,
-                ``achieved_occupancy_pct``, ``tensor_core_pct``.
+            pd.DataFrame: columns ``rank``, ``gpu``, ``gpu_utilization_pct`` (%), ``sm_efficiency_pct``
+                (%), ``achieved_occupancy_pct`` (%), ``tensor_core_pct`` (%).
 
         The registered analysis ``gpu_summary`` (its name in ``TraceAnalysis.run``, the report and
         ``trace-analysis report --analyses``). Its definition is the docstring of
@@ -569,8 +570,8 @@ class TraceAnalysis:
                 result.
 
         Returns:
-            pd.DataFrame: columns ``rank``, ``gpu``, ``start_us``, ``end_us``, ``gpu_utilization_pct``,
-                ``sm_efficiency_pct``.
+            pd.DataFrame: columns ``rank``, ``gpu``, ``start_us`` (µs), ``end_us`` (µs),
+                ``gpu_utilization_pct`` (%), ``sm_efficiency_pct`` (%).
 
         The registered analysis ``gpu_utilization_timeline`` (its name in ``TraceAnalysis.run``, the
         report and ``trace-analysis report --analyses``). Its definition is the docstring of
@@ -595,9 +596,9 @@ class TraceAnalysis:
                 result.
 
         Returns:
-            pd.DataFrame: columns ``rank``, ``step``, ``kernel_us``, ``memcpy_us``, ``memset_us``,
-                ``runtime_us``, ``dataloader_us``, ``cpu_exec_us``, ``other_us``, ``total_us``,
-                ``communication_us``.
+            pd.DataFrame: columns ``rank``, ``step``, ``kernel_us`` (µs), ``memcpy_us`` (µs),
+                ``memset_us`` (µs), ``runtime_us`` (µs), ``dataloader_us`` (µs), ``cpu_exec_us`` (µs),
+                ``other_us`` (µs), ``total_us`` (µs), ``communication_us`` (µs).
 
         The registered analysis ``step_time_breakdown`` (its name in ``TraceAnalysis.run``, the report
         and ``trace-analysis report --analyses``). Its definition is the docstring of
@@ -625,9 +626,9 @@ class TraceAnalysis:
             top (int, default 20): The number of kernels in the figure (by total time).
 
         Returns:
-            KernelTables: columns ``rank``, ``name``, ``tensor_cores_used``, ``calls``, ``total_us``,
-                ``mean_us``, ``max_us``, ``min_us``, ``mean_blocks_per_sm``,
-                ``mean_est_achieved_occupancy_pct``.
+            KernelTables: the first DataFrame's columns ``rank``, ``name``, ``tensor_cores_used``,
+                ``calls``, ``total_us`` (µs), ``mean_us`` (µs), ``max_us`` (µs), ``min_us`` (µs),
+                ``mean_blocks_per_sm``, ``mean_est_achieved_occupancy_pct`` (%).
 
         The registered analysis ``kernel_table`` (its name in ``TraceAnalysis.run``, the report and
         ``trace-analysis report --analyses``). Its definition is the docstring of
@@ -660,9 +661,9 @@ class TraceAnalysis:
             top (int, default 20): The number of operators in the figure.
 
         Returns:
-            pd.DataFrame: columns ``rank``, ``name``, ``calls``, ``host_self_us``, ``host_total_us``,
-                ``device_self_us``, ``device_total_us``, ``tc_eligible``, ``tc_self_pct``,
-                ``tc_total_pct``.
+            pd.DataFrame: columns ``rank``, ``name``, ``calls``, ``host_self_us`` (µs),
+                ``host_total_us`` (µs), ``device_self_us`` (µs), ``device_total_us`` (µs),
+                ``tc_eligible``, ``tc_self_pct`` (%), ``tc_total_pct`` (%).
 
         The registered analysis ``operator_table`` (its name in ``TraceAnalysis.run``, the report and
         ``trace-analysis report --analyses``). Its definition is the docstring of
@@ -689,8 +690,8 @@ class TraceAnalysis:
 
         Returns:
             pd.DataFrame: columns ``rank``, ``module``, ``module_id``, ``path``, ``depth``,
-                ``occurrences``, ``operators``, ``host_total_us``, ``host_self_us``,
-                ``device_total_us``, ``device_self_us``.
+                ``occurrences``, ``operators``, ``host_total_us`` (µs), ``host_self_us`` (µs),
+                ``device_total_us`` (µs), ``device_self_us`` (µs).
 
         The registered analysis ``module_summary`` (its name in ``TraceAnalysis.run``, the report and
         ``trace-analysis report --analyses``). Its definition is the docstring of
@@ -712,8 +713,8 @@ class TraceAnalysis:
                 (HTA's default).
 
         Returns:
-            pd.DataFrame: columns ``rank``, ``device``, ``time_us``, ``allocated_bytes``,
-                ``reserved_bytes``.
+            pd.DataFrame: columns ``rank``, ``device``, ``time_us`` (µs), ``allocated_bytes`` (bytes),
+                ``reserved_bytes`` (bytes).
 
         The registered analysis ``memory_timeline`` (its name in ``TraceAnalysis.run``). Its definition
         is the docstring of ``analysis.metrics.tensorboard.memory_view`` (entry in
@@ -733,8 +734,8 @@ class TraceAnalysis:
                 one rank, a list of ranks, ``'all'``, or ``None``; the default gives every loaded rank.
 
         Returns:
-            pd.DataFrame: columns ``rank``, ``device``, ``peak_allocated_bytes``, ``peak_time_us``,
-                ``step``, ``peak_reserved_bytes``.
+            pd.DataFrame: columns ``rank``, ``device``, ``peak_allocated_bytes`` (bytes),
+                ``peak_time_us`` (µs), ``step``, ``peak_reserved_bytes`` (bytes).
 
         The registered analysis ``memory_peaks`` (its name in ``TraceAnalysis.run``). Its definition is
         the docstring of ``analysis.metrics.tensorboard.memory_view`` (entry in
@@ -755,9 +756,10 @@ class TraceAnalysis:
                 (HTA's default).
 
         Returns:
-            pd.DataFrame: columns ``rank``, ``device``, ``operator``, ``calls``,
-                ``size_increase_bytes``, ``self_size_increase_bytes``, ``allocation_count``,
-                ``self_allocation_count``, ``allocation_bytes``, ``self_allocation_bytes``.
+            pd.DataFrame: columns ``rank``, ``device``, ``operator``, ``calls``, ``size_increase_bytes``
+                (bytes), ``self_size_increase_bytes`` (bytes), ``allocation_count``,
+                ``self_allocation_count``, ``allocation_bytes`` (bytes), ``self_allocation_bytes``
+                (bytes).
 
         The registered analysis ``operator_memory`` (its name in ``TraceAnalysis.run``). Its definition
         is the docstring of ``analysis.metrics.tensorboard.memory_view`` (entry in
@@ -779,8 +781,8 @@ class TraceAnalysis:
                 (HTA's default).
 
         Returns:
-            pd.DataFrame: columns ``rank``, ``device``, ``operator``, ``bytes``, ``allocated_us``,
-                ``freed_us``, ``lifetime_us``, ``freed``.
+            pd.DataFrame: columns ``rank``, ``device``, ``operator``, ``bytes`` (bytes),
+                ``allocated_us`` (µs), ``freed_us`` (µs), ``lifetime_us`` (µs), ``freed``.
 
         The registered analysis ``memory_events`` (its name in ``TraceAnalysis.run``). Its definition is
         the docstring of ``analysis.metrics.tensorboard.memory_view`` (entry in
@@ -838,11 +840,12 @@ class TraceAnalysis:
                 roofline.
 
         Returns:
-            RooflineResult: columns ``name``, ``input_dims``, ``input_types``, ``input_strides``,
-                ``concrete_inputs``, ``family``, ``precision``, ``count``, ``gflops``,
-                ``data_moved_mb``, ``flops_per_byte``, ``kernel_time_us_sum``, ``kernel_time_us_mean``,
-                ``kernel_time_us_median``, ``tflops_per_s``, ``tb_per_s``, ``roofline_time_us``,
-                ``bound``, ``pct_of_peak``, ``time_lost_us``, ``innermost``.
+            RooflineResult: the first DataFrame's columns ``name``, ``input_dims``, ``input_types``,
+                ``input_strides``, ``concrete_inputs``, ``family``, ``precision``, ``count``, ``gflops``
+                (GFLOP), ``data_moved_mb`` (MiB), ``flops_per_byte``, ``kernel_time_us_sum`` (µs),
+                ``kernel_time_us_mean`` (µs), ``kernel_time_us_median`` (µs), ``tflops_per_s``
+                (TFLOP/s), ``tb_per_s`` (TB/s), ``roofline_time_us`` (µs), ``bound``, ``pct_of_peak``
+                (%), ``time_lost_us`` (µs), ``innermost``.
 
         The registered analysis ``operator_roofline`` (its name in ``TraceAnalysis.run``, the report and
         ``trace-analysis report --analyses``). Its definition is the docstring of
@@ -865,8 +868,9 @@ class TraceAnalysis:
 
         Returns:
             pd.DataFrame: columns ``rank``, ``iteration``, ``name``, ``phase``, ``tokens``,
-                ``batch_size``, ``cpu_start_us``, ``cpu_us``, ``gpu_start_us``, ``gpu_end_us``,
-                ``gpu_busy_us``, ``idle_inside_us``, ``idle_before_us``, ``kernels``, ``steady``.
+                ``batch_size``, ``cpu_start_us`` (µs), ``cpu_us`` (µs), ``gpu_start_us`` (µs),
+                ``gpu_end_us`` (µs), ``gpu_busy_us`` (µs), ``idle_inside_us`` (µs), ``idle_before_us``
+                (µs), ``kernels``, ``steady``.
 
         The registered analysis ``inference_iterations`` (its name in ``TraceAnalysis.run``, the report
         and ``trace-analysis report --analyses``). Its definition is the docstring of
@@ -892,8 +896,9 @@ class TraceAnalysis:
                 result.
 
         Returns:
-            pd.DataFrame: columns ``rank``, ``stream``, ``span``, ``mean_queue_length``,
-                ``max_queue_length``, ``time_at_max_queue_length``, ``empty_idle``, ``empty_idle_pctg``.
+            pd.DataFrame: columns ``rank``, ``stream``, ``span`` (µs), ``mean_queue_length``,
+                ``max_queue_length``, ``time_at_max_queue_length`` (µs), ``empty_idle`` (µs),
+                ``empty_idle_pctg`` (%).
 
         The registered analysis ``queue_length_stream_summary`` (its name in ``TraceAnalysis.run``, the
         report and ``trace-analysis report --analyses``). Earlier names, still accepted:
@@ -934,7 +939,7 @@ class TraceAnalysis:
                 (HTA's default).
 
         Returns:
-            dict[int, pd.DataFrame]: each DataFrame's columns ``ts``, ``pid``, ``tid``, ``stream``,
+            dict[int, pd.DataFrame]: each DataFrame's columns ``ts`` (µs), ``pid``, ``tid``, ``stream``,
                 ``queue_length``.
 
         The registered analysis ``queue_length_time_series`` (its name in ``TraceAnalysis.run``). Its
@@ -958,7 +963,7 @@ class TraceAnalysis:
 
         Returns:
             pd.DataFrame: columns ``rank``, ``kind``, ``direction``, ``src``, ``dst``, ``count``,
-                ``bytes``, ``time``, ``busy``, ``achieved_gbps``.
+                ``bytes`` (bytes), ``time`` (µs), ``busy`` (µs), ``achieved_gbps`` (GB/s).
 
         The registered analysis ``memcpy_summary`` (its name in ``TraceAnalysis.run``, the report and
         ``trace-analysis report --analyses``). Earlier names, still accepted: ``memory_bandwidth``. Its
@@ -999,8 +1004,8 @@ class TraceAnalysis:
                 (HTA's default).
 
         Returns:
-            dict[int, pd.DataFrame]: each DataFrame's columns ``ts``, ``pid``, ``name``,
-                ``memory_bw_gbps``.
+            dict[int, pd.DataFrame]: each DataFrame's columns ``ts`` (µs), ``pid``, ``name``,
+                ``memory_bw_gbps`` (GB/s).
 
         The registered analysis ``memory_bw_time_series`` (its name in ``TraceAnalysis.run``). Its
         definition is the docstring of ``analysis.metrics.gpu_time.memory_bandwidth`` (entry in
@@ -1024,9 +1029,10 @@ class TraceAnalysis:
 
         Returns:
             pd.DataFrame: columns ``collective``, ``group``, ``type``, ``seq``, ``rank``, ``step``,
-                ``step_us``, ``name``, ``bytes``, ``group_size``, ``start_us``, ``end_us``,
-                ``duration_us``, ``skew_us``, ``wait_us``, ``transfer_us``, ``algbw_gbps``,
-                ``busbw_gbps``, ``exposed_us``, ``idle_before_us``, ``launch_late``, ``is_last``.
+                ``step_us`` (µs), ``name``, ``bytes`` (bytes), ``group_size``, ``start_us`` (µs),
+                ``end_us`` (µs), ``duration_us`` (µs), ``skew_us`` (µs), ``wait_us`` (µs),
+                ``transfer_us`` (µs), ``algbw_gbps`` (GB/s), ``busbw_gbps`` (GB/s), ``exposed_us`` (µs),
+                ``idle_before_us`` (µs), ``launch_late``, ``is_last``.
 
         The registered analysis ``collectives`` (its name in ``TraceAnalysis.run``, the report and
         ``trace-analysis report --analyses``). Its definition is the docstring of
@@ -1047,8 +1053,9 @@ class TraceAnalysis:
                 one rank, a list of ranks, ``'all'``, or ``None``; the default gives every loaded rank.
 
         Returns:
-            pd.DataFrame: columns ``type``, ``bucket``, ``bucket_bytes``, ``group``, ``count``,
-                ``ranks``, ``total_us``, ``exposed_us``, ``busbw_median_gbps``, ``skew_p95_us``.
+            pd.DataFrame: columns ``type``, ``bucket``, ``bucket_bytes`` (bytes), ``group``, ``count``,
+                ``ranks``, ``total_us`` (µs), ``exposed_us`` (µs), ``busbw_median_gbps`` (GB/s),
+                ``skew_p95_us`` (µs).
 
         The registered analysis ``collective_summary`` (its name in ``TraceAnalysis.run``). Its
         definition is the docstring of ``analysis.metrics.distributed.collectives`` (entry in
@@ -1071,10 +1078,10 @@ class TraceAnalysis:
                 one rank, a list of ranks, ``'all'``, or ``None``; the default gives every loaded rank.
 
         Returns:
-            pd.DataFrame: columns ``rank``, ``times_last``, ``instances``, ``wait_caused_us``,
-                ``wait_caused_per_step_us``, ``wait_caused_pct_of_step``, ``mean_lateness_us``,
-                ``late_host_us``, ``late_other_us``, ``late_busy_us``, ``why``, ``clock_skew_us``,
-                ``clock_caveat``.
+            pd.DataFrame: columns ``rank``, ``times_last``, ``instances``, ``wait_caused_us`` (µs),
+                ``wait_caused_per_step_us`` (µs), ``wait_caused_pct_of_step`` (%), ``mean_lateness_us``
+                (µs), ``late_host_us`` (µs), ``late_other_us`` (µs), ``late_busy_us`` (µs), ``why``,
+                ``clock_skew_us`` (µs), ``clock_caveat``.
 
         The registered analysis ``stragglers`` (its name in ``TraceAnalysis.run``). Its definition is
         the docstring of ``analysis.metrics.distributed.collectives`` (entry in
@@ -1102,10 +1109,11 @@ class TraceAnalysis:
                 one rank, a list of ranks, ``'all'``, or ``None``; the default gives every loaded rank.
 
         Returns:
-            pd.DataFrame: columns ``rank``, ``step``, ``step_time_us``, ``computation_us``,
-                ``exposed_comm_us``, ``memory_us``, ``other_us``, ``step_idle_host_wait_us``,
-                ``step_idle_kernel_wait_us``, ``step_idle_other_us``, ``step_idle_us``,
-                ``step_slowest_rank``, ``step_margin_us``.
+            pd.DataFrame: columns ``rank``, ``step``, ``step_time_us`` (µs), ``computation_us`` (µs),
+                ``exposed_comm_us`` (µs), ``memory_us`` (µs), ``other_us`` (µs),
+                ``step_idle_host_wait_us`` (µs), ``step_idle_kernel_wait_us`` (µs),
+                ``step_idle_other_us`` (µs), ``step_idle_us`` (µs), ``step_slowest_rank``,
+                ``step_margin_us`` (µs).
 
         The registered analysis ``step_breakdown`` (its name in ``TraceAnalysis.run``, the report and
         ``trace-analysis report --analyses``). Its definition is the docstring of
@@ -1135,11 +1143,12 @@ class TraceAnalysis:
                 one rank, a list of ranks, ``'all'``, or ``None``; the default gives every loaded rank.
 
         Returns:
-            pd.DataFrame: columns ``rank``, ``instance``, ``path_length_us``, ``step_us``,
-                ``past_step_end_us``, ``path_nodes``, ``path_events``, ``path_edges``, ``nodes``,
-                ``edges``, ``cycles_broken``, ``cpu_bound``, ``cpu_untraced``, ``data_loading``,
-                ``gpu_compute_bound``, ``gpu_communication_bound``, ``gpu_kernel_kernel_overhead``,
-                ``gpu_kernel_launch_overhead``.
+            pd.DataFrame: columns ``rank``, ``instance``, ``path_length_us`` (µs), ``step_us`` (µs),
+                ``past_step_end_us`` (µs), ``path_nodes``, ``path_events``, ``path_edges``, ``nodes``,
+                ``edges``, ``cycles_broken``, ``cpu_bound`` (% of the path), ``cpu_untraced`` (% of the
+                path), ``data_loading`` (% of the path), ``gpu_compute_bound`` (% of the path),
+                ``gpu_communication_bound`` (% of the path), ``gpu_kernel_kernel_overhead`` (% of the
+                path), ``gpu_kernel_launch_overhead`` (% of the path).
 
         The registered analysis ``critical_path_summary`` (its name in ``TraceAnalysis.run``, the report
         and ``trace-analysis report --analyses``). Earlier names, still accepted: ``critical_path``. Its

@@ -248,8 +248,7 @@ def _md_analysis(spec: Analysis, ns: dict[str, Any]) -> list[str]:
                   f"{_md_escape(p.description)} |" for p in spec.params]
         lines.append("")
     lines.append(f"**Returns** `{_md_escape(spec.returns)}`"
-                 + (": columns " + ", ".join(f"`{c}`" for c in spec.columns) if spec.columns else "")
-                 + ".")
+                 + (f": {spec.columns_text()}" if spec.columns else "."))
     lines.append("")
     facts = [f"name `{spec.name}`", _where(spec), f"defined in `{module}`"]
     if spec.aliases:

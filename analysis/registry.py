@@ -30,6 +30,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import re
 import textwrap
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -122,6 +123,9 @@ class Analysis:
         columns: the returned DataFrame's columns (of its first frame, for a tuple or a
             ``{rank: DataFrame}``), taken from the metric module's constants; units are in the
             names (``_us``, ``(us)``, ``_pct``) and in ``doc``. Empty: not a plain table.
+        units: the unit of each column whose name does not say it (``{"idle_time": "µs"}``);
+            names ending ``_us``/``(us)``, ``_ms``, ``_pct``/``_pctg``, ``_gbps``, ``_bytes`` ...
+            say it themselves (:func:`column_unit`).
         aliases: earlier names of this analysis, still accepted wherever a name is (``get``,
             ``TraceAnalysis.run``, ``trace-analysis report --analyses``).
         method_aliases: earlier facade method names, kept on ``TraceAnalysis`` as aliases of
@@ -152,6 +156,7 @@ class Analysis:
     needs: tuple[str, ...] = ()
     returns: str = "pd.DataFrame"
     columns: tuple[str, ...] = ()
+    units: Mapping[str, str] = field(default_factory=dict)
     aliases: tuple[str, ...] = ()
     method_aliases: tuple[str, ...] = ()
 
@@ -171,11 +176,7 @@ class Analysis:
             for p in self.params:
                 lines += _wrap(f"{p.name} ({p.type}, default {p.default!r}): {p.description}", 4, 8)
             lines.append("")
-        which = {"tuple": "the first DataFrame's columns",
-                 "dict[": "each DataFrame's columns"}.get(self.returns[:5], "columns")
-        returned = f"{self.returns}: " + (
-            f"{which} " + ", ".join(f"``{c}``" for c in self.columns) + "." if self.columns
-            else "as described above.")
+        returned = f"{self.returns}: " + (self.columns_text("``") or "as described above.")
         lines += ["Returns:", *_wrap(returned, 4, 8), ""]
         earlier = (" Earlier names, still accepted: "
                    + ", ".join(f"``{a}``" for a in self.aliases) + ".") if self.aliases else ""
@@ -186,6 +187,20 @@ class Analysis:
                else " and the report") + f").{earlier} Its definition is the "
             f"docstring of ``{module}`` (entry in ``{module.rpartition('.')[0]}.catalogue``).", 0)
         return "\n".join(lines)
+
+    def columns_text(self, quote: str = "`") -> str:
+        """``"columns `a`, `b` (µs)."``: the returned table's columns (of each table of a
+        ``{rank: DataFrame}``, of the first of a tuple), with their units; ``""`` without."""
+        if not self.columns:
+            return ""
+        which = ("columns" if self.returns == "pd.DataFrame" else "each DataFrame's columns"
+                 if self.returns.startswith("dict[") else "the first DataFrame's columns")
+        return f"{which} " + ", ".join(self.column_list(quote)) + "."
+
+    def column_list(self, quote: str = "`") -> list[str]:
+        """Each of ``columns`` quoted, with its unit when it has one: ``"`idle_time` (µs)"``."""
+        return [f"{quote}{c}{quote}" + (f" ({u})" if (u := column_unit(c, self.units)) else "")
+                for c in self.columns]
 
     def report_tables(self, result) -> dict[str, Any]:
         return self.tables(result) if self.tables else {self.name: result}
@@ -204,6 +219,23 @@ def _wrap(text: str, indent: int, subsequent: int | None = None) -> list[str]:
     return textwrap.wrap(" ".join(text.split()), 96, initial_indent=" " * indent,
                          subsequent_indent=" " * (indent if subsequent is None else subsequent),
                          break_on_hyphens=False, break_long_words=False)
+
+
+# Units said by a column's name (the project's and HTA's conventions), first match wins.
+_UNIT_SUFFIXES = (
+    (r"(_us|\(us\)|_us_(sum|mean|median|max|min))$", "µs"), (r"_ms$", "ms"),
+    (r"(_pct|_pctg|^percentage|_pct_of_\w+)$|^pct_of_", "%"), (r"_gbps$", "GB/s"),
+    (r"(^|_)bytes$", "bytes"), (r"_mb$", "MiB"), (r"^gflops$", "GFLOP"),
+    (r"^tflops_per_s$", "TFLOP/s"), (r"^tb_per_s$", "TB/s"),
+)
+
+
+def column_unit(column: str, units: Mapping[str, str] | None = None) -> str | None:
+    """The unit of ``column``: ``units[column]``, else what its name says (``_us`` → µs), else
+    None (a count, a name, a flag)."""
+    if units and column in units:
+        return units[column]
+    return next((unit for pattern, unit in _UNIT_SUFFIXES if re.search(pattern, column)), None)
 
 
 # The names a ``Param.type`` or ``Analysis.returns`` annotation may use, and where they come from

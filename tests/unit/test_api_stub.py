@@ -100,8 +100,22 @@ def test_the_generated_method_has_a_typed_signature_and_args_and_returns(spec):
             assert f"\n    {p.name} ({p.type}, default {p.default!r}): " in args, p.name
     returns = doc[doc.index("\nReturns:\n"):]
     assert f"    {spec.returns}: " in returns
-    for column in spec.columns:
-        assert f"``{column}``" in " ".join(returns.split())
+    for column in spec.column_list("``"):
+        assert column in " ".join(returns.split())
+    assert set(spec.units) <= set(spec.columns)
+
+
+def test_columns_say_their_units():
+    from analysis.registry import column_unit
+
+    said = {"idle_time(us)": "µs", "step_us": "µs", "kernel_time_us_median": "µs",
+            "duration_ms": "ms", "idle_time_pctg": "%", "tensor_core_pct": "%",
+            "wait_caused_pct_of_step": "%", "pct_of_peak": "%", "busbw_gbps": "GB/s",
+            "bytes": "bytes", "peak_allocated_bytes": "bytes", "data_moved_mb": "MiB",
+            "rank": None, "calls": None, "name": None, "bytes_per_call_hint": None}
+    assert {c: column_unit(c) for c in said} == said
+    launch = catalogue.get("cuda_kernel_launch_stats")
+    assert launch.column_list()[1] == "`cpu_duration` (µs)"
 
 
 def _first_frame(result):

@@ -31,6 +31,7 @@ ENTRIES = (
             RANKS_ALL,
         ),
         columns=tuple(critical_path.SUMMARY_COLUMNS),
+        units=dict.fromkeys(critical_path.BOUND_BY, "% of the path"),
         figures="analysis.figures.critical_path",
         title="Critical path",
         how_to_read=(

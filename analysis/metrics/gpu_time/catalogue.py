@@ -25,7 +25,7 @@ def _hta_counter(name: str, method: str, doc: str, rank_step, combine, returns: 
         name=name, method=method, doc=doc, rank_step=rank_step, combine=combine,
         params=(ranks_param(None),), default_ranks="first", needs_gpu=True,
         extras=extras, placement="none", title=title[:1].upper() + title[1:],
-        returns=returns, columns=columns,
+        returns=returns, columns=columns, units={"ts": "µs"} if "ts" in columns else {},
     )
 
 
@@ -76,6 +76,7 @@ ENTRIES = (
         ),
         returns="tuple[pd.DataFrame, pd.DataFrame | None]",
         columns=tuple(idle_time_breakdown.COLUMNS),
+        units={"idle_time": "µs", "idle_time_ratio": "share of the stream's idle time, 0-1"},
         figures="analysis.figures.idle_time_breakdown",
         default_ranks="first",
         needs_gpu=True,
@@ -138,6 +139,7 @@ ENTRIES = (
         ),
         returns="dict[int, pd.DataFrame]",
         columns=tuple(kernel_launch_stats.COLUMNS),
+        units=dict.fromkeys(("cpu_duration", "gpu_duration", "launch_delay"), "µs"),
         figures="analysis.figures.kernel_launch_stats",
         default_ranks="first",
         needs_gpu=True,
@@ -180,6 +182,7 @@ ENTRIES = (
         ),
         returns="tuple[pd.DataFrame, pd.DataFrame]",
         columns=("kernel_type", "sum", "percentage"),
+        units={"sum": "µs"},
         figures="analysis.figures.kernel_breakdown",
         title="GPU kernel breakdown",
         how_to_read=(
@@ -206,6 +209,7 @@ ENTRIES = (
             visualize_param(False),
         ),
         columns=tuple(queue_length.STREAM_SUMMARY_COLUMNS),
+        units=dict.fromkeys(("span", "time_at_max_queue_length", "empty_idle"), "µs"),
         tables=lambda df: {"queue_length": df},
         figures="analysis.figures.queue_length",
         needs_gpu=True,
@@ -241,6 +245,7 @@ ENTRIES = (
         combine=memory_bandwidth.copy_summary,
         params=(ranks_param("all"), visualize_param(False)),
         columns=tuple(memory_bandwidth.COPY_COLUMNS),
+        units={"time": "µs", "busy": "µs"},
         figures="analysis.figures.memory_bandwidth",
         needs_gpu=True,
         extras=("memory_ops",),
