@@ -188,14 +188,17 @@ class TraceAnalysis:
 
     @property
     def storage_options(self) -> dict[str, Any]:
+        """What fsspec/gcsfs got (``options.storage_options``)."""
         return self.options.storage_options
 
     @property
     def cache_dir(self) -> str | None:
+        """The cache of parsed traces given (``options.cache_dir``; None: the default one)."""
         return self.options.cache_dir
 
     @property
     def use_cache(self) -> bool:
+        """Whether that cache is read and written (``options.use_cache``)."""
         return self.options.use_cache
 
     @property

@@ -11,11 +11,14 @@ import pytest
 from click.testing import CliRunner
 
 from analysis import registry
+from analysis.analyses import get
 from analysis.api import TraceAnalysis
 from analysis.errors import NoGPUEventsError
 from analysis.testing.health_traces import healthy_job, write_job
 
 NOTE = "Idle time breakdown: rank(s) [1] left out: no GPU events"
+LAUNCHES = get("kernel_launch_stats").name  # the registry's name (rows carry it)
+QUEUE = get("queue_length").name
 
 
 @pytest.fixture(scope="module")
@@ -40,17 +43,15 @@ def test_run_many_gives_left_out_ranks_as_rows_not_warnings(ta):
     failures: list[registry.Failure] = []
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a warning would fail the test
-        out = ta.run_many({"idle_time_breakdown": {}, "kernel_launch_stats": {},
-                           "temporal_breakdown": {}}, "all",
-                          errors="return", failures=failures, left_out=left_out)
-    assert set(out["kernel_launch_stats"]) == {0}  # {rank: launches}: rank 1 left out
+        out = ta.run_many({"idle_time_breakdown": {}, LAUNCHES: {}, "temporal_breakdown": {}},
+                          "all", errors="return", failures=failures, left_out=left_out)
+    assert set(out[LAUNCHES]) == {0}  # {rank: launches}: rank 1 left out
     assert out["temporal_breakdown"]["rank"].tolist() == [0, 1]  # needs no GPU event
     assert failures == []  # left out is not "could not run"
     assert {(row.analysis, row.rank) for row in left_out} == {
-        ("idle_time_breakdown", 1), ("kernel_launch_stats", 1)}
+        ("idle_time_breakdown", 1), (LAUNCHES, 1)}
     assert all(isinstance(row.error, NoGPUEventsError) for row in left_out)
-    assert registry.left_out_ranks(left_out) == {"idle_time_breakdown": [1],
-                                                 "kernel_launch_stats": [1]}
+    assert registry.left_out_ranks(left_out) == {"idle_time_breakdown": [1], LAUNCHES: [1]}
     assert registry.left_out_notes(left_out)["idle_time_breakdown"] == NOTE
 
 
@@ -63,7 +64,7 @@ def test_without_a_list_the_api_still_warns_in_the_same_words(ta):
 def test_summary_carries_the_left_out_ranks(ta):
     table = ta.summary()
     assert table["rank"].tolist() == [0, 1]
-    assert table.attrs["left_out"]["queue_length"] == [1]
+    assert table.attrs["left_out"][QUEUE] == [1]
 
 
 def test_report_sections_name_their_left_out_ranks_from_data(ta):
