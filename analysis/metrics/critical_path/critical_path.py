@@ -56,6 +56,7 @@ from analysis.metrics.critical_path.critical_path_graph import (
     SYNC,
     CPGraphArrays,
     build_graph,
+    search_weights,
 )
 from analysis.metrics.critical_path.longest_path import longest_path
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
@@ -281,7 +282,8 @@ def critical_path_graph(
     """The critical path of one window of one rank (``context``: ``rank_context(rt, ...)``)."""
     name, w0, w1 = window
     g = build_graph(context, (w0, w1))
-    path, path_edges, broken = longest_path(len(g.node_ts), g.edge_src, g.edge_dst, g.edge_weight)
+    weights = g.edge_weight if patterns.hta_quirks else search_weights(g)
+    path, path_edges, broken = longest_path(len(g.node_ts), g.edge_src, g.edge_dst, weights)
     notes = dict(g.notes)
     if broken:
         notes["cycle_edges_dropped"] = broken
