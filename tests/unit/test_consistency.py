@@ -14,8 +14,8 @@ Rules (each a function below, run on every trace of ``TRACES`` that has what it 
 5. ``busy_time_adds_up``: per rank, the temporal breakdown's busy time (GPU span − idle) equals the
    sum over steps of computation + exposed communication + memory + other GPU time of the step
    breakdown, over the same window: the step breakdown counts the GPU work launched in each step
-   wherever it ran (past the step's end included), so only GPU work launched outside every step
-   (before the first one) is added back.
+   (or else starting in it) wherever it ran (past the step's end included), so only GPU work that
+   neither launched nor started in a step is added back.
 6. ``path_is_no_longer_than_the_steps_work``: the critical path of a step is as long as the step
    plus how far the GPU work launched in it runs past its end, the step breakdown's
    ``past_step_end_us`` (the two analyses agree on where a step's work ends).
@@ -136,9 +136,9 @@ def test_busy_time_adds_up(loaded):
     steps = loaded.get("get_step_breakdown")
     busy = (temporal["kernel_time(us)"] - temporal["idle_time(us)"]).to_numpy()
     per_rank = steps.groupby("rank")[BUSY_PARTS].sum().sum(axis=1)
-    # the same window: the step breakdown counts the GPU work launched in the steps, wherever it
-    # ran (past a step's end included); the temporal breakdown also counts GPU work launched in
-    # the analysed window outside every step (before the first one), if any: add that back
+    # the same window: the step breakdown counts the GPU work launched in the steps (or else
+    # starting in one), wherever it ran (past a step's end included); the temporal breakdown also
+    # counts GPU work of the analysed window that neither launched nor started in a step: add it
     trace = loaded.ta.trace
     outside = []
     for rank in temporal["rank"]:
@@ -148,11 +148,11 @@ def test_busy_time_adds_up(loaded):
         calls = ev[(ev["stream"] == -1) & (ev["correlation"] >= 0)]
         launch_ts = calls.drop_duplicates("correlation", keep="last").set_index("correlation")["ts"]
         at = launch_ts.reindex(ev.loc[gpu.index, "correlation"]).to_numpy(dtype=float)
-        at = np.where(np.isnan(at), gpu["start"].to_numpy(dtype=float), at)
         st = rt.profiler_steps()
         in_step = np.zeros(len(gpu), bool)
-        for t0, d in zip(st["ts"], st["dur"], strict=True):
-            in_step |= (at >= t0) & (at < t0 + d)
+        for t in (at, gpu["start"].to_numpy(dtype=float)):  # launched in a step, or else ran in one
+            for t0, d in zip(st["ts"], st["dur"], strict=True):
+                in_step |= (t >= t0) & (t < t0 + d)
         s, e = merge(gpu["start"].to_numpy(), gpu["end"].to_numpy())
         si, ei = merge(gpu["start"].to_numpy()[in_step], gpu["end"].to_numpy()[in_step])
         outside.append(float((e - s).sum() - (ei - si).sum()) / 1e3)

@@ -2,7 +2,8 @@
 
 Per rank and ``ProfilerStep`` (the analysed steps), in µs. A step's GPU work is the GPU work
 launched in it (its launch call starts within the step's span [step start, step end); GPU work
-without a launch call in the trace belongs to the step in which it starts), **wherever it ran**:
+launched outside every step, or without a launch call in the trace, belongs to the step in which
+it starts), **wherever it ran**:
 work launched near a step's end that runs past it counts in that step, as on the critical path
 (whose ``past_step_end_us`` it matches). An instant when the work of two steps ran counts once,
 for the earlier step, so the steps' busy times add up to the rank's busy time over them.
@@ -101,16 +102,18 @@ def step_breakdown_rank(
 
 def _launching_step(rt: RankTrace, gpu: pd.DataFrame, t0s: np.ndarray, t1s: np.ndarray):
     """Per GPU event (row of ``gpu``): the position of the step whose span [start, end) holds its
-    launch call's start (the event's own start where no launch call is in the trace); -1 for
-    none. Steps are disjoint and in time order."""
+    launch call's start, else (launched outside every step, or no launch call in the trace) the
+    step in which the event starts; -1 for none. Steps are disjoint and in time order."""
     if len(gpu) == 0 or len(t0s) == 0:
         return np.full(len(gpu), -1)
+
+    def step_at(t):
+        i = np.searchsorted(t0s, t, side="right") - 1
+        return np.where((i >= 0) & (t < t1s[np.maximum(i, 0)]), i, -1)  # NaN: no step
+
     launch = launch_calls(rt, rt.events.loc[gpu.index, "correlation"].to_numpy())["ts"]
-    at = launch.to_numpy(dtype=np.float64)
-    at = np.where(np.isnan(at), gpu["start"].to_numpy(dtype=np.float64), at)
-    i = np.searchsorted(t0s, at, side="right") - 1
-    inside = (i >= 0) & (at < t1s[np.maximum(i, 0)])
-    return np.where(inside, i, -1)
+    by_launch = step_at(launch.to_numpy(dtype=np.float64))
+    return np.where(by_launch >= 0, by_launch, step_at(gpu["start"].to_numpy(dtype=np.float64)))
 
 
 def _idle_gaps(rt: RankTrace, gpu: pd.DataFrame, busy, delay_ns: float):
