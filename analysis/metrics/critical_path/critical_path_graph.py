@@ -25,6 +25,10 @@ here with array operations instead of per-event Python objects:
   ``cudaEventRecord`` to ``cudaEventSynchronize`` (``Event Sync``) or to the first kernel launched
   after ``cudaStreamWaitEvent`` on the waiting stream (``Stream Wait Event``).
 
+- **Hand-off edges** (default only; dependency edges): where a CPU thread idles between two
+  top-level calls while another thread's calls fill at least half of the gap, from the thread to
+  the other thread's first call in the gap and back from its last (``_handoff_edges``).
+
 The rank-wide facts (links, launches, queue lengths, event records) are
 ``analysis.metrics.critical_path.critical_path_context``'s. ``hta_compat=True`` keeps HTA's choices exactly; ``False`` (the default analysis) fixes what HTA gets
 wrong, see ``docs/deviations.md``: every kernel of a multi-kernel launch (``cudaGraphLaunch``) is
