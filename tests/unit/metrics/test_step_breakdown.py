@@ -80,3 +80,17 @@ def test_slowest_rank_and_margin_over_the_median():
     assert table["step_margin_us"].tolist() == pytest.approx([100.0] * 3)  # 1300 − median 1200
     # a rank without GPU events: the whole step is idle, 'other'
     assert table.loc[2, "step_idle_other_us"] == table.loc[2, "step_time_us"] == 1300
+
+
+def test_work_launched_before_the_first_step_counts_where_it_runs():
+    """A kernel launched before step 1 (or without a launch call) counts in the step it starts in;
+    one that starts outside every step counts in none."""
+    rows = [("ProfilerStep#1", "user_annotation", 100 * US, 1000 * US, -1, -1),
+            ("gemm_early", "kernel", 150 * US, 200 * US, 7, 1),
+            ("cudaLaunchKernel", "cuda_runtime", 10 * US, 5 * US, -1, 1),  # before the step
+            ("gemm_orphan", "kernel", 500 * US, 100 * US, 7, 2),  # no launch call in the trace
+            ("gemm_before", "kernel", 20 * US, 50 * US, 7, 3),  # runs before the step
+            ("cudaLaunchKernel", "cuda_runtime", 12 * US, 5 * US, -1, 3)]  # fmt: skip
+    row = B.step_breakdown_rank(rank_trace(rows, rank=0)).iloc[0]
+    assert row["computation_us"] == 200 + 100
+    assert row["step_idle_us"] == 1000 - 300
