@@ -29,7 +29,13 @@ analysis counts as ``cpu_untraced`` (HTA counts nothing: ``hta_length``).
   ``cudaStreamWaitEvent`` (Kineto records the ``Stream Wait Event``), then runs one more kernel
   that the CPU synchronises on: the path goes through the all-reduce;
 - ``stream_wait_on_allreduce_unrecorded``: the same as an older Kineto records it (no GPU sync
-  events at all): the waits are inferred.
+  events at all): the waits are inferred;
+- ``queued_behind_earlier_work``: steps with a gap between them, in which a CPU operator launches a
+  kernel that runs into the next step; the step's first kernel is queued behind it (no launch
+  edge, its predecessor on the stream outside the graph): the path reaches it from its launch call
+  through the earlier kernel's time (a queued edge), not from the step's start as untraced time;
+- ``queued_behind_pending_work``: the same with the kernel and an all-reduce still queued behind
+  it when the step launches its kernel: the wait is the all-reduce's (communication).
 """
 
 from __future__ import annotations
@@ -337,6 +343,50 @@ def stream_wait_on_allreduce_unrecorded(steps: int = 3):
     return _stream_wait_on_allreduce(steps, record_waits=False)
 
 
+QUEUED_GAP_US = 200  # between two steps of queued_behind_earlier_work
+
+
+def _queued_behind_earlier_work(steps: int, pending: bool):
+    """See the module docstring. Steps start every ``STEP_US + QUEUED_GAP_US``; each is wrapped in
+    ``train_step`` and preceded, in the gap, by an operator whose GPU work runs 300 µs into it:
+    one kernel, running when the step launches its own (``pending`` False), or a kernel and an
+    all-reduce queued behind it, not yet started then (``pending`` True)."""
+    b = _Builder()
+    for i in range(steps):
+        t = QUEUED_GAP_US + i * (STEP_US + QUEUED_GAP_US)
+        b.cpu("aten::copy_", t - 150, 40)
+        if pending:  # [t - 100, t + 100), then the all-reduce [t + 102, t + 300)
+            b.launch("cudaLaunchKernel", t - 140, 10, [("elementwise_kernel", t - 100, 200)])
+            b.launch("cudaLaunchKernel", t - 125, 10, [(NCCL_KERNEL, t + 102, 198)])
+        else:
+            b.launch("cudaLaunchKernel", t - 140, 10, [("elementwise_kernel", t - 100, 400)])
+        b.cpu(f"ProfilerStep#{i + 1}", t, STEP_US, cat="user_annotation")
+        b.cpu("train_step", t, STEP_US)
+        # the step's kernel, launched at t + 10 while the stream is busy: it starts at t + 302
+        b.launch("cudaLaunchKernel", t + 10, 10, [("ampere_sgemm_128x64_tn", t + 302, 400)])
+        b.sync("cudaStreamSynchronize", "Stream Sync", t + 30, 680, t + 701, 1)  # returns at 710
+        b.cpu("aten::add", t + 720, 270)
+    # path: train_step until the launch (10), the queued edge to the GEMM's start (292, the time
+    # of the GPU event before it on the stream: the elementwise kernel, or the all-reduce), the
+    # GEMM (400), the sync call's return (8), train_step until aten::add (10), aten::add (270),
+    # train_step to the end (10).
+    queued = "gpu_communication_bound" if pending else "gpu_compute_bound"
+    bound = {"cpu_bound": 10 + 8 + 10 + 270 + 10, "gpu_compute_bound": 400}
+    bound[queued] = bound.get(queued, 0) + 292
+    # HTA: a launch delay of 292 µs (the stream's queue was empty: the elementwise kernel was
+    # running), or, with the all-reduce still queued, no edge into the GEMM at all: the path
+    # starts at it (400 + the sync edge, 0, + 10 + 270 + 10)
+    return b.document(), PathTruth(STEP_US, bound, hta_length=690 if pending else 992)
+
+
+def queued_behind_earlier_work(steps: int = 3):
+    return _queued_behind_earlier_work(steps, pending=False)
+
+
+def queued_behind_pending_work(steps: int = 3):
+    return _queued_behind_earlier_work(steps, pending=True)
+
+
 SCENARIOS = {
     "cpu_bound": cpu_bound,
     "gpu_bound": gpu_bound,
@@ -351,4 +401,6 @@ SCENARIOS = {
     "cross_thread_wait": cross_thread_wait,
     "stream_wait_on_allreduce": stream_wait_on_allreduce,
     "stream_wait_on_allreduce_unrecorded": stream_wait_on_allreduce_unrecorded,
+    "queued_behind_earlier_work": queued_behind_earlier_work,
+    "queued_behind_pending_work": queued_behind_pending_work,
 }

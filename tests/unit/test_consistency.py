@@ -57,6 +57,7 @@ TRACES = {
     "hta_df_index_resolver": SHARED_TRACES / "hta/df_index_resolver",
     "hta_negative_queue_length": SHARED_TRACES / "hta/negative_queue_length_values_check",
     "stream_wait_on_allreduce": None,  # synthetic (analysis.testing.critical_path_traces)
+    "queued_behind_pending_work": None,  # synthetic: steps with GPU work queued before them
 }
 
 

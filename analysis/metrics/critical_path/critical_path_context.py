@@ -97,6 +97,8 @@ class RankContext:
     # default analysis, traces without Stream Wait Event GPU events: {GPU event: the communication
     # kernel on another stream it waited for} (see _inferred_stream_waits)
     inferred_stream_waits: dict[int, int] = field(default_factory=dict)
+    # default analysis: per GPU event, the GPU event before it on its stream (the whole trace)
+    prev_on_stream: np.ndarray | None = None
 
 
 _SYNC_KINDS = {"Stream Wait Event": 1, "Event Sync": 2, "Stream Sync": 3, "Context Sync": 4}
@@ -156,7 +158,23 @@ def rank_context(rt: RankTrace, *, hta_compat: bool, rounding: Rounding = "exact
         _inferred_waits(ctx)
         if not ctx.is_swe.any():
             ctx.inferred_stream_waits = _inferred_stream_waits(ctx)
+        ctx.prev_on_stream = _previous_on_stream(ctx)
     return ctx
+
+
+def _previous_on_stream(ctx: RankContext) -> np.ndarray:
+    """Per row: the GPU event (not a sync event) that started last before it on its GPU and
+    stream, -1 for none or for rows not on a stream."""
+    out = np.full(len(ctx.ev), -1)
+    work = np.flatnonzero((ctx.stream != -1) & (ctx.corr != -1)
+                          & ~name_mask(ctx.ev["cat"], ["cuda_sync"]))  # fmt: skip
+    if len(work) < 2:
+        return out
+    gpu = ctx.ev["pid"].to_numpy()
+    w = work[np.lexsort((ctx.start[work], ctx.stream[work], gpu[work]))]
+    same = (gpu[w][1:] == gpu[w][:-1]) & (ctx.stream[w][1:] == ctx.stream[w][:-1])
+    out[w[1:][same]] = w[:-1][same]
+    return out
 
 
 def _inferred_stream_waits(ctx: RankContext) -> dict[int, int]:

@@ -25,6 +25,11 @@ here with array operations instead of per-event Python objects:
   ``cudaEventRecord`` to ``cudaEventSynchronize`` (``Event Sync``) or to the first kernel launched
   after ``cudaStreamWaitEvent`` on the waiting stream (``Stream Wait Event``).
 
+- **Queued edges** (default only): a GPU event queued behind work launched before the window
+  (at its launch, the GPU event before it on its stream was still queued or running; that event
+  not in the graph) gets an edge from its launch call instead of a launch-delay edge, attributed
+  to that earlier GPU event: the time until it starts is that work's (HTA: a launch delay when
+  the earlier event was running, no edge in at all when it was queued).
 - **Hand-off edges** (default only; dependency edges): where a CPU thread idles between two
   top-level calls while another thread's calls fill at least half of the gap, from the thread to
   the other thread's first call in the gap and back from its last (``_handoff_edges``).
@@ -356,7 +361,16 @@ def _gpu_edges(ctx: RankContext, keep, start_node, end_node, node_ts, node_event
     ts_sync = np.where(has_sync, node_ts[np.maximum(sync_end, 0)], 0)
     want_launch = (ctx.launch_ok[kr] & ((last < 0) | (ts_last < r_ts))
                    & (~has_sync | (ts_sync < r_ts)))  # fmt: skip
-    launched = want_launch & (r_node >= 0)
+    # default: a GPU event whose stream was busy at its launch (a GPU event before it still
+    # queued or running) with work launched before the window, its predecessor not in the graph:
+    # a queued edge from its launch call, the time until it starts that earlier work's
+    queued = np.zeros(len(kr), bool)
+    prev = np.full(len(kr), -1)
+    if ctx.prev_on_stream is not None:
+        prev = ctx.prev_on_stream[kr]
+        pending = ~ctx.launch_ok[kr] | (end[np.maximum(prev, 0)] > r_ts)
+        queued = (last < 0) & (prev >= 0) & pending & ~has_sync & (r_node >= 0)
+    launched = want_launch & (r_node >= 0) & ~queued
     kk = ~launched & (last >= 0) & (~has_sync | (ts_sync < ts_last))
     missing_runtime = int((want_launch & (r_node < 0)).sum())
     n_k = len(kr)
@@ -369,6 +383,10 @@ def _gpu_edges(ctx: RankContext, keep, start_node, end_node, node_ts, node_event
         (k_it[kk], np.full(int(kk.sum()), 2), last[kk], s_node[kk],
          np.full(int(kk.sum()), KERNEL_KERNEL), node_event[np.maximum(last[kk], 0)]),
     ]  # fmt: skip
+    if queued.any():
+        n_q = int(queued.sum())
+        parts.append((k_it[queued], np.full(n_q, 2), r_node[queued], s_node[queued],
+                      np.full(n_q, OPERATOR), prev[queued]))  # fmt: skip
     if edges:
         parts.append(tuple(np.asarray(c, dtype=np.int64) for c in zip(*edges, strict=True)))
     walk, sub, src, dst, typ, attr = (np.concatenate([p[i] for p in parts]) for i in range(6))

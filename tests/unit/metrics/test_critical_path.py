@@ -35,6 +35,8 @@ DOMINANT = {
     "cross_thread_wait": "cpu_bound",
     "stream_wait_on_allreduce": "gpu_communication_bound",
     "stream_wait_on_allreduce_unrecorded": "gpu_communication_bound",
+    "queued_behind_earlier_work": "gpu_compute_bound",
+    "queued_behind_pending_work": "gpu_compute_bound",
 }
 
 
@@ -65,7 +67,8 @@ def test_every_step_has_the_known_path(scenario):
 @pytest.mark.parametrize("scenario", ["cpu_bound", "launch_bound", "gpu_bound", "cuda_graph",
                                       "untraced_gaps", "exposed_communication", "cross_thread_wait",
                                       "stream_wait_on_allreduce",
-                                      "stream_wait_on_allreduce_unrecorded"])
+                                      "stream_wait_on_allreduce_unrecorded",
+                                      "queued_behind_earlier_work", "queued_behind_pending_work"])
 def test_hta_mode_last_step(scenario):
     """kernel_patterns="hta" reproduces HTA's rules, including its failures (hta_length)."""
     rt, truth = load(scenario)
