@@ -30,7 +30,7 @@ from analysis.errors import (
     TraceAnalysisError,
 )
 from analysis.kineto.model import Trace
-from analysis.kineto.window import check_gpu_events
+from analysis.kineto.window import check_gpu_events, check_window
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.timebase import Rounding
 
@@ -57,6 +57,11 @@ class TraceAnalysis:
             and TraceLens's view), ``"all"`` (also those nothing in the trace launched: the tail of
             an iteration the profiler did not capture), or ``"hta"`` (HTA 0.5.0's rule, the
             default with ``kernel_patterns="hta"``). A warning counts what is left out or kept.
+        window: what the analysed window is cut at (``analysis.kineto.window``): ``"steps"``
+            (complete profiler steps, HTA's rule), ``"iterations"`` (a serving engine's
+            steady-state iterations, warm-up left out: ``analysis.kineto.iterations``), or
+            ``"auto"`` (the default: profiler steps when the traces have any, else iterations).
+            Every windowed analysis then covers that window.
         storage_options: passed to fsspec/gcsfs (credentials, project, endpoint...).
         cache_dir, use_cache: the local cache of parsed traces (second opens read only the cache).
         on_error: ``"raise"`` (default) or ``"skip"`` files that fail to load (a warning lists them).
@@ -79,6 +84,7 @@ class TraceAnalysis:
         kernel_patterns: str | KernelPatterns = "default",
         time_rounding: Rounding | None = None,
         gpu_events: str | None = None,
+        window: str = "auto",
         storage_options: dict[str, Any] | None = None,
         cache_dir: str | os.PathLike | None = None,
         use_cache: bool = True,
@@ -100,6 +106,7 @@ class TraceAnalysis:
             gpu_events = "hta" if self.patterns.name == "hta" else "launched"
         self.gpu_events = check_gpu_events(gpu_events)
         self.include_last_profiler_step = include_last_profiler_step
+        self.window = check_window(window)
         self.storage_options = dict(storage_options or {})
         self.cache_dir = cache_dir
         self.use_cache = use_cache
@@ -111,6 +118,7 @@ class TraceAnalysis:
             client=client,
             include_last_profiler_step=include_last_profiler_step,
             gpu_events=self.gpu_events,
+            window=self.window,
             storage_options=self.storage_options,
             cache_dir=cache_dir,
             use_cache=use_cache,
@@ -132,6 +140,7 @@ class TraceAnalysis:
         kernel_patterns: str | KernelPatterns = "default",
         time_rounding: Rounding | None = None,
         gpu_events: str | None = None,
+        window: str = "auto",
     ) -> TraceAnalysis:
         """Analyse a :class:`~analysis.kineto.model.Trace` already in memory (e.g. one built by
         hand or by ``analysis.kineto.loader.load_trace``), with the same options as the constructor."""
@@ -140,10 +149,12 @@ class TraceAnalysis:
         patterns = resolve_patterns(kernel_patterns)
         if gpu_events is None:
             gpu_events = "hta" if patterns.name == "hta" else "launched"
-        engine = LocalEngine(trace, include_last_profiler_step, check_gpu_events(gpu_events))
+        engine = LocalEngine(trace, include_last_profiler_step, check_gpu_events(gpu_events),
+                             window=check_window(window))
         return cls.from_engine(engine, kernel_patterns=patterns, time_rounding=time_rounding,
                                gpu_events=gpu_events,
-                               include_last_profiler_step=include_last_profiler_step)
+                               include_last_profiler_step=include_last_profiler_step,
+                               window=window)
 
     @classmethod
     def from_engine(
@@ -154,15 +165,17 @@ class TraceAnalysis:
         time_rounding: Rounding | None = None,
         gpu_events: str = "hta",
         include_last_profiler_step: bool = False,
+        window: str = "auto",
     ) -> TraceAnalysis:
         """The facade over an engine already loaded (``analysis.engines.load_engine``); its window
-        was cut when it loaded, so ``gpu_events`` and ``include_last_profiler_step`` only record
-        how (pass what it was loaded with)."""
+        was cut when it loaded, so ``gpu_events``, ``include_last_profiler_step`` and ``window``
+        only record how (pass what it was loaded with)."""
         self = cls.__new__(cls)
         self.patterns = resolve_patterns(kernel_patterns)
         self.time_rounding = time_rounding or ("hta" if self.patterns.name == "hta" else "exact")
         self.gpu_events = check_gpu_events(gpu_events)
         self.include_last_profiler_step = include_last_profiler_step
+        self.window = check_window(window)
         self.storage_options, self.cache_dir, self._hta = {}, None, None
         self.engine = engine
         self._warn_unlaunched()

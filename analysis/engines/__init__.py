@@ -15,7 +15,8 @@ holds the loaded ranks and runs per-rank steps over them; the facade combines wh
 
 Both give identical results, rank numbers, errors and warnings. ``map_ranks(..., window="steps")``
 (the default) runs over HTA's analysed window (complete profiler steps and the chosen GPU events, :mod:`analysis.kineto.window`),
-``window="full"`` over the whole trace.
+``window="full"`` over the whole trace. What the analysed window is cut at (profiler steps or
+a serving engine's steady-state iterations) is chosen when loading (``load_engine(window=...)``).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def load_engine(
     client: Any = None,
     include_last_profiler_step: bool = False,
     gpu_events: str = "hta",
+    window: str = "auto",
     storage_options: Mapping[str, Any] | None = None,
     cache_dir: str | os.PathLike | None = None,
     use_cache: bool = True,
@@ -77,6 +79,7 @@ def load_engine(
     options = dict(
         include_last_profiler_step=include_last_profiler_step,
         gpu_events=gpu_events,
+        window=window,
         storage_options=storage_options,
         cache_dir=cache_dir,
         use_cache=use_cache,

@@ -57,7 +57,7 @@ from analysis.kineto.loader import (
 from analysis.kineto.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace, empty_frame
 from analysis.kineto.sources import TraceFile, find_trace_files, rank_from_file_name
 from analysis.kineto.steps import step_numbers
-from analysis.kineto.window import Window, rank_window, window_stats
+from analysis.kineto.window import Window, check_window, rank_window, window_stats
 
 try:
     from distributed import KilledWorker, as_completed, wait
@@ -207,6 +207,7 @@ class DaskEngine:
         *,
         include_last_profiler_step: bool = False,
         gpu_events: str = "hta",
+        window: str = "auto",
         storage_options: Mapping[str, Any] | None = None,
         cache_dir: str | os.PathLike | None = None,
         use_cache: bool = True,
@@ -301,7 +302,8 @@ class DaskEngine:
             numbers |= steps
         window = {
             rank: client.submit(rank_window, fut, len(numbers), include_last_profiler_step,
-                                gpu_events, key=_task_key("rank_window", rank), pure=False)
+                                gpu_events, check_window(window),
+                                key=_task_key("rank_window", rank), pure=False)
             for rank, fut in full.items()
         }
         stats = {

@@ -40,7 +40,9 @@ from analysis.kineto.model import RankMeta, RankTrace, Trace
 from analysis.kineto.window import (
     GpuEvents,
     Window,
+    WindowSource,
     WindowStats,
+    check_window,
     count_steps,
     rank_window,
     window_stats,
@@ -107,12 +109,14 @@ class LocalEngine:
         *,
         max_memory: int | None = None,
         release_loaded: bool = False,
+        window: WindowSource = "auto",
     ) -> None:
         if max_memory is not None and (not isinstance(max_memory, int) or max_memory <= 0):
             raise ConfigError(f"max_memory must be a positive number of bytes, not {max_memory!r}")
         self.max_memory = max_memory if max_memory is not None else default_max_memory()
         self.include_last_profiler_step = include_last_profiler_step
         self.gpu_events = gpu_events
+        self.window = check_window(window)  # what the analysed window is cut at
         self.source = full_trace.source
         self.skipped = full_trace.skipped
         self._ranks = full_trace.rank_list()
@@ -152,6 +156,7 @@ class LocalEngine:
         include_last_profiler_step: bool = False,
         gpu_events: GpuEvents = "hta",
         max_memory: int | None = None,
+        window: WindowSource = "auto",
         **load_options: Any,
     ) -> LocalEngine:
         """Load with :func:`analysis.kineto.loader.load_trace` (``load_options`` are its keywords)."""
@@ -159,11 +164,12 @@ class LocalEngine:
             None if trace_dir is None else os.fspath(trace_dir), trace_files, **load_options
         )
         return cls(trace, include_last_profiler_step, gpu_events, max_memory=max_memory,
-                   release_loaded=True)
+                   release_loaded=True, window=window)
 
     # ------------------------------------------------------------------------------ ranks held
     def _window_of(self, full: RankTrace) -> RankTrace:
-        return rank_window(full, self._n_steps, self.include_last_profiler_step, self.gpu_events)
+        return rank_window(full, self._n_steps, self.include_last_profiler_step, self.gpu_events,
+                           self.window)
 
     def _hold(self, rank: int, views: dict[str, RankTrace]) -> None:
         self._held[rank] = views

@@ -1,15 +1,9 @@
 """A serving engine's iterations (one scheduler step: one forward pass over a batch), per rank.
 
-Inference traces have no ``ProfilerStep#N``. An iteration is found from the engine's own CPU
-annotations, the first kind present of:
-
-1. ``execute_<tokens>_context_<c>(...)_generation_<g>(...)`` (vLLM's and SGLang's batch
-   annotation): ``tokens`` scheduled, ``c`` prefill (context) requests, ``g`` decode (generation)
-   requests; phase ``prefill`` (c > 0, g = 0), ``decode`` (c = 0, g > 0) or ``mixed``;
-2. SGLang's ``step[<MODE> bs=<n>]``: phase from the mode (``DECODE`` → decode, ``EXTEND`` /
-   ``PREFILL`` → prefill, ``MIXED`` → mixed), batch size ``n``;
-3. vLLM's ``gpu_model_runner.py(...): execute_model`` / SGLang's ``forward_batch_generation``
-   Python frames: phase ``unknown``.
+Inference traces have no ``ProfilerStep#N``. Iterations, their phase (prefill / decode / mixed),
+tokens, batch size and the steady-state flag are the engine's CPU annotations as
+:mod:`analysis.kineto.iterations` defines them (the one definition, which the analysed window
+``window="iterations"`` reads too).
 
 GPU side of an iteration: the kernels, memcpy and memset launched by runtime calls made on the
 annotation's thread inside its ``[ts, ts + dur)`` (by correlation id; a graph launch's kernels
@@ -21,80 +15,30 @@ all count). Columns (times µs):
 - ``idle_before_us``: the gap from the previous iteration's ``gpu_end`` to this ``gpu_start``
   (idle *between* iterations: scheduler and host time); NaN for the first iteration;
 - ``cpu_us``: the annotation's duration; ``kernels``: GPU events counted;
-- ``steady``: in the steady-state window: every iteration except warm-up, i.e. the first
-  iteration when there are more than two, and iterations whose ``cpu_us`` exceeds
-  ``WARMUP_FACTOR`` × the median of the same phase (first-call compilation, graph capture).
+- ``steady``: in the steady state (not warm-up; :mod:`analysis.kineto.iterations`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
-from analysis.kineto.events import cat_mask, kernel_like_mask, runtime_mask
+from analysis.kineto.events import kernel_like_mask, runtime_mask
+from analysis.kineto.iterations import serving_iterations
 from analysis.kineto.model import RankTrace
 from analysis.metrics.intervals import merge
 
-WARMUP_FACTOR = 3.0
 COLUMNS = ["rank", "iteration", "name", "phase", "tokens", "batch_size", "cpu_start_us", "cpu_us",
            "gpu_start_us", "gpu_end_us", "gpu_busy_us", "idle_inside_us", "idle_before_us",
            "kernels", "steady"]
-_EXECUTE = re.compile(r"^execute_(\d+)_context_(\d+)\(.*?\)_generation_(\d+)")
-_SGLANG_STEP = re.compile(r"^step\[(\w+) bs=(\d+)\]")
-_FRAMES = ("gpu_model_runner.py", "forward_batch_generation")
-_SGLANG_PHASE = {"DECODE": "decode", "EXTEND": "prefill", "PREFILL": "prefill", "MIXED": "mixed",
-                 "IDLE": "idle"}
-
-
-def _phase(context: int, generation: int) -> str:
-    if context and generation:
-        return "mixed"
-    return "prefill" if context else ("decode" if generation else "idle")
-
-
-def iteration_spans(events: pd.DataFrame) -> pd.DataFrame:
-    """The iteration annotations (see the module docstring), sorted by start: ``name``, ``phase``,
-    ``tokens``, ``batch_size`` (NaN where not carried), ``ts``, ``dur`` (ns), ``pid``, ``tid``."""
-    names = events["name"].astype(str)
-    annotations = cat_mask(events, ("user_annotation",))
-    rows = []
-    for idx in events.index[annotations & names.str.startswith("execute_").to_numpy()]:
-        m = _EXECUTE.match(names[idx])
-        if m:
-            tokens, ctx, gen = (int(g) for g in m.groups())
-            rows.append((idx, _phase(ctx, gen), tokens, ctx + gen))
-    if not rows:
-        for idx in events.index[annotations & names.str.startswith("step[").to_numpy()]:
-            m = _SGLANG_STEP.match(names[idx])
-            if m:
-                rows.append((idx, _SGLANG_PHASE.get(m.group(1).upper(), "unknown"), np.nan,
-                             int(m.group(2))))
-    if not rows:
-        frames = cat_mask(events, ("python_function",)) & (
-            names.str.contains("gpu_model_runner.py", regex=False)
-            & names.str.endswith("execute_model")
-            | names.str.endswith("forward_batch_generation")
-        ).to_numpy()
-        rows = [(idx, "unknown", np.nan, np.nan) for idx in events.index[frames]]
-    cols = ["name", "phase", "tokens", "batch_size", "ts", "dur", "pid", "tid"]
-    if not rows:
-        return pd.DataFrame(columns=cols)
-    idx = [r[0] for r in rows]
-    table = events.loc[idx, ["name", "ts", "dur", "pid", "tid"]].copy()
-    table["name"] = table["name"].astype(str)
-    table["phase"] = [r[1] for r in rows]
-    table["tokens"] = [r[2] for r in rows]
-    table["batch_size"] = [r[3] for r in rows]
-    return table.sort_values("ts", kind="stable")[cols].reset_index(drop=True)
 
 
 def iterations_rank(rt: RankTrace) -> pd.DataFrame:
     """One row per iteration of this rank (columns ``COLUMNS``; see the module docstring)."""
     ev = rt.events
-    spans = iteration_spans(ev)
+    spans = serving_iterations(rt)
     if spans.empty:
         return pd.DataFrame(columns=COLUMNS)
     calls = ev.loc[runtime_mask(ev), ["ts", "pid", "tid", "correlation"]]
@@ -124,17 +68,8 @@ def iterations_rank(rt: RankTrace) -> pd.DataFrame:
             "idle_before_us": before, "kernels": len(work),
         })
     table = pd.DataFrame(rows, columns=COLUMNS[:-1])
-    table["steady"] = _steady(table)
+    table["steady"] = spans["steady"].to_numpy(dtype=bool)
     return table[COLUMNS]
-
-
-def _steady(table: pd.DataFrame) -> np.ndarray:
-    steady = np.ones(len(table), dtype=bool)
-    if len(table) > 2:
-        steady[0] = False
-    median = table.groupby("phase")["cpu_us"].transform("median").to_numpy()
-    steady &= table["cpu_us"].to_numpy() <= WARMUP_FACTOR * median
-    return steady
 
 
 def combine(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:

@@ -1,0 +1,121 @@
+"""Serving-engine iterations: which rows of a rank's trace mark one -- the one definition.
+
+Inference traces (vLLM, SGLang) have no ``ProfilerStep#N``; the engine's own CPU annotations mark
+its iterations (one scheduler step: one forward pass over a batch). An *iteration* is such an
+annotation, the first kind present on the rank of:
+
+1. ``execute_<tokens>_context_<c>(...)_generation_<g>(...)`` (vLLM's and SGLang's batch
+   annotation, category ``user_annotation``): ``tokens`` scheduled, ``c`` prefill (context)
+   requests, ``g`` decode (generation) requests; phase ``prefill`` (c > 0, g = 0), ``decode``
+   (c = 0, g > 0) or ``mixed``;
+2. SGLang's ``step[<MODE> bs=<n>]`` (``user_annotation``): phase from the mode (``DECODE`` →
+   decode, ``EXTEND`` / ``PREFILL`` → prefill, ``MIXED`` → mixed), batch size ``n``;
+3. vLLM's ``gpu_model_runner.py(...): execute_model`` / SGLang's ``forward_batch_generation``
+   Python frames: phase ``unknown``.
+
+**Steady state.** Every iteration except warm-up: the first iteration when there are more than
+two, and iterations whose CPU time exceeds ``WARMUP_FACTOR`` × the median of the same phase
+(first-call compilation, graph capture). The *steady-state window* of a rank runs from the start
+of its first steady iteration to the end of its last one (CPU time, the annotations' ``[ts, ts +
+dur]``); an outlier between them stays inside, as a slow profiler step would.
+
+The analysed window (``analysis.kineto.window``, ``window="iterations"`` or ``"auto"``) and the
+iteration table (``analysis.metrics.inference.iterations``) read iterations from here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from analysis.kineto.events import cat_mask
+
+# A warm-up iteration (compilation, capture) is several times slower than its phase's median;
+# ordinary batch-to-batch variation stays well under 3x.
+WARMUP_FACTOR = 3.0
+SPAN_COLUMNS = ["name", "phase", "tokens", "batch_size", "ts", "dur", "pid", "tid", "steady"]
+_EXECUTE = re.compile(r"^execute_(\d+)_context_(\d+)\(.*?\)_generation_(\d+)")
+_SGLANG_STEP = re.compile(r"^step\[(\w+) bs=(\d+)\]")
+_SGLANG_PHASE = {"DECODE": "decode", "EXTEND": "prefill", "PREFILL": "prefill", "MIXED": "mixed",
+                 "IDLE": "idle"}
+
+
+class RankLike(Protocol):
+    """What this module reads of a rank (:class:`analysis.kineto.model.RankTrace`)."""
+
+    events: pd.DataFrame
+
+    def memoised(self, key: Any, compute: Callable[[], Any]) -> Any: ...
+
+
+def _phase(context: int, generation: int) -> str:
+    if context and generation:
+        return "mixed"
+    return "prefill" if context else ("decode" if generation else "idle")
+
+
+def iteration_spans(events: pd.DataFrame) -> pd.DataFrame:
+    """The iteration annotations of ``events`` (see the module docstring), sorted by start:
+    ``name``, ``phase``, ``tokens``, ``batch_size`` (NaN where not carried), ``ts``, ``dur`` (ns),
+    ``pid``, ``tid``, ``steady`` (bool)."""
+    names = events["name"].astype(str)
+    annotations = cat_mask(events, ("user_annotation",))
+    rows = []
+    for idx in events.index[annotations & names.str.startswith("execute_").to_numpy()]:
+        m = _EXECUTE.match(names[idx])
+        if m:
+            tokens, ctx, gen = (int(g) for g in m.groups())
+            rows.append((idx, _phase(ctx, gen), tokens, ctx + gen))
+    if not rows:
+        for idx in events.index[annotations & names.str.startswith("step[").to_numpy()]:
+            m = _SGLANG_STEP.match(names[idx])
+            if m:
+                rows.append((idx, _SGLANG_PHASE.get(m.group(1).upper(), "unknown"), np.nan,
+                             int(m.group(2))))
+    if not rows:
+        frames = cat_mask(events, ("python_function",)) & (
+            names.str.contains("gpu_model_runner.py", regex=False)
+            & names.str.endswith("execute_model")
+            | names.str.endswith("forward_batch_generation")
+        ).to_numpy()
+        rows = [(idx, "unknown", np.nan, np.nan) for idx in events.index[frames]]
+    if not rows:
+        return pd.DataFrame({c: pd.Series(dtype=bool if c == "steady" else object)
+                             for c in SPAN_COLUMNS})
+    table = events.loc[[r[0] for r in rows], ["name", "ts", "dur", "pid", "tid"]].copy()
+    table["name"] = table["name"].astype(str)
+    table["phase"] = [r[1] for r in rows]
+    table["tokens"] = [r[2] for r in rows]
+    table["batch_size"] = [r[3] for r in rows]
+    table = table.sort_values("ts", kind="stable").reset_index(drop=True)
+    table["steady"] = _steady(table)
+    return table[SPAN_COLUMNS]
+
+
+def _steady(table: pd.DataFrame) -> np.ndarray:
+    steady = np.ones(len(table), dtype=bool)
+    if len(table) > 2:
+        steady[0] = False
+    median = table.groupby("phase")["dur"].transform("median").to_numpy()
+    steady &= table["dur"].to_numpy() <= WARMUP_FACTOR * median
+    return steady
+
+
+def serving_iterations(rt: RankLike) -> pd.DataFrame:
+    """:func:`iteration_spans` of ``rt``, computed once per rank (shared frame: do not modify)."""
+    return rt.memoised("serving_iterations", lambda: iteration_spans(rt.events))
+
+
+def steady_window(rt: RankLike) -> tuple[int, int] | None:
+    """``(start, end)`` (ns) of ``rt``'s steady-state window (module docstring), or None when the
+    rank has no serving iterations."""
+    spans = serving_iterations(rt)
+    steady = spans[spans["steady"].astype(bool)]
+    if steady.empty:
+        return None
+    ts = steady["ts"].to_numpy(np.int64)
+    return int(ts.min()), int((ts + steady["dur"].to_numpy(np.int64)).max())
