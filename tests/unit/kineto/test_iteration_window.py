@@ -33,13 +33,13 @@ def _expected(kernels: list[tuple[float, float]]) -> dict[str, float]:
 @pytest.mark.parametrize("window", ["auto", "iterations"])
 def test_temporal_breakdown_over_the_steady_iterations(tmp_path, window):
     """Iteration 0 (the first of more than two) is warm-up and the kernel launched before it is
-    outside every iteration: the window is iterations 1..4, GPU work 1040..4052 µs."""
+    outside every iteration: the window is iterations 1..4, GPU work 2040..5052 µs."""
     path = _write(tmp_path, serving_events(PHASES))
     table = TraceAnalysis(trace_files={0: path}, window=window).get_temporal_breakdown()
     kernels = [k for i, p in enumerate(PHASES) if i >= 1 for k in _kernels(i, p)]
     for column, value in _expected(kernels).items():
         assert table[column].iloc[0] == pytest.approx(value), column
-    assert table["kernel_time(us)"].iloc[0] == pytest.approx(4052 - 1040)
+    assert table["kernel_time(us)"].iloc[0] == pytest.approx(5052 - 2040)
 
 
 def test_steps_window_keeps_the_whole_trace_without_profiler_steps(tmp_path):
@@ -87,3 +87,26 @@ def test_trace_without_iterations_keeps_everything_under_iterations(tmp_path):
     a = TraceAnalysis(trace_files={0: path}, window="iterations").get_temporal_breakdown()
     b = TraceAnalysis(trace_files={0: path}, window="steps").get_temporal_breakdown()
     assert a.equals(b)
+
+
+def test_cli_window_option(tmp_path):
+    from click.testing import CliRunner
+
+    from analysis.cli import main
+
+    folder = tmp_path / "t"
+    folder.mkdir()
+    _write(folder, serving_events(PHASES))
+    spans = {}
+    for window in ("iterations", "steps"):
+        out = CliRunner().invoke(main, ["summary", str(folder), "-q", "--wide", "--window", window,
+                                        "--cache-dir", str(tmp_path / "c")],
+                                 catch_exceptions=False)
+        assert out.exit_code == 0, out.output
+        lines = out.output.splitlines()
+        header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["rank", "gpu"])
+        row = dict(zip(lines[header].split(), lines[header + 1].split(), strict=False))
+        spans[window] = float(row["idle_%"])
+    # iterations 1..4: 15 µs busy over 3012 µs; whole trace: 71 µs busy over 5052 - 600 µs
+    assert spans["iterations"] == pytest.approx(100 * (1 - 15 / 3012), abs=0.01)
+    assert spans["steps"] == pytest.approx(100 * (1 - 71 / 4452), abs=0.01)
