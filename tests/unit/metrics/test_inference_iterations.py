@@ -108,7 +108,21 @@ def test_shared_decode_traces(folder, replay):
     ms, me = merge(start, end)
     # every GPU event of these traces is launched inside the iteration's annotation
     assert table["kernels"].iloc[0] == len(gpu)
-    assert table["gpu_busy_us"].iloc[0] == pytest.approx((me - ms).sum() / 1000, abs=0.01)
+    row = table.iloc[0]
+    assert row["gpu_busy_us"] == pytest.approx((me - ms).sum() / 1000, abs=0.01)
+    # on one stream nothing overlaps: busy is then the plain sum of the kernels' durations
+    if len({e["args"].get("stream") for e in gpu}) == 1:
+        assert row["gpu_busy_us"] == pytest.approx((end - start).sum() / 1000, abs=0.01)
+    else:  # SGLang's two streams overlap a little: the union is less than the sum
+        assert row["gpu_busy_us"] < (end - start).sum() / 1000
+    # idle inside the iteration and idle between iterations are reported apart: the span from the
+    # first kernel to the last, less busy, is inside; one iteration has nothing before it
+    assert row["idle_inside_us"] == pytest.approx((end.max() - start.min() - (me - ms).sum()) / 1000,
+                                                  abs=0.01)
+    assert np.isnan(row["idle_before_us"])
+    # the analysed window is the iteration: the temporal breakdown's idle is its idle inside
+    temporal = TraceAnalysis(trace_files={0: str(base / replay)}).get_temporal_breakdown()
+    assert temporal["idle_time(us)"].iloc[0] == pytest.approx(row["idle_inside_us"], abs=0.01)
 
 
 def test_serving_findings(tmp_path):
