@@ -15,7 +15,13 @@ all count). Columns (times µs):
 - ``idle_before_us``: the gap from the previous iteration's ``gpu_end`` to this ``gpu_start``
   (idle *between* iterations: scheduler and host time); NaN for the first iteration;
 - ``cpu_us``: the annotation's duration; ``kernels``: GPU events counted;
-- ``steady``: in the steady state (not warm-up; :mod:`analysis.kineto.iterations`).
+- ``steady``: in the steady state (not warm-up; :mod:`analysis.kineto.iterations`);
+- ``attention_us`` / ``gemm_us``: GPU time of the iteration's attention / GEMM operators;
+  ``top_operators``: its three operators with the most GPU time, with their shares
+  (:mod:`analysis.metrics.inference.operators`, which defines the operator split and families).
+
+The table's ``attrs["operators"]`` holds the split itself: one row per rank, iteration and
+operator (``rank``, ``iteration``, ``name``, ``family``, ``gpu_us``); :func:`phase_summary` reads it.
 """
 
 from __future__ import annotations
@@ -28,11 +34,14 @@ import pandas as pd
 from analysis.kineto.events import kernel_like_mask, runtime_mask
 from analysis.kineto.iterations import serving_iterations
 from analysis.kineto.model import RankTrace
+from analysis.metrics.inference import operators as op_split
 from analysis.metrics.intervals import merge
 
 COLUMNS = ["rank", "iteration", "name", "phase", "tokens", "batch_size", "cpu_start_us", "cpu_us",
            "gpu_start_us", "gpu_end_us", "gpu_busy_us", "idle_inside_us", "idle_before_us",
-           "kernels", "steady"]
+           "kernels", "steady", "attention_us", "gemm_us", "top_operators"]
+_BASE = COLUMNS[:COLUMNS.index("steady")]
+OPERATOR_COLUMNS = ["rank", *op_split.COLUMNS]
 
 
 def iterations_rank(rt: RankTrace) -> pd.DataFrame:
@@ -40,7 +49,7 @@ def iterations_rank(rt: RankTrace) -> pd.DataFrame:
     ev = rt.events
     spans = serving_iterations(rt)
     if spans.empty:
-        return pd.DataFrame(columns=COLUMNS)
+        return _with_operators(pd.DataFrame(columns=COLUMNS), pd.DataFrame(columns=OPERATOR_COLUMNS))
     calls = ev.loc[runtime_mask(ev), ["ts", "pid", "tid", "correlation"]]
     gpu = ev.loc[kernel_like_mask(ev), ["ts", "dur", "correlation"]]
     rows, prev_end = [], None
@@ -67,21 +76,42 @@ def iterations_rank(rt: RankTrace) -> pd.DataFrame:
             "idle_inside_us": (g1 - g0 - busy) / 1000 if len(work) else np.nan,
             "idle_before_us": before, "kernels": len(work),
         })
-    table = pd.DataFrame(rows, columns=COLUMNS[:-1])
+    table = pd.DataFrame(rows, columns=_BASE)
     table["steady"] = spans["steady"].to_numpy(dtype=bool)
-    return table[COLUMNS]
+    ops = op_split.iteration_operators(ev, spans)
+    by_family = ops.pivot_table(index="iteration", columns="family", values="gpu_us",
+                                aggfunc="sum", fill_value=0.0)
+    for family in ("attention", "gemm"):
+        values = by_family[family] if family in by_family else pd.Series(dtype=float)
+        table[f"{family}_us"] = table["iteration"].map(values).fillna(0.0).to_numpy(float)
+    by_iteration = dict(tuple(ops.groupby("iteration", sort=False)))
+    table["top_operators"] = [op_split.top_operators(by_iteration[i]) if i in by_iteration else ""
+                              for i in table["iteration"]]
+    return _with_operators(table[COLUMNS], ops.assign(rank=rt.rank)[OPERATOR_COLUMNS])
+
+
+def _with_operators(table: pd.DataFrame, operators: pd.DataFrame) -> pd.DataFrame:
+    table.attrs["operators"] = operators
+    return table
 
 
 def combine(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     parts = [f for f in frames.values() if len(f)]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+    ops = [f.attrs["operators"] for f in parts if len(f.attrs.get("operators", ()))]
+    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+    table.attrs = {}
+    return _with_operators(table, pd.concat(ops, ignore_index=True) if ops
+                           else pd.DataFrame(columns=OPERATOR_COLUMNS))
 
 
 def phase_summary(iterations: pd.DataFrame) -> pd.DataFrame:
     """Per rank and phase, over the steady-state iterations: count, mean CPU and GPU-busy time,
-    summed idle inside and before iterations (µs), mean tokens and batch size."""
+    summed idle inside and before iterations (µs), mean tokens and batch size, the shares (%) of
+    the phase's GPU time in attention, GEMM and MoE operators and its top operators (from
+    ``iterations.attrs["operators"]``; NaN / empty without it)."""
     cols = ["rank", "phase", "iterations", "cpu_us_mean", "gpu_busy_us_mean", "idle_inside_us",
-            "idle_before_us", "tokens_mean", "batch_size_mean"]
+            "idle_before_us", "tokens_mean", "batch_size_mean", "attention_pct", "gemm_pct",
+            "moe_pct", "top_operators"]
     steady = iterations[iterations["steady"].astype(bool)]
     if steady.empty:
         return pd.DataFrame(columns=cols)
@@ -95,4 +125,20 @@ def phase_summary(iterations: pd.DataFrame) -> pd.DataFrame:
         "tokens_mean": g["tokens"].mean(),
         "batch_size_mean": g["batch_size"].mean(),
     }).reset_index()
+    shares = [phase_operators(iterations, rank, phase)
+              for rank, phase in zip(out["rank"], out["phase"], strict=True)]
+    out["attention_pct"] = [op_split.family_shares(o)["attention"] for o in shares]
+    out["gemm_pct"] = [op_split.family_shares(o)["gemm"] for o in shares]
+    out["moe_pct"] = [op_split.family_shares(o)["moe"] for o in shares]
+    out["top_operators"] = [op_split.top_operators(o) for o in shares]
     return out[cols]
+
+
+def phase_operators(iterations: pd.DataFrame, rank: int, phase: str) -> pd.DataFrame:
+    """The operator rows (``attrs["operators"]``) of ``rank``'s steady ``phase`` iterations."""
+    ops = iterations.attrs.get("operators")
+    if ops is None or not len(ops):
+        return pd.DataFrame(columns=OPERATOR_COLUMNS)
+    chosen = iterations[(iterations["rank"] == rank) & (iterations["phase"] == phase)
+                        & iterations["steady"].astype(bool)]["iteration"]
+    return ops[(ops["rank"] == rank) & ops["iteration"].isin(chosen)]
