@@ -73,6 +73,11 @@ class TraceAnalysis:
         max_memory: bytes the ranks held in this process may take at once (default: an eighth of
             the available memory, at most 512 MiB). Ranks beyond it are released and read back from
             the cache when asked again; results stay memoised (``analysis.engines.local``).
+        capture_trace: the graph-capture trace of a CUDA/HIP graph replay trace (a file, or a
+            folder of capture traces), merged into every replay trace loaded so that each
+            replayed kernel is attributed to its captured operator and shapes
+            (``analysis.kineto.cuda_graphs``). Default: the ``capture_traces/`` folder that vLLM
+            and SGLang write beside the replay trace, when there is one.
     """
 
     def __init__(
@@ -94,6 +99,7 @@ class TraceAnalysis:
         client: Any = None,
         timeout: float | None = None,
         max_memory: int | None = None,
+        capture_trace: str | os.PathLike | None = None,
     ) -> None:
         check_load_options(**{k: v for k, v in locals().items() if k in _LOAD_OPTIONS})
         self.patterns = resolve_patterns(kernel_patterns)
@@ -127,6 +133,7 @@ class TraceAnalysis:
             progress=progress,
             timeout=timeout,
             max_memory=max_memory,
+            capture_trace=capture_trace,
         )
         self._hta = None
         self._warn_unlaunched()

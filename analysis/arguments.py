@@ -161,6 +161,7 @@ def load_options(
     max_workers: Any = None,
     progress: Any = None,
     timeout: Any = None,
+    capture_trace: Any = None,
 ) -> None:
     """Every argument of ``TraceAnalysis`` / ``load_trace`` that says what to load and how."""
     trace_source(trace_dir, trace_files)
@@ -172,3 +173,4 @@ def load_options(
     positive_int("max_workers", max_workers)
     optional_flag("progress", progress)
     positive_number("timeout", timeout)
+    optional_path("capture_trace", capture_trace)

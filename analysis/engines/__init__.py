@@ -67,6 +67,7 @@ def load_engine(
     progress: bool | None = None,
     timeout: float | None = None,
     max_memory: int | None = None,
+    capture_trace: str | os.PathLike | None = None,
 ) -> Engine:
     """Load the traces into a :class:`LocalEngine` (``client=None``) or a :class:`DaskEngine`.
 
@@ -85,6 +86,7 @@ def load_engine(
         use_cache=use_cache,
         on_error=on_error,
         progress=progress,
+        capture_trace=capture_trace,
     )
     if client is None:
         from analysis.engines.local import LocalEngine

@@ -77,18 +77,20 @@ def load_rank(
     storage_options: Mapping[str, Any] | None,
     cache_dir: str | None,
     use_cache: bool,
+    capture: str | None = None,
 ) -> tuple[RankTrace, list[str]]:
     """Read and parse one file on a worker, through the worker's trace cache.
 
     Returns the trace (rank not yet assigned) and notes for the caller to warn about; raises the
     file's :class:`TraceLoadError`, as :func:`analysis.kineto.loader.load_trace` would.
     """
-    key = cache_key(file.url, file.size, file.version) if use_cache and file.version else None
+    key = (cache_key(file.url, file.size, file.version, capture)
+           if use_cache and file.version else None)
     cached = TraceCache(cache_dir).get_parts(key) if key is not None else None
     if cached is not None:
         traces, notes = cached, []
     else:
-        outcome = load_file(file.url, storage_options, cache_dir, key, True)
+        outcome = load_file(file.url, storage_options, cache_dir, key, True, capture=capture)
         if outcome[0] == "error":
             raise error_from(outcome)
         traces, notes = outcome[1], outcome[2]
@@ -214,6 +216,7 @@ class DaskEngine:
         on_error: str = "raise",
         progress: bool | None = None,
         timeout: float | None = None,
+        capture_trace: str | os.PathLike | None = None,
     ) -> DaskEngine:
         """Load every file on ``client``'s workers (arguments as :func:`analysis.load_trace`).
 
@@ -226,9 +229,11 @@ class DaskEngine:
         options = dict(storage_options or {})
         files = find_trace_files(trace_dir, trace_files, options)
         cache_dir_str = os.fspath(cache_dir) if cache_dir is not None else None
+        # a path on the workers, as cache_dir
+        capture = os.fspath(capture_trace) if capture_trace is not None else None
 
         def submit(file: TraceFile, attempt: str):
-            load = client.submit(load_rank, file, options, cache_dir_str, use_cache,
+            load = client.submit(load_rank, file, options, cache_dir_str, use_cache, capture,
                                  key=_task_key("load_rank", attempt), pure=False)
             info = client.submit(rank_info, load, key=_task_key("rank_info", attempt), pure=False)
             return load, info

@@ -47,12 +47,17 @@ class CacheWarning(UserWarning):
     """A cache entry could not be read or written; the trace is parsed from its source instead."""
 
 
-def cache_key(source: str, size: int | None, version: str | None) -> str:
-    """The entry name for one trace file: a hash of what identifies its content and the parser."""
+def cache_key(
+    source: str, size: int | None, version: str | None, capture: str | None = None
+) -> str:
+    """The entry name for one trace file: a hash of what identifies its content and the parser
+    (and the capture traces merged into it: ``capture``, the ``capture_trace=`` argument, else
+    those beside it)."""
     from analysis.kineto.cuda_graphs import capture_signature
 
-    # a replay trace's parse depends on the capture traces beside it
-    text = f"{PARSER_VERSION}\n{source}\n{size}\n{version}\n{capture_signature(source)}"
+    # a replay trace's parse depends on its capture traces
+    text = (f"{PARSER_VERSION}\n{source}\n{size}\n{version}\n"
+            f"{capture_signature(source, capture)}")
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

@@ -160,7 +160,7 @@ def _cache_path(rt: RankTrace, kind: ExtraKind, storage_options, cache_dir) -> P
     if len(files) != 1 or files[0].version is None:
         return None
     entry = TraceCache(cache_dir).entry_dir(
-        cache_key(files[0].url, files[0].size, files[0].version)
+        cache_key(files[0].url, files[0].size, files[0].version, rt.meta.capture_trace)
     )
     if not (entry / "meta.json").is_file():
         return None
@@ -215,7 +215,8 @@ def extra_table(
             )
     if table is None:
         data = read_trace_bytes(rt.meta.source, storage_options)
-        data, _ = with_graph_capture(data, rt.meta.source)  # rows as the loader numbered them
+        # rows as the loader numbered them
+        data, _ = with_graph_capture(data, rt.meta.source, rt.meta.capture_trace)
         if rt.meta.source_format != "kineto":
             from analysis.formats.readers import (
                 foreign_extra,  # another profiler's file: its reader

@@ -141,6 +141,10 @@ class RankMeta:
     # Which profiler wrote the file: "kineto", or "nsys", "xplane", "rocprof" (analysis.formats,
     # which also says what each of those does not carry).
     source_format: str = "kineto"
+    # The graph-capture trace(s) merged into this replay trace at load, when given explicitly
+    # (``capture_trace=``); None: the ``capture_traces/`` folder beside it, if any
+    # (analysis.kineto.cuda_graphs). The on-demand args tables read the trace the same way.
+    capture_trace: str | None = None
 
     @property
     def process_groups(self) -> list[dict[str, Any]]:
