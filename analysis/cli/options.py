@@ -22,7 +22,7 @@ def int_list(ctx, param, value: str | None) -> list[int] | None:
 
 def trace_loading_options(func):
     """--patterns, --no-cache, --cache-dir, --on-error, --include-last-step, --gpu-events,
-    --window, --quiet."""
+    --window, --capture-trace, --quiet."""
     options = [
         click.option(
             "--patterns",
@@ -57,6 +57,13 @@ def trace_loading_options(func):
             help="What the analysed window is cut at: profiler steps, a serving engine's "
                  "steady-state iterations, or 'auto' (steps when the traces have any).",
         ),
+        click.option(
+            "--capture-trace",
+            type=click.Path(exists=True),
+            default=None,
+            help="Graph-capture trace (file or folder) of CUDA/HIP graph replay traces (default: "
+                 "the capture_traces/ folder beside each).",
+        ),
         click.option("-q", "--quiet", is_flag=True, help="No progress bars or notes."),
     ]
     for option in reversed(options):
@@ -66,7 +73,7 @@ def trace_loading_options(func):
 
 def open_analysis(traces: str, kernel_patterns: str, no_cache: bool, cache_dir, on_error: str,
                   include_last_step: bool, quiet: bool, gpu_events: str | None = None,
-                  window: str = "auto"):
+                  window: str = "auto", capture_trace: str | None = None):
     """Build the TraceAnalysis the options describe."""
     from analysis.api import TraceAnalysis
 
@@ -76,6 +83,7 @@ def open_analysis(traces: str, kernel_patterns: str, no_cache: bool, cache_dir, 
         kernel_patterns=kernel_patterns,
         gpu_events=gpu_events,
         window=window,
+        capture_trace=capture_trace,
         use_cache=not no_cache,
         cache_dir=cache_dir,
         on_error=on_error,

@@ -205,3 +205,22 @@ def test_capture_trace_argument(tmp_path):
     assert list(again["name"]) == ["CUDA graph (cudaGraphLaunch)"]
     with pytest.raises(InputFileError, match="capture_trace"):
         TraceAnalysis(trace_files={0: str(replay)}, capture_trace=tmp_path / "nowhere.json")
+
+
+def test_cli_capture_trace_option(tmp_path):
+    from click.testing import CliRunner
+
+    from analysis.cli import main
+
+    write_pair(tmp_path / "pair", ["aten::mm", "aten::add"], [2, 2])
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "replay.json").write_text((tmp_path / "pair" / "replay.json").read_text())
+    out = CliRunner().invoke(main, ["check", str(tmp_path / "run"), "-q", "--capture-trace",
+                                    str(tmp_path / "pair" / "capture_traces"), "--cache-dir",
+                                    str(tmp_path / "cache")], catch_exceptions=False)
+    # with the capture the health check finds every launch attributed; without, it warns
+    assert "2 graph launches attributed to the operators" in " ".join(out.output.split())
+    out = CliRunner().invoke(main, ["check", str(tmp_path / "run"), "-q", "--cache-dir",
+                                    str(tmp_path / "cache")], catch_exceptions=False)
+    assert "WARNING graph_capture (rank 0): 2 graph launches and their kernels have no operator" \
+        in " ".join(out.output.split())
