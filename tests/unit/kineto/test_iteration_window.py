@@ -110,3 +110,12 @@ def test_cli_window_option(tmp_path):
     # iterations 1..4: 15 µs busy over 3012 µs; whole trace: 71 µs busy over 5052 - 600 µs
     assert spans["iterations"] == pytest.approx(100 * (1 - 15 / 3012), abs=0.01)
     assert spans["steps"] == pytest.approx(100 * (1 - 71 / 4452), abs=0.01)
+
+
+def test_summary_names_the_iteration_window(tmp_path):
+    path = _write(tmp_path, serving_events(PHASES))
+    text = " ".join(repr(TraceAnalysis(trace_files={0: path})).split())
+    assert "Serving iterations analysed #1–4 of 5 (1 warm-up left out)" in text
+    assert "Profiler steps analysed" not in text
+    text = " ".join(repr(TraceAnalysis(trace_files={0: path}, window="steps")).split())
+    assert "Serving iterations analysed" not in text and "Profiler steps analysed" in text
