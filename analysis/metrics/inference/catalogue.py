@@ -6,7 +6,7 @@ order. The top-level catalogue (:mod:`analysis.analyses`) registers them; the ma
 from __future__ import annotations
 
 from analysis.metrics.inference import iterations
-from analysis.registry import Analysis, Param
+from analysis.registry import Analysis, ranks_param, visualize_param
 
 ENTRIES = (
     Analysis(
@@ -21,7 +21,8 @@ ENTRIES = (
             "the iterations over time and the per-phase split.",
         rank_step=iterations.iterations_rank,
         combine=iterations.combine,
-        params=(Param("ranks", "all", role="ranks"), Param("visualize", False, role="visualize")),
+        params=(ranks_param("all"), visualize_param(False)),
+        columns=tuple(iterations.COLUMNS),
         window="full",
         figures="analysis.figures.inference_iterations",
         placement="section",
