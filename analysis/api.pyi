@@ -41,6 +41,11 @@ class TraceAnalysis:
             and TraceLens's view), ``"all"`` (also those nothing in the trace launched: the tail of
             an iteration the profiler did not capture), or ``"hta"`` (HTA 0.5.0's rule, the
             default with ``kernel_patterns="hta"``). A warning counts what is left out or kept.
+        window: what the analysed window is cut at (``analysis.kineto.window``): ``"steps"``
+            (complete profiler steps, HTA's rule), ``"iterations"`` (a serving engine's
+            steady-state iterations, warm-up left out: ``analysis.kineto.iterations``), or
+            ``"auto"`` (the default: profiler steps when the traces have any, else iterations).
+            Every windowed analysis then covers that window.
         storage_options: passed to fsspec/gcsfs (credentials, project, endpoint...).
         cache_dir, use_cache: the local cache of parsed traces (second opens read only the cache).
         on_error: ``"raise"`` (default) or ``"skip"`` files that fail to load (a warning lists them).
@@ -52,6 +57,11 @@ class TraceAnalysis:
         max_memory: bytes the ranks held in this process may take at once (default: an eighth of
             the available memory, at most 512 MiB). Ranks beyond it are released and read back from
             the cache when asked again; results stay memoised (``analysis.engines.local``).
+        capture_trace: the graph-capture trace of a CUDA/HIP graph replay trace (a file, or a
+            folder of capture traces), merged into every replay trace loaded so that each
+            replayed kernel is attributed to its captured operator and shapes
+            (``analysis.kineto.cuda_graphs``). Default: the ``capture_traces/`` folder that vLLM
+            and SGLang write beside the replay trace, when there is one.
     """
 
     patterns: KernelPatterns
@@ -72,6 +82,7 @@ class TraceAnalysis:
         kernel_patterns: str | KernelPatterns = 'default',
         time_rounding: Rounding | None = None,
         gpu_events: str | None = None,
+        window: str = 'auto',
         storage_options: dict[str, Any] | None = None,
         cache_dir: str | os.PathLike | None = None,
         use_cache: bool = True,
@@ -81,6 +92,7 @@ class TraceAnalysis:
         client: Any = None,
         timeout: float | None = None,
         max_memory: int | None = None,
+        capture_trace: str | os.PathLike | None = None,
     ) -> None:
         ...
 
@@ -93,6 +105,7 @@ class TraceAnalysis:
         kernel_patterns: str | KernelPatterns = 'default',
         time_rounding: Rounding | None = None,
         gpu_events: str | None = None,
+        window: str = 'auto',
     ) -> TraceAnalysis:
         """Analyse a :class:`~analysis.kineto.model.Trace` already in memory (e.g. one built by
         hand or by ``analysis.kineto.loader.load_trace``), with the same options as the constructor.
@@ -107,10 +120,11 @@ class TraceAnalysis:
         time_rounding: Rounding | None = None,
         gpu_events: str = 'hta',
         include_last_profiler_step: bool = False,
+        window: str = 'auto',
     ) -> TraceAnalysis:
         """The facade over an engine already loaded (``analysis.engines.load_engine``); its window
-        was cut when it loaded, so ``gpu_events`` and ``include_last_profiler_step`` only record
-        how (pass what it was loaded with).
+        was cut when it loaded, so ``gpu_events``, ``include_last_profiler_step`` and ``window``
+        only record how (pass what it was loaded with).
         """
 
     @property
@@ -856,21 +870,27 @@ class TraceAnalysis:
     def get_inference_iterations(
         self,
         ranks: int | Iterable[int] | Literal['all'] | None = 'all',
+        visualize: bool = False,
     ) -> pd.DataFrame:
         """Per rank: the serving engine's iterations found without ProfilerSteps (vLLM/SGLang batch
         annotations), their phase (prefill / decode / mixed), tokens and batch size, CPU time, GPU busy
-        time (union of their kernels), idle inside the iteration and between iterations (µs), and
-        whether each is in the steady-state window.
+        time (union of their kernels), idle inside the iteration and between iterations (µs), whether
+        each is in the steady-state window, the GPU time of its attention and GEMM operators and its top
+        operators; ``attrs['operators']``: the per-iteration operator split. With visualize=True, the
+        iterations over time and the per-phase split.
 
         Args:
             ranks (int | Iterable[int] | Literal['all'] | None, default 'all'): The ranks to analyse:
                 one rank, a list of ranks, ``'all'``, or ``None``; the default gives every loaded rank.
+            visualize (bool, default False): Show the analysis's figures (plotly) after computing the
+                result.
 
         Returns:
             pd.DataFrame: columns ``rank``, ``iteration``, ``name``, ``phase``, ``tokens``,
                 ``batch_size``, ``cpu_start_us`` (µs), ``cpu_us`` (µs), ``gpu_start_us`` (µs),
                 ``gpu_end_us`` (µs), ``gpu_busy_us`` (µs), ``idle_inside_us`` (µs), ``idle_before_us``
-                (µs), ``kernels``, ``steady``.
+                (µs), ``kernels``, ``steady``, ``attention_us`` (µs), ``gemm_us`` (µs),
+                ``top_operators``.
 
         The registered analysis ``inference_iterations`` (its name in ``TraceAnalysis.run``, the report
         and ``trace-analysis report --analyses``). Its definition is the docstring of
