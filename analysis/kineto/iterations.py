@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from analysis.kineto.events import cat_mask
+from analysis.kineto.events import cat_mask, kernel_like_mask, runtime_mask
 
 # A warm-up iteration (compilation, capture) is several times slower than its phase's median;
 # ordinary batch-to-batch variation stays well under 3x.
@@ -119,3 +119,35 @@ def steady_window(rt: RankLike) -> tuple[int, int] | None:
         return None
     ts = steady["ts"].to_numpy(np.int64)
     return int(ts.min()), int((ts + steady["dur"].to_numpy(np.int64)).max())
+
+
+def iteration_of(where: pd.DataFrame, spans: pd.DataFrame) -> np.ndarray:
+    """For each row of ``where`` (``ts``, ``pid``, ``tid``): the index of the iteration of
+    ``spans`` on the same thread whose ``[ts, ts + dur)`` holds its ``ts``, or -1. Iterations of
+    one thread do not overlap (one scheduler step at a time)."""
+    out = np.full(len(where), -1, dtype=np.int64)
+    ts = where["ts"].to_numpy(np.int64)
+    pid, tid = where["pid"].to_numpy(), where["tid"].to_numpy()
+    for (p, t), group in spans.groupby(["pid", "tid"], sort=False):
+        order = group.sort_values("ts", kind="stable")
+        starts = order["ts"].to_numpy(np.int64)
+        ends = starts + order["dur"].to_numpy(np.int64)
+        on_thread = np.flatnonzero((pid == p) & (tid == t))
+        pos = np.searchsorted(starts, ts[on_thread], side="right") - 1
+        inside = (pos >= 0) & (ts[on_thread] < ends[np.maximum(pos, 0)])
+        out[on_thread[inside]] = order.index.to_numpy()[pos[inside]]
+    return out
+
+
+def gpu_work_iterations(events: pd.DataFrame, spans: pd.DataFrame) -> pd.Series:
+    """The iteration (row of ``spans``) of each GPU kernel, memcpy and memset of ``events``
+    launched inside one: by a runtime call on the iteration's thread inside its ``[ts, ts +
+    dur)``, matched on correlation id (a graph launch's kernels all count). Indexed like
+    ``events``; GPU work launched outside every iteration is left out."""
+    calls = events.loc[runtime_mask(events), ["ts", "pid", "tid", "correlation"]]
+    calls = calls[calls["correlation"].to_numpy() >= 0]
+    by_corr = pd.Series(iteration_of(calls, spans), index=calls["correlation"].to_numpy())
+    by_corr = by_corr[by_corr.to_numpy() >= 0]
+    by_corr = by_corr[~by_corr.index.duplicated()]
+    gpu = events.loc[kernel_like_mask(events), "correlation"]
+    return gpu.map(by_corr).dropna().astype(np.int64)

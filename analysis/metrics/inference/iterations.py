@@ -31,11 +31,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from analysis.kineto.events import kernel_like_mask, runtime_mask
-from analysis.kineto.iterations import serving_iterations
+from analysis.kineto.iterations import gpu_work_iterations, serving_iterations
 from analysis.kineto.model import RankTrace
 from analysis.metrics.inference import operators as op_split
-from analysis.metrics.intervals import merge
 
 COLUMNS = ["rank", "iteration", "name", "phase", "tokens", "batch_size", "cpu_start_us", "cpu_us",
            "gpu_start_us", "gpu_end_us", "gpu_busy_us", "idle_inside_us", "idle_before_us",
@@ -50,33 +48,17 @@ def iterations_rank(rt: RankTrace) -> pd.DataFrame:
     spans = serving_iterations(rt)
     if spans.empty:
         return _with_operators(pd.DataFrame(columns=COLUMNS), pd.DataFrame(columns=OPERATOR_COLUMNS))
-    calls = ev.loc[runtime_mask(ev), ["ts", "pid", "tid", "correlation"]]
-    gpu = ev.loc[kernel_like_mask(ev), ["ts", "dur", "correlation"]]
-    rows, prev_end = [], None
-    for i, span in enumerate(spans.itertuples(index=False)):
-        inside = calls[(calls["pid"] == span.pid) & (calls["tid"] == span.tid)
-                       & (calls["ts"] >= span.ts) & (calls["ts"] < span.ts + span.dur)]
-        work = gpu[gpu["correlation"].isin(inside["correlation"][inside["correlation"] >= 0])]
-        if len(work):
-            starts = work["ts"].to_numpy(np.int64)
-            ends = starts + work["dur"].to_numpy(np.int64)
-            ms, me = merge(starts, ends)
-            busy = int((me - ms).sum())
-            g0, g1 = int(starts.min()), int(ends.max())
-        else:
-            busy, g0, g1 = 0, np.nan, np.nan
-        before = np.nan if prev_end is None or not len(work) else (g0 - prev_end) / 1000
-        if len(work):
-            prev_end = g1
-        rows.append({
-            "rank": rt.rank, "iteration": i, "name": span.name, "phase": span.phase,
-            "tokens": span.tokens, "batch_size": span.batch_size,
-            "cpu_start_us": span.ts / 1000, "cpu_us": span.dur / 1000,
-            "gpu_start_us": g0 / 1000, "gpu_end_us": g1 / 1000, "gpu_busy_us": busy / 1000,
-            "idle_inside_us": (g1 - g0 - busy) / 1000 if len(work) else np.nan,
-            "idle_before_us": before, "kernels": len(work),
-        })
-    table = pd.DataFrame(rows, columns=_BASE)
+    table = _gpu_side(ev, spans)
+    n = len(spans)
+    table.insert(0, "rank", rt.rank)
+    table.insert(1, "iteration", np.arange(n))
+    table.insert(2, "name", spans["name"].to_numpy())
+    table.insert(3, "phase", spans["phase"].to_numpy())
+    table.insert(4, "tokens", spans["tokens"].to_numpy())
+    table.insert(5, "batch_size", spans["batch_size"].to_numpy())
+    table.insert(6, "cpu_start_us", spans["ts"].to_numpy(np.int64) / 1000)
+    table.insert(7, "cpu_us", spans["dur"].to_numpy(np.int64) / 1000)
+    table = table[_BASE]
     table["steady"] = spans["steady"].to_numpy(dtype=bool)
     ops = op_split.iteration_operators(ev, spans)
     by_family = ops.pivot_table(index="iteration", columns="family", values="gpu_us",
@@ -84,10 +66,37 @@ def iterations_rank(rt: RankTrace) -> pd.DataFrame:
     for family in ("attention", "gemm"):
         values = by_family[family] if family in by_family else pd.Series(dtype=float)
         table[f"{family}_us"] = table["iteration"].map(values).fillna(0.0).to_numpy(float)
-    by_iteration = dict(tuple(ops.groupby("iteration", sort=False)))
-    table["top_operators"] = [op_split.top_operators(by_iteration[i]) if i in by_iteration else ""
-                              for i in table["iteration"]]
+    top = op_split.top_operators_by(ops, "iteration")
+    table["top_operators"] = table["iteration"].map(top).fillna("").to_numpy(object)
     return _with_operators(table[COLUMNS], ops.assign(rank=rt.rank)[OPERATOR_COLUMNS])
+
+
+def _gpu_side(ev: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
+    """Per iteration (row of ``spans``): ``gpu_start_us``, ``gpu_end_us``, ``gpu_busy_us``,
+    ``idle_inside_us``, ``idle_before_us``, ``kernels`` (see the module docstring), vectorised:
+    the busy union is a sweep over each iteration's GPU events sorted by start."""
+    it = gpu_work_iterations(ev, spans)
+    work = pd.DataFrame({"it": it.to_numpy(), "start": ev.loc[it.index, "ts"].to_numpy(np.int64)})
+    work["end"] = work["start"] + ev.loc[it.index, "dur"].to_numpy(np.int64)
+    work = work.sort_values(["it", "start"], kind="stable")
+    # the part of each event past every earlier event of its iteration: their sum is the union
+    reach = work.groupby("it")["end"].cummax().groupby(work["it"]).shift()
+    fresh = work["end"] - np.maximum(work["start"], reach.fillna(work["start"]))
+    work["fresh"] = fresh.clip(lower=0)
+    g = work.groupby("it")
+    per = pd.DataFrame({"g0": g["start"].min(), "g1": g["end"].max(), "busy": g["fresh"].sum(),
+                        "kernels": g.size()}).reindex(np.arange(len(spans)))
+    g0, g1 = per["g0"].to_numpy(float), per["g1"].to_numpy(float)
+    # idle before: from the previous iteration that launched GPU work
+    prev_end = pd.Series(g1).ffill().shift().to_numpy(float)
+    has = ~np.isnan(g0)
+    return pd.DataFrame({
+        "gpu_start_us": g0 / 1000, "gpu_end_us": g1 / 1000,
+        "gpu_busy_us": np.where(has, per["busy"].to_numpy(float), 0.0) / 1000,
+        "idle_inside_us": (g1 - g0 - per["busy"].to_numpy(float)) / 1000,
+        "idle_before_us": np.where(has, g0 - prev_end, np.nan) / 1000,
+        "kernels": per["kernels"].fillna(0).to_numpy(np.int64),
+    })
 
 
 def _with_operators(table: pd.DataFrame, operators: pd.DataFrame) -> pd.DataFrame:

@@ -23,7 +23,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from analysis.kineto.events import kernel_like_mask, runtime_mask
+from analysis.kineto.iterations import gpu_work_iterations, iteration_of
 from analysis.metrics.operators.operator_summary import graph_launch_times, operator_times
 
 NO_OPERATOR = "(no operator)"
@@ -52,19 +52,14 @@ def iteration_operators(events: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFra
         return pd.DataFrame(columns=COLUMNS)
     per_op = pd.concat([operator_times(events), graph_launch_times(events)])
     where = events.loc[per_op.index, ["ts", "pid", "tid"]]
-    op_iter = _iteration_of(where, spans)
+    op_iter = iteration_of(where, spans)
     ops = pd.DataFrame({"iteration": op_iter, "name": per_op["name"].astype(str).to_numpy(),
                         "gpu_ns": per_op["gpu_self_ns"].to_numpy(np.int64)})
     ops = ops[(ops["iteration"] >= 0) & (ops["gpu_ns"] > 0)]
     # every GPU event launched inside an iteration, whether or not an operator launched it
-    calls = events.loc[runtime_mask(events), ["ts", "pid", "tid", "correlation"]]
-    calls = calls[calls["correlation"] >= 0]
-    call_iter = pd.Series(_iteration_of(calls, spans), index=calls["correlation"].to_numpy())
-    call_iter = call_iter[call_iter >= 0]
-    call_iter = call_iter[~call_iter.index.duplicated()]
-    gpu = events.loc[kernel_like_mask(events), ["dur", "correlation"]]
-    gpu_iter = gpu["correlation"].map(call_iter)
-    totals = gpu["dur"].groupby(gpu_iter.to_numpy()).sum() if gpu_iter.notna().any() else None
+    gpu_iter = gpu_work_iterations(events, spans)
+    totals = (events.loc[gpu_iter.index, "dur"].groupby(gpu_iter.to_numpy()).sum()
+              if len(gpu_iter) else None)
     table = ops.groupby(["iteration", "name"], sort=False)["gpu_ns"].sum().reset_index()
     if totals is not None:
         attributed = table.groupby("iteration")["gpu_ns"].sum()
@@ -81,22 +76,18 @@ def iteration_operators(events: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFra
     return table[COLUMNS].reset_index(drop=True)
 
 
-def _iteration_of(where: pd.DataFrame, spans: pd.DataFrame) -> np.ndarray:
-    """For each row of ``where`` (``ts``, ``pid``, ``tid``): the index of the iteration of
-    ``spans`` on the same thread whose ``[ts, ts + dur)`` holds its ``ts``, or -1. Iterations of
-    one thread do not overlap (one scheduler step at a time)."""
-    out = np.full(len(where), -1, dtype=np.int64)
-    ts = where["ts"].to_numpy(np.int64)
-    pid, tid = where["pid"].to_numpy(), where["tid"].to_numpy()
-    for (p, t), group in spans.groupby(["pid", "tid"], sort=False):
-        order = group.sort_values("ts", kind="stable")
-        starts = order["ts"].to_numpy(np.int64)
-        ends = starts + order["dur"].to_numpy(np.int64)
-        on_thread = np.flatnonzero((pid == p) & (tid == t))
-        pos = np.searchsorted(starts, ts[on_thread], side="right") - 1
-        inside = (pos >= 0) & (ts[on_thread] < ends[np.maximum(pos, 0)])
-        out[on_thread[inside]] = order.index.to_numpy()[pos[inside]]
-    return out
+def top_operators_by(operators: pd.DataFrame, key: str, n: int = 3) -> pd.Series:
+    """:func:`top_operators` of each group of ``operators`` by ``key`` (e.g. ``iteration``), as a
+    Series indexed by the key's values (vectorised: one pass, not one call per group)."""
+    if operators.empty:
+        return pd.Series(dtype=object)
+    per = operators.groupby([key, "name"], sort=False)["gpu_us"].sum().reset_index()
+    per["total"] = per.groupby(key)["gpu_us"].transform("sum")
+    per = per[per["total"] > 0].sort_values([key, "gpu_us", "name"],
+                                            ascending=[True, False, True], kind="stable")
+    top = per.groupby(key, sort=False).head(n)
+    text = top["name"].astype(str) + " " + (100 * top["gpu_us"] / top["total"]).map("{:.1f} %".format)
+    return text.groupby(top[key].to_numpy(), sort=False).agg("; ".join)
 
 
 def top_operators(operators: pd.DataFrame, n: int = 3) -> str:
