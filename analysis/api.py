@@ -217,7 +217,8 @@ class TraceAnalysis:
 
     @property
     def trace(self) -> Trace:
-        """The analysed window (complete profiler steps) of every rank, in this process."""
+        """The analysed window (complete profiler steps, or a serving engine's steady-state
+        iterations: ``window``) of every rank, in this process."""
         return self._local_trace("trace")
 
     def _local_trace(self, name: str) -> Trace:

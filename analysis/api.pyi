@@ -137,7 +137,9 @@ class TraceAnalysis:
 
     @property
     def trace(self) -> Trace:
-        """The analysed window (complete profiler steps) of every rank, in this process."""
+        """The analysed window (complete profiler steps, or a serving engine's steady-state
+        iterations: ``window``) of every rank, in this process.
+        """
 
     def run(self, name: str, ranks: RankSpec = None, **options: Any) -> Any:
         """The result of the registered analysis ``name`` for ``ranks`` (``None``: the analysis's

@@ -62,27 +62,24 @@ def iteration_spans(events: pd.DataFrame) -> pd.DataFrame:
     """The iteration annotations of ``events`` (see the module docstring), sorted by start:
     ``name``, ``phase``, ``tokens``, ``batch_size`` (NaN where not carried), ``ts``, ``dur`` (ns),
     ``pid``, ``tid``, ``steady`` (bool)."""
-    names = events["name"].astype(str)
     annotations = cat_mask(events, ("user_annotation",))
     rows = []
-    for idx in events.index[annotations & names.str.startswith("execute_").to_numpy()]:
-        m = _EXECUTE.match(names[idx])
+    for idx, name in _named(events, annotations, lambda n: n.str.startswith("execute_")):
+        m = _EXECUTE.match(name)
         if m:
             tokens, ctx, gen = (int(g) for g in m.groups())
             rows.append((idx, _phase(ctx, gen), tokens, ctx + gen))
     if not rows:
-        for idx in events.index[annotations & names.str.startswith("step[").to_numpy()]:
-            m = _SGLANG_STEP.match(names[idx])
+        for idx, name in _named(events, annotations, lambda n: n.str.startswith("step[")):
+            m = _SGLANG_STEP.match(name)
             if m:
                 rows.append((idx, _SGLANG_PHASE.get(m.group(1).upper(), "unknown"), np.nan,
                              int(m.group(2))))
     if not rows:
-        frames = cat_mask(events, ("python_function",)) & (
-            names.str.contains("gpu_model_runner.py", regex=False)
-            & names.str.endswith("execute_model")
-            | names.str.endswith("forward_batch_generation")
-        ).to_numpy()
-        rows = [(idx, "unknown", np.nan, np.nan) for idx in events.index[frames]]
+        frames = _named(events, cat_mask(events, ("python_function",)), lambda n: (
+            n.str.contains("gpu_model_runner.py", regex=False) & n.str.endswith("execute_model")
+            | n.str.endswith("forward_batch_generation")))
+        rows = [(idx, "unknown", np.nan, np.nan) for idx, _ in frames]
     if not rows:
         return pd.DataFrame({c: pd.Series(dtype=bool if c == "steady" else object)
                              for c in SPAN_COLUMNS})
@@ -94,6 +91,19 @@ def iteration_spans(events: pd.DataFrame) -> pd.DataFrame:
     table = table.sort_values("ts", kind="stable").reset_index(drop=True)
     table["steady"] = _steady(table)
     return table[SPAN_COLUMNS]
+
+
+def _named(events: pd.DataFrame, rows: np.ndarray, test) -> list[tuple[Any, str]]:
+    """``(index label, name)`` of the ``rows`` whose name passes ``test`` (a vectorised string
+    test), tried once per distinct name (names are categorical), not once per event."""
+    names = events["name"]
+    distinct = names.cat.categories if isinstance(names.dtype, pd.CategoricalDtype) else names.unique()
+    distinct = pd.Series(distinct, dtype=object).astype(str)
+    chosen = distinct[np.asarray(test(distinct), dtype=bool)]
+    if chosen.empty:
+        return []
+    hit = rows & names.isin(list(chosen)).to_numpy()
+    return [(idx, str(names[idx])) for idx in events.index[hit]]
 
 
 def _steady(table: pd.DataFrame) -> np.ndarray:
