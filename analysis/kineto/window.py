@@ -7,7 +7,8 @@ events are kept if they start inside ``[start of the first steady iteration, end
 (warm-up left out), and a rank without iterations keeps all its CPU events, as a rank without
 steps does; ``"auto"`` (the default) is ``"steps"`` when any rank has a profiler step, else
 ``"iterations"`` (an inference trace has no ProfilerStep; its analyses then describe the
-engine's iterations, not the gaps around them). The GPU events are chosen by the same rule
+engine's iterations, not the gaps around them). The iteration window always ends with the last iteration
+(``include_last_profiler_step`` is about profiler steps only). The GPU events are chosen by the same rule
 (below) in both cases, the iterations counting as the steps.
 
 **Steps.** The last ``ProfilerStep`` of a trace is usually cut off when the profiler stops, so HTA

@@ -119,3 +119,17 @@ def test_summary_names_the_iteration_window(tmp_path):
     assert "Profiler steps analysed" not in text
     text = " ".join(repr(TraceAnalysis(trace_files={0: path}, window="steps")).split())
     assert "Serving iterations analysed" not in text and "Profiler steps analysed" in text
+
+
+def test_from_trace_takes_the_window(tmp_path):
+    from analysis.kineto.loader import load_trace
+
+    path = _write(tmp_path, serving_events(PHASES))
+    for window in ("auto", "steps"):
+        built = TraceAnalysis.from_trace(load_trace(trace_files={0: path}, use_cache=False),
+                                         window=window)
+        loaded = TraceAnalysis(trace_files={0: path}, window=window, use_cache=False)
+        assert built.window == window
+        assert built.get_temporal_breakdown().equals(loaded.get_temporal_breakdown())
+    assert TraceAnalysis.from_trace(load_trace(trace_files={0: path}, use_cache=False)
+                                    ).get_temporal_breakdown()["kernel_time(us)"].iloc[0] == 3012
