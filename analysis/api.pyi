@@ -9,6 +9,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from analysis.engines import Engine
+from analysis.io import LoadOptions
 from analysis.kineto.model import Trace
 from analysis.metrics.compare.trace_diff import RankProfile
 from analysis.metrics.critical_path.critical_path import CriticalPathGraph
@@ -62,15 +63,17 @@ class TraceAnalysis:
             replayed kernel is attributed to its captured operator and shapes
             (``analysis.kineto.cuda_graphs``). Default: the ``capture_traces/`` folder that vLLM
             and SGLang write beside the replay trace, when there is one.
+        options: the load options above as one :class:`~analysis.io.LoadOptions` (e.g. shared by
+            several analyses); a keyword above given too (not left at its default) replaces its
+            field. Checked once here, then passed as it is to the engine and the loader
+            (``self.options``, ``self.engine.options``).
     """
 
     patterns: KernelPatterns
     time_rounding: Rounding
     gpu_events: str
     include_last_profiler_step: bool
-    storage_options: dict[str, Any]
-    cache_dir: str | os.PathLike | None
-    use_cache: bool
+    window: str
     engine: Engine
 
     def __init__(
@@ -93,6 +96,7 @@ class TraceAnalysis:
         timeout: float | None = None,
         max_memory: int | None = None,
         capture_trace: str | os.PathLike | None = None,
+        options: LoadOptions | None = None,
     ) -> None:
         ...
 
@@ -128,6 +132,22 @@ class TraceAnalysis:
         """
 
     @property
+    def options(self) -> LoadOptions:
+        """How the traces were read: the engine's :class:`~analysis.io.LoadOptions`."""
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        """What fsspec/gcsfs got (``options.storage_options``)."""
+
+    @property
+    def cache_dir(self) -> str | None:
+        """The cache of parsed traces given (``options.cache_dir``; None: the default one)."""
+
+    @property
+    def use_cache(self) -> bool:
+        """Whether that cache is read and written (``options.use_cache``)."""
+
+    @property
     def ranks(self) -> list[int]:
         """The loaded ranks."""
 
@@ -153,6 +173,7 @@ class TraceAnalysis:
         *,
         errors: str = 'raise',
         failures: list | None = None,
+        left_out: list | None = None,
     ) -> dict[str, Any]:
         """Several registered analyses at once, ``{name: options}`` → ``{name: result}``.
 
@@ -165,10 +186,17 @@ class TraceAnalysis:
         those), and for each analysis that failed with an ``AnalysisFailedError``: an exception
         that is not the project's own, raised inside the analysis (a bug). An analysis the traces
         cannot give (no GPU events, no shapes) is not a failure: its error is its result.
+        ``left_out``, a list, gets a ``registry.Failure`` for each rank left out of a result the
+        other ranks give because it has nothing the analysis reads (no GPU events), instead of
+        a warning (``registry.left_out_notes`` words them).
         """
 
     def summary(self, ranks: RankSpec = 'all') -> Any:
-        """The headline numbers per rank: every analysis's headline columns, merged on ``rank``."""
+        """The headline numbers per rank: every analysis's headline columns, merged on ``rank``.
+
+        Ranks an analysis left out (no GPU events) come with the table, as data:
+        ``table.attrs["left_out"]`` is ``{analysis: [ranks]}``.
+        """
 
     def export_merged_trace(
         self,

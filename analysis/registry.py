@@ -385,9 +385,14 @@ class RankFailure:
 
 @dataclass(frozen=True)
 class Failure:
-    """A row of the "could not run" table: ``analysis`` on ``rank`` (None: not one rank's, e.g.
-    the combine step or a figure) failed with ``error`` (the project's error; a foreign exception
-    arrives as :class:`AnalysisFailedError`, a bug)."""
+    """``analysis`` gave no part for ``rank`` (None: not one rank's, e.g. the combine step or a
+    figure), because of ``error`` (the project's error; a foreign exception arrives as
+    :class:`AnalysisFailedError`, a bug).
+
+    ``run_many(failures=)`` collects the rows of the "could not run" table; ``run_many(left_out=)``
+    the ranks left out of a result the other ranks give because they have nothing the analysis
+    reads (``error`` a ``NoGPUEventsError``): not failures, notes (:func:`left_out_notes`).
+    """
 
     analysis: str
     rank: int | None
@@ -411,6 +416,34 @@ def failures_table(failures: Iterable[Failure]):
     return pd.DataFrame(rows, columns=["analysis", "rank", "message"])
 
 
+def left_out_notes(left_out: Iterable[Failure]) -> dict[str, str]:
+    """``{analysis: "<title>: rank(s) [2, 3] left out: no GPU events (why)"}``, one line per
+    analysis of ``left_out`` (rows of ``run_many(left_out=)``), ranks in order."""
+    rows: dict[str, list[Failure]] = {}
+    for row in left_out:
+        rows.setdefault(row.analysis, []).append(row)
+    return {name: _left_out_note(group) for name, group in rows.items()}
+
+
+def left_out_ranks(left_out: Iterable[Failure]) -> dict[str, list[int]]:
+    """``{analysis: [ranks left out]}`` from rows of ``run_many(left_out=)``."""
+    out: dict[str, set[int]] = {}
+    for row in left_out:
+        out.setdefault(row.analysis, set()).update(() if row.rank is None else (row.rank,))
+    return {name: sorted(ranks) for name, ranks in out.items()}
+
+
+def _left_out_note(rows: list[Failure]) -> str:
+    error = rows[0].error
+    ranks = sorted({r.rank for r in rows if r.rank is not None})
+    if isinstance(error, NoGPUEventsError):
+        what = error.what
+        reason = "no GPU events" + (f" ({error.detail})" if error.detail else "")
+    else:
+        what, reason = rows[0].analysis, " ".join(str(error).splitlines())
+    return f"{what}: rank(s) {ranks} left out: {reason}"
+
+
 def log_failure(failure: Failure) -> None:
     """Log ``failure`` (with the original traceback of a bug) on the ``analysis`` logger at DEBUG
     level: ``trace-analysis --debug`` shows it."""
@@ -428,12 +461,12 @@ def run_on_rank(
 ) -> dict:
     """The per-rank task: each requested ``(entry, options)``'s rank step on ``rt``.
 
-    ``context`` holds what every step may take (``patterns``, ``rounding``) and
-    ``source_options`` (``storage_options``, ``cache_dir``, ``use_cache``) for reading the extras
-    an analysis declares, which ``attach_extras(rt, kinds, **source_options)`` attaches
-    (:func:`analysis.kineto.extras.attach_extras`; this module reads no file). Returns ``{name:
-    part}``; an analysis that cannot run on this rank (no GPU events, or another of the project's
-    errors) gives a :class:`RankFailure` instead, so the other analyses of the batch still run.
+    ``context`` holds what every step may take (``patterns``, ``rounding``). The extras an
+    analysis declares are attached by ``attach_extras(rt, kinds)``: the reader of the engine that
+    loaded the rank (``engine.read_extras``, an :class:`analysis.kineto.extras.ExtrasReader` bound
+    to the engine's load options; this module reads no file). Returns ``{name: part}``; an
+    analysis that cannot run on this rank (no GPU events, or another of the project's errors)
+    gives a :class:`RankFailure` instead, so the other analyses of the batch still run.
     """
     out: dict[str, Any] = {}
     for spec, options in requests:
@@ -449,7 +482,7 @@ def run_on_rank(
             if spec.extras:
                 if attach_extras is None:
                     raise ConfigError(f"{name} needs trace extras {spec.extras}: no reader given")
-                attach_extras(rt, spec.extras, **context.get("source_options", {}))
+                attach_extras(rt, spec.extras)
             kwargs = _accepted(spec.rank_step, {**context, **options})
             out[name] = spec.rank_step(rt, **kwargs)
         except NoGPUEventsError as exc:
@@ -468,12 +501,14 @@ def combine_parts(
     context: Mapping[str, Any],
     explain_no_gpu: Callable[[list[int]], str | None] | None = None,
     failures: list[Failure] | None = None,
+    left_out: list[Failure] | None = None,
 ) -> Any:
     """Combine one analysis's per-rank parts (rank order kept), or raise why it cannot.
 
-    Ranks without GPU events are left out with a warning naming them; if no rank is left, the
-    ``NoGPUEventsError`` names all of them, with ``explain_no_gpu(ranks)``'s account of why when
-    it has one (e.g. "the kernels exist but none falls inside the analysed steps"). Any other
+    Ranks without GPU events are left out: with a ``left_out`` list, as its :class:`Failure` rows
+    (data the report and the summary read), else with a warning naming them; if no rank is left,
+    the ``NoGPUEventsError`` names all of them, with ``explain_no_gpu(ranks)``'s account of why
+    when it has one (e.g. "the kernels exist but none falls inside the analysed steps"). Any other
     per-rank failure is raised as it was, unless a ``failures`` list is given: then the failed
     ranks are appended to it as :class:`Failure` rows and left out (raised only when no rank is
     left). A foreign exception of the combine step is raised as :class:`AnalysisFailedError`.
@@ -499,12 +534,14 @@ def combine_parts(
     what = spec.title or spec.name
     if no_gpu:
         why = explain_no_gpu(no_gpu) if explain_no_gpu else None
+        error = NoGPUEventsError(no_gpu, what, detail=why)
         if not ok:
-            raise NoGPUEventsError(no_gpu, what, detail=why)
-        warnings.warn(
-            f"{what}: rank(s) {no_gpu} left out: no GPU events" + (f" ({why})" if why else ""),
-            stacklevel=3,
-        )
+            raise error
+        rows = [Failure(spec.name, rank, error) for rank in no_gpu]
+        if left_out is None:
+            warnings.warn(_left_out_note(rows), stacklevel=3)
+        else:
+            left_out.extend(rows)
     try:
         return spec.combine(ok, **_accepted(spec.combine, {**context, **options}))
     except TraceAnalysisError:

@@ -27,7 +27,7 @@ import os
 import tempfile
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ import pandas as pd
 import pyarrow as pa
 
 from analysis.errors import ConfigError, CorruptTraceError
+from analysis.io import LoadOptions
 from analysis.kineto.cache import PARSER_VERSION, CacheWarning, TraceCache, cache_key
 from analysis.kineto.cuda_graphs import with_graph_capture
 from analysis.kineto.model import LEGACY_CATEGORIES, RankTrace
@@ -245,6 +246,20 @@ def attach_extras(rt: RankTrace, names: Sequence[str], **source_options: Any) ->
     for name in names:
         extra_table(rt, name, **source_options)
     return rt
+
+
+@dataclass(frozen=True)
+class ExtrasReader:
+    """An engine's reader of extras: attaches kinds to a rank it loaded, reading the source file
+    and the cache with the :class:`~analysis.io.LoadOptions` it loaded the rank with (an engine's
+    ``read_extras``). Picklable, so the per-rank task takes it to a Dask worker."""
+
+    options: LoadOptions = field(default_factory=LoadOptions)
+
+    def __call__(self, rt: RankTrace, names: Sequence[str]) -> RankTrace:
+        o = self.options
+        return attach_extras(rt, names, storage_options=o.storage_options,
+                             cache_dir=o.cache_dir, use_cache=o.use_cache)
 
 
 # --- the operator shapes kind --------------------------------------------------------------------

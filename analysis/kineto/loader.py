@@ -39,6 +39,7 @@ from analysis.errors import (
     TraceNotFoundError,
     printable,
 )
+from analysis.io import LoadOptions, read_limit, remote_timeout
 from analysis.kineto.cache import TraceCache, cache_key, part_key
 from analysis.kineto.model import RankTrace, Trace
 from analysis.kineto.progress import PROGRESS_DELAY_S, progress_bar  # noqa: F401 (re-exported)
@@ -46,9 +47,7 @@ from analysis.kineto.sources import (
     TraceFile,
     find_trace_files,
     rank_from_file_name,
-    read_limit,
     read_trace_bytes,
-    remote_timeout,
 )
 
 ON_ERROR_CHOICES = arguments.ON_ERROR_CHOICES
@@ -419,20 +418,18 @@ def load_trace(
     trace_dir: str | os.PathLike | None = None,
     trace_files: Sequence[str | os.PathLike] | Mapping[int, str | os.PathLike] | None = None,
     *,
-    storage_options: Mapping[str, Any] | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-    on_error: str = "raise",
-    max_workers: int | None = None,
-    progress: bool | None = None,
-    capture_trace: str | os.PathLike | None = None,
+    options: LoadOptions | None = None,
+    **load_options: Any,
 ) -> Trace:
     """Load Kineto traces into a :class:`Trace` (one :class:`RankTrace` per rank).
 
     ``trace_dir``: a directory, prefix or single file; a local path or any fsspec URL
     (``gs://bucket/prefix``, ``file://``, ``memory://``). ``trace_files``: paths/URLs (relative
-    ones are joined to ``trace_dir``) or HTA's ``{rank: path}`` mapping. ``storage_options`` go to
-    fsspec (e.g. ``{"token": ..., "project": ...}`` for gcsfs), in the workers too.
+    ones are joined to ``trace_dir``) or HTA's ``{rank: path}`` mapping. ``options``: a
+    :class:`~analysis.io.LoadOptions`; ``load_options``, its fields as keywords (replacing those
+    of ``options``): ``storage_options`` go to fsspec (e.g. ``{"token": ..., "project": ...}`` for
+    gcsfs), in the workers too; ``cache_dir``, ``use_cache``, ``on_error``, ``max_workers``,
+    ``progress`` as below (``timeout`` and ``max_memory`` are the engines').
 
     Files that are valid JSON but not traces are skipped with a warning. Other failures:
     ``on_error="raise"`` raises the file's error (or :class:`MultipleLoadErrors`);
@@ -444,15 +441,14 @@ def load_trace(
     CPUs), the files are parsed one by one, each file's chunks decoded by all the workers (one
     big rank on a laptop). ``progress``: None shows a bar only for
     loads over a second, True always, False never. ``capture_trace``: the graph-capture trace
-    (a file, or a folder of them) to merge into every CUDA/HIP graph replay trace loaded, instead
+    (a file, or a folder of them) merged into every CUDA/HIP graph replay trace loaded, instead
     of the ``capture_traces/`` folder beside each (:mod:`analysis.kineto.cuda_graphs`).
     """
-    arguments.load_options(
-        trace_dir=trace_dir, trace_files=trace_files, storage_options=storage_options,
-        cache_dir=cache_dir, use_cache=use_cache, on_error=on_error, max_workers=max_workers,
-        progress=progress, capture_trace=capture_trace,
-    )
-    capture = None if capture_trace is None else os.fspath(capture_trace)
+    arguments.trace_source(trace_dir, trace_files)
+    opts = LoadOptions.of(options, **load_options)  # checked here unless given checked
+    storage_options, on_error = opts.storage_options, opts.on_error
+    max_workers, progress = opts.max_workers, opts.progress
+    capture = opts.capture_trace
     if capture is not None:
         from analysis.kineto.cuda_graphs import capture_location
 
@@ -461,7 +457,7 @@ def load_trace(
     read_limit(), remote_timeout()  # a bad setting in the environment fails here, once
     source = os.fspath(trace_dir) if trace_dir is not None else "trace_files"
     files = find_trace_files(trace_dir, trace_files, storage_options)
-    cache = TraceCache(cache_dir) if use_cache else None
+    cache = TraceCache(opts.cache_dir) if opts.use_cache else None
     cache_dir_str = str(cache.dir) if cache is not None else None
 
     traces: dict[str, list[RankTrace]] = {}  # a file's ranks (one, unless another format)
