@@ -108,6 +108,10 @@ class Analysis:
         extras: kinds of event args the rank step reads that the parser does not keep
             (:mod:`analysis.kineto.extras`, e.g. ``"op_shapes"``): attached to each rank, read
             from the cache or the trace file once, before the rank step runs.
+        persist: the per-rank part is a function of the file alone (``window="full"``; a
+            DataFrame or a tuple of them): the local engine keeps it in the rank's trace cache
+            entry, so a later process reads it instead of computing it again (keyed by the options,
+            the rank and the source of the metric's family; :mod:`analysis.engines.local`).
     """
 
     name: str
@@ -132,6 +136,7 @@ class Analysis:
     derive: Callable[..., Any] | None = None
     extras: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
+    persist: bool = False
 
     def param(self, role: Role) -> Param | None:
         return next((p for p in self.params if p.role == role), None)
