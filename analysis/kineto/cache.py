@@ -40,7 +40,10 @@ from analysis.kineto.model import RankMeta, RankTrace
 # old entries then miss and are re-parsed.
 # 2: collectives gained kernel and gloo rows and "seq"; 3: wait_on_stream / wait_on_record columns;
 # 4: negative dur set to 0, RankMeta anomalies and negative_durations (the branches merged: 5)
-PARSER_VERSION = 6
+# 7: the parser reads the kernel_args extra (kept in the entry's extras/)
+PARSER_VERSION = 7
+# The extras the parser itself builds (analysis.kineto.kernel_args), stored in the entry
+PARSED_EXTRAS = ("kernel_args",)
 
 CACHE_ENV = "TRACE_ANALYSIS_CACHE"
 DEFAULT_CACHE_DIR = Path("~/.cache/trace-analysis")
@@ -108,6 +111,31 @@ def _read_table(path: Path) -> pd.DataFrame:
     with pa.memory_map(str(path), "r") as source:
         table = pa.ipc.open_file(source).read_all()
         return table.to_pandas(split_blocks=True, self_destruct=True)
+
+
+def parsed_extra_path(entry: str | os.PathLike, name: str) -> Path:
+    """Where the entry keeps the parser's extra table ``name`` (:data:`PARSED_EXTRAS`); the
+    entry's key already names the parser version."""
+    return Path(entry) / "extras" / f"{name}-parsed.arrow"
+
+
+def write_extra_table(df: pd.DataFrame, path: Path) -> None:
+    """An extra table (indexed by event row labels) as an Arrow IPC file, written atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=path.parent)
+    os.close(fd)
+    try:
+        _write_table(df.rename_axis("row").reset_index(), Path(tmp))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def read_extra_table(path: Path) -> pd.DataFrame:
+    with pa.memory_map(str(path), "r") as source:
+        table = pa.ipc.open_file(source).read_all()
+    return table.to_pandas().set_index("row").rename_axis(None)
 
 
 def _meta_to_dict(meta: RankMeta) -> dict[str, Any]:
@@ -199,6 +227,9 @@ class TraceCache:
                 df = getattr(trace, name)
                 record["dtypes"][name] = _dtype_record(df)
                 _write_table(df, tmp / f"{name}.arrow")
+            for name in PARSED_EXTRAS:  # the parser's extra tables travel with the entry
+                if name in trace.extras:
+                    write_extra_table(trace.extras[name], parsed_extra_path(tmp, name))
             # meta.json last: an entry without it is never read.
             (tmp / "meta.json").write_bytes(msgspec.json.encode(record))
             target = self.entry_dir(key)

@@ -160,8 +160,9 @@ class RankTrace:
     flows: pd.DataFrame = field(default_factory=lambda: empty_frame(FLOW_COLUMNS))
     collectives: pd.DataFrame = field(default_factory=lambda: empty_frame(COLLECTIVE_COLUMNS))
     # Tables of event args decoded only on demand ("op_shapes", ...), keyed by kind name, each
-    # indexed by row labels of ``events``: see analysis.kineto.extras. Not part of the trace cache
-    # entry; a window of this rank shares the dict.
+    # indexed by row labels of ``events``: see analysis.kineto.extras. The parser fills
+    # "kernel_args" itself (analysis.kineto.kernel_args); the cache entry keeps each table in its
+    # extras/ folder, read back when asked for. A window of this rank shares the dict.
     extras: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
     # Values derived from the tables above, computed once and shared by the analyses (classified
     # GPU events, masks...). Tables are never modified in place (a window is a new RankTrace,
