@@ -107,7 +107,8 @@ class Analysis:
             ``FormatNotSupportedError``.
         extras: kinds of event args the rank step reads that the parser does not keep
             (:mod:`analysis.kineto.extras`, e.g. ``"op_shapes"``): attached to each rank, read
-            from the cache or the trace file once, before the rank step runs.
+            from the cache or the trace file once, before the rank step runs; or a function of
+            the options giving them (kinds only some options read).
         persist: the per-rank part is a function of the file alone (``window="full"``; a
             DataFrame or a tuple of them): the local engine keeps it in the rank's trace cache
             entry, so a later process reads it instead of computing it again (keyed by the options,
@@ -134,7 +135,7 @@ class Analysis:
     key_numbers: Callable[[Any], list[tuple[str, str]]] | None = None
     requires: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     derive: Callable[..., Any] | None = None
-    extras: tuple[str, ...] = ()
+    extras: tuple[str, ...] | Callable[[Mapping[str, Any]], tuple[str, ...]] = ()
     needs: tuple[str, ...] = ()
     persist: bool = False
 
@@ -305,10 +306,11 @@ def run_on_rank(
                 )
             if spec.needs_gpu and not has_gpu_events(rt.events):
                 raise NoGPUEventsError([rt.rank], spec.title or name)
-            if spec.extras:
+            kinds = spec.extras(options) if callable(spec.extras) else spec.extras
+            if kinds:
                 if attach_extras is None:
-                    raise ConfigError(f"{name} needs trace extras {spec.extras}: no reader given")
-                attach_extras(rt, spec.extras, **context.get("source_options", {}))
+                    raise ConfigError(f"{name} needs trace extras {kinds}: no reader given")
+                attach_extras(rt, kinds, **context.get("source_options", {}))
             kwargs = _accepted(spec.rank_step, {**context, **options})
             out[name] = spec.rank_step(rt, **kwargs)
         except NoGPUEventsError as exc:

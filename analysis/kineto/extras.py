@@ -301,6 +301,49 @@ OP_SHAPES = register(
 trace does not have it)."""
 
 
+# --- the operator call stacks kind (with_stack=True, as PyTorch wrote it until ~1.10) -------------
+
+
+class _StackArgs(msgspec.Struct, gc=False):
+    """The ``Call stack`` arg of a ``cpu_op`` event (innermost frame first, one per line)."""
+
+    call_stack: msgspec.Raw = msgspec.field(default=_NULL, name="Call stack")
+
+
+def _build_op_stacks(rows: np.ndarray, args: list[_StackArgs]) -> pd.DataFrame:
+    raws = [a.call_stack for a in args]
+    has = np.array([r != _NULL for r in raws], dtype=bool)
+    texts = [_stack_text(r) for r, h in zip(raws, has.tolist(), strict=True) if h]
+    keep = np.array([t != "" for t in texts], dtype=bool)
+    rows = rows[has][keep] if len(rows) else rows
+    return pd.DataFrame({"call_stack": pd.Categorical([t for t in texts if t])},
+                        index=pd.Index(rows, dtype="int64"))
+
+
+def _stack_text(raw: msgspec.Raw) -> str:
+    """A JSON string's value; any other JSON value as written."""
+    text = bytes(raw)
+    try:
+        value = msgspec.json.decode(text)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return text.decode("utf-8", "replace")
+    return value if isinstance(value, str) else text.decode("utf-8", "replace")
+
+
+OP_STACKS = register(
+    ExtraKind(
+        name="op_stacks",
+        version=1,
+        args=_StackArgs,
+        categories=("cpu_op",),
+        build=_build_op_stacks,
+    )
+)
+"""``op_stacks``: one row per ``cpu_op`` event with a non-empty ``Call stack`` arg (PyTorch's
+``with_stack=True`` before stacks became ``python_function`` events): ``call_stack``
+(categorical text, as written)."""
+
+
 # --- the memory operations kind ------------------------------------------------------------------
 
 

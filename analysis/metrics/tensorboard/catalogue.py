@@ -148,7 +148,10 @@ ENTRIES = (
         name="operator_table",
         method="get_operator_table",
         doc="Per rank and operator name (``group_by=\"name\"``) or name and input shapes "
-            "(``\"name_and_input_shape\"``): calls, host self/total and device self/total time "
+            "(``\"name_and_input_shape\"``), or either and the call stack (``\"name_and_stack\"``, "
+            "``\"name_and_input_shape_and_stack\"``: the plugin's stack view, ``call_stack`` "
+            "column; empty with a warning on traces without ``Call stack`` args): calls, host "
+            "self/total and device self/total time "
             "(µs), tensor-core eligibility and the share of device time on tensor cores, as the "
             "TensorBoard plugin's operator view. Device times need 2021-schema traces (the plugin's "
             "limit). Window: the whole trace.",
@@ -160,7 +163,7 @@ ENTRIES = (
         default_ranks="first",
         window="full",
         persist=True,
-        extras=("kernel_args", "op_shapes"),
+        extras=operator_table.extras,
         needs=KINETO,
         title="Operators (TensorBoard)",
         how_to_read=(
