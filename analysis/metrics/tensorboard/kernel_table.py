@@ -36,22 +36,38 @@ class KernelTables(NamedTuple):
     by_operator: pd.DataFrame
 
 
+def _group_ids(frame: pd.DataFrame, keys: list[str]) -> np.ndarray:
+    """One id per distinct combination of ``keys`` (missing values included), numbered in order
+    of first appearance: a group-by on one integer column instead of several."""
+    ids = np.zeros(len(frame), dtype=np.int64)
+    for k in keys:
+        col = frame[k]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            codes, size = col.cat.codes.to_numpy(np.int64) + 1, len(col.cat.categories) + 1
+        else:
+            codes, uniques = pd.factorize(col.to_numpy(), use_na_sentinel=False)
+            size = len(uniques)
+        ids = pd.factorize(ids * size + codes)[0].astype(np.int64)
+    return ids
+
+
 def _stats(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     dur = frame["dur"].to_numpy(np.int64) / 1000
-    f = pd.DataFrame({k: frame[k].cat.remove_unused_categories()
-                      if frame[k].dtype.name == "category" else frame[k] for k in keys})
-    f["dur"] = dur
+    ids = _group_ids(frame, keys)
+    f = pd.DataFrame({"dur": dur})
     for col, out in (("blocks_per_sm", "b"), ("occupancy_pct", "o")):
         f[out + "w"] = np.nan_to_num(frame[col].to_numpy(float)) * dur
-    g = f.groupby(keys, sort=False, dropna=False, observed=True)
+    g = f.groupby(ids, sort=False)
     out = g["dur"].agg(calls="count", total_us="sum", mean_us="mean", max_us="max", min_us="min")
     weight = out["total_us"].where(out["total_us"] > 0)
     out["mean_blocks_per_sm"] = (g["bw"].sum() / weight).fillna(0.0)
     out["mean_est_achieved_occupancy_pct"] = (g["ow"].sum() / weight).fillna(0.0)
-    out = out.reset_index()
-    for k in keys:  # categories back to plain text
-        if out[k].dtype.name == "category":
-            out[k] = out[k].astype(str)
+    first = pd.Series(np.arange(len(ids))).groupby(ids, sort=False).first().to_numpy()
+    out = out.reset_index(drop=True)
+    for i, k in enumerate(keys):  # each group's key values, categories as plain text
+        values = frame[k].iloc[first].reset_index(drop=True)
+        out.insert(i, k, values.astype(str) if isinstance(values.dtype, pd.CategoricalDtype)
+                   else values)
     out.insert(keys.index("name") + 1 if "name" in keys else 0, "tensor_cores_used",
                uses_tensor_cores(out["name"]))
     return out.sort_values("total_us", ascending=False, kind="stable")
