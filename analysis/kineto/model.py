@@ -205,8 +205,14 @@ class RankTrace:
             table = self.extras[name]
         except KeyError:
             raise MissingExtraError(name, self.rank, self.meta.source) from None
-        if len(table) and not table.index.isin(self.events.index).all():
-            table = table.loc[table.index.isin(self.events.index)]
+        rows = self.events.index
+        if not len(table) or (  # the whole trace (rows 0..n-1): every row is there, O(1)
+            isinstance(rows, pd.RangeIndex) and rows.step == 1
+            and table.index.min() >= rows.start and table.index.max() < rows.stop
+        ):
+            return table
+        if not table.index.isin(rows).all():
+            table = table.loc[table.index.isin(rows)]
         return table
 
     def __repr__(self) -> str:

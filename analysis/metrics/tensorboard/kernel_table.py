@@ -22,6 +22,7 @@ import pandas as pd
 
 from analysis.kineto.model import RankTrace
 from analysis.metrics.tensorboard.gpu_summary import kernels_with_args, uses_tensor_cores
+from analysis.metrics.tensorboard.plugin_steps import by_category
 
 COLUMNS = ["rank", "name", "tensor_cores_used", "calls", "total_us", "mean_us", "max_us",
            "min_us", "mean_blocks_per_sm", "mean_est_achieved_occupancy_pct"]
@@ -69,18 +70,29 @@ def _stats(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         out.insert(i, k, values.astype(str) if isinstance(values.dtype, pd.CategoricalDtype)
                    else values)
     out.insert(keys.index("name") + 1 if "name" in keys else 0, "tensor_cores_used",
-               uses_tensor_cores(out["name"]))
+               uses_tensor_cores(frame["name"].iloc[first]))  # categorical: once per name
     return out.sort_values("total_us", ascending=False, kind="stable")
+
+
+def _launching_operators(rt: RankTrace, external_ids: np.ndarray) -> pd.Categorical:
+    """Per kernel: the name of the last CPU operator with its external id (the plugin's link),
+    :data:`NO_OPERATOR` when none."""
+    ev = rt.events
+    cpu = np.flatnonzero(by_category(ev["cat"], lambda v: v == "cpu_op"))
+    ids = ev["external_id"].to_numpy()[cpu][::-1]  # reversed: np.unique finds the last one
+    codes = ev["name"].cat.codes.to_numpy()[cpu][::-1]
+    unique, first = np.unique(ids, return_index=True)
+    at = np.minimum(np.searchsorted(unique, external_ids), max(len(unique) - 1, 0))
+    found = (unique[at] == external_ids) if len(unique) else np.zeros(len(external_ids), bool)
+    labels = np.array([*ev["name"].cat.categories.astype(str), NO_OPERATOR], dtype=object)
+    op_codes = np.full(len(external_ids), len(labels) - 1, dtype=np.int64)
+    op_codes[found] = codes[first[at[found]]]
+    return pd.Categorical(labels[op_codes])
 
 
 def kernel_table_rank(rt: RankTrace) -> KernelTables:
     k = kernels_with_args(rt)
-    ev = rt.events
-    ops = ev.loc[(ev["cat"] == "cpu_op").to_numpy(bool), ["external_id", "name"]]
-    ops = ops[ops["external_id"].isin(k["external_id"].unique())]
-    ops = ops.drop_duplicates("external_id", keep="last")
-    op_of = pd.Series(ops["name"].astype(str).to_numpy(), index=ops["external_id"].to_numpy())
-    with_op = k.assign(operator=k["external_id"].map(op_of).fillna(NO_OPERATOR).astype(str))
+    with_op = k.assign(operator=_launching_operators(rt, k["external_id"].to_numpy()))
     with_op["registers_per_thread"] = with_op["registers_per_thread"].fillna(0)
     with_op["shared_memory"] = with_op["shared_memory"].fillna(0)
     kernels = _stats(k, ["name"])
