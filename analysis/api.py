@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import analyses as catalogue
-from analysis import registry
-from analysis.arguments import load_options as check_load_options
+from analysis import arguments, registry
 from analysis.engines import Engine, load_engine
 from analysis.errors import (
     AnalysisFailedError,
@@ -29,13 +28,14 @@ from analysis.errors import (
     FormatNotSupportedError,
     TraceAnalysisError,
 )
+from analysis.io import LoadOptions
+from analysis.io.options import FIELDS as _LOAD_FIELDS
 from analysis.kineto.model import Trace
 from analysis.kineto.window import check_gpu_events
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.timebase import Rounding
 
 RankSpec = int | Iterable[int] | str | None
-_LOAD_OPTIONS = check_load_options.__kwdefaults__  # the arguments it checks, by name
 
 
 class TraceAnalysis:
@@ -68,7 +68,18 @@ class TraceAnalysis:
         max_memory: bytes the ranks held in this process may take at once (default: an eighth of
             the available memory, at most 512 MiB). Ranks beyond it are released and read back from
             the cache when asked again; results stay memoised (``analysis.engines.local``).
+        options: the load options above as one :class:`~analysis.io.LoadOptions` (e.g. shared by
+            several analyses); a keyword above given too (not left at its default) replaces its
+            field. Checked once here, then passed as it is to the engine and the loader
+            (``self.options``, ``self.engine.options``).
     """
+
+    # What a TraceAnalysis holds (also the attributes ``analysis/api.pyi`` declares).
+    patterns: KernelPatterns
+    time_rounding: Rounding
+    gpu_events: str
+    include_last_profiler_step: bool
+    engine: Engine  # its LoadOptions are ``options`` (storage_options, cache_dir, use_cache...)
 
     def __init__(
         self,
@@ -88,8 +99,13 @@ class TraceAnalysis:
         client: Any = None,
         timeout: float | None = None,
         max_memory: int | None = None,
+        options: LoadOptions | None = None,
     ) -> None:
-        check_load_options(**{k: v for k, v in locals().items() if k in _LOAD_OPTIONS})
+        arguments.trace_source(trace_dir, trace_files)
+        arguments.flag("include_last_profiler_step", include_last_profiler_step)
+        given = {k: v for k, v in locals().items()
+                 if k in _LOAD_FIELDS and v is not _INIT_DEFAULTS[k]}
+        load_options = LoadOptions.of(options, **given)  # every load option checked, once
         self.patterns = resolve_patterns(kernel_patterns)
         if time_rounding is None:
             time_rounding = "hta" if self.patterns.name == "hta" else "exact"
@@ -100,9 +116,6 @@ class TraceAnalysis:
             gpu_events = "hta" if self.patterns.name == "hta" else "launched"
         self.gpu_events = check_gpu_events(gpu_events)
         self.include_last_profiler_step = include_last_profiler_step
-        self.storage_options = dict(storage_options or {})
-        self.cache_dir = cache_dir
-        self.use_cache = use_cache
         # Where the per-rank work runs: this process (client=None) or the Dask cluster; the
         # engine also cuts the analysed window (complete profiler steps only), as HTA does.
         self.engine: Engine = load_engine(
@@ -111,14 +124,7 @@ class TraceAnalysis:
             client=client,
             include_last_profiler_step=include_last_profiler_step,
             gpu_events=self.gpu_events,
-            storage_options=self.storage_options,
-            cache_dir=cache_dir,
-            use_cache=use_cache,
-            on_error=on_error,
-            max_workers=max_workers,
-            progress=progress,
-            timeout=timeout,
-            max_memory=max_memory,
+            options=load_options,
         )
         self._hta = None
         self._warn_unlaunched()
@@ -163,8 +169,8 @@ class TraceAnalysis:
         self.time_rounding = time_rounding or ("hta" if self.patterns.name == "hta" else "exact")
         self.gpu_events = check_gpu_events(gpu_events)
         self.include_last_profiler_step = include_last_profiler_step
-        self.storage_options, self.cache_dir, self._hta = {}, None, None
-        self.engine = engine
+        self._hta = None
+        self.engine = engine  # its load options are this facade's (``options``)
         self._warn_unlaunched()
         return self
 
@@ -176,7 +182,28 @@ class TraceAnalysis:
 
     # ----------------------------------------------------------------------------------- helpers
     @property
+    def options(self) -> LoadOptions:
+        """How the traces were read: the engine's :class:`~analysis.io.LoadOptions`."""
+        return self.engine.options
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        """What fsspec/gcsfs got (``options.storage_options``)."""
+        return self.options.storage_options
+
+    @property
+    def cache_dir(self) -> str | None:
+        """The cache of parsed traces given (``options.cache_dir``; None: the default one)."""
+        return self.options.cache_dir
+
+    @property
+    def use_cache(self) -> bool:
+        """Whether that cache is read and written (``options.use_cache``)."""
+        return self.options.use_cache
+
+    @property
     def ranks(self) -> list[int]:
+        """The loaded ranks."""
         return self.engine.ranks
 
     @property
@@ -199,15 +226,10 @@ class TraceAnalysis:
         return getattr(self.engine, name)
 
     def _context(self) -> dict[str, Any]:
-        """What every per-rank step may take (each gets the keys its signature names), and where
-        to read the event args that some analyses need beyond the parsed tables (extras)."""
-        source_options = {
-            "storage_options": getattr(self, "storage_options", {}),
-            "cache_dir": getattr(self, "cache_dir", None),
-            "use_cache": getattr(self, "use_cache", True),
-        }
-        return {"patterns": self.patterns, "rounding": self.time_rounding,
-                "source_options": source_options}
+        """What every per-rank step may take (each gets the keys its signature names). The event
+        args that some analyses need beyond the parsed tables (extras) are not the facade's
+        business: the engine that loaded a rank reads them (``engine.read_extras``)."""
+        return {"patterns": self.patterns, "rounding": self.time_rounding}
 
     # -------------------------------------------------------------------------------- analyses
     def run(self, name: str, ranks: RankSpec = None, **options: Any) -> Any:
@@ -217,7 +239,7 @@ class TraceAnalysis:
 
     def run_many(
         self, requests: Mapping[str, Mapping[str, Any]], ranks: RankSpec = None, *,
-        errors: str = "raise", failures: list | None = None,
+        errors: str = "raise", failures: list | None = None, left_out: list | None = None,
     ) -> dict[str, Any]:
         """Several registered analyses at once, ``{name: options}`` → ``{name: result}``.
 
@@ -230,10 +252,18 @@ class TraceAnalysis:
         those), and for each analysis that failed with an ``AnalysisFailedError``: an exception
         that is not the project's own, raised inside the analysis (a bug). An analysis the traces
         cannot give (no GPU events, no shapes) is not a failure: its error is its result.
+        ``left_out``, a list, gets a ``registry.Failure`` for each rank left out of a result the
+        other ranks give because it has nothing the analysis reads (no GPU events), instead of
+        a warning (``registry.left_out_notes`` words them).
         """
+        names = {n: catalogue.get(n).name for n in requests}  # earlier names accepted
+        if any(n != name for n, name in names.items()):
+            results = self.run_many({names[n]: o for n, o in requests.items()}, ranks,
+                                    errors=errors, failures=failures, left_out=left_out)
+            return {n: results[names[n]] for n in requests}
         derived = {n: o for n, o in requests.items() if catalogue.get(n).derive is not None}
         if derived:
-            return self._run_with_derived(requests, derived, ranks, errors, failures)
+            return self._run_with_derived(requests, derived, ranks, errors, failures, left_out)
         specs = {name: catalogue.get(name) for name in requests}
         by_ranks: dict[tuple[int, ...], list[str]] = {}
         for name, spec in specs.items():
@@ -245,14 +275,15 @@ class TraceAnalysis:
             batch = [(n, dict(requests[n])) for n in names]
             for window, reqs in catalogue.requests_by_window(batch).items():
                 parts = self.engine.map_ranks(
-                    catalogue.run_on_rank, chosen, window=window, requests=reqs, context=context
+                    catalogue.run_on_rank, chosen, window=window, requests=reqs, context=context,
+                    read_extras=self.engine.read_extras,
                 )
                 for name, options in reqs:
                     try:
                         results[name] = registry.combine_parts(
                             specs[name], {r: parts[r][name] for r in parts}, options, context,
                             explain_no_gpu=self._explain_no_gpu if window == "steps" else None,
-                            failures=failures,
+                            failures=failures, left_out=left_out,
                         )
                     except TraceAnalysisError as exc:
                         if errors != "return":
@@ -262,14 +293,15 @@ class TraceAnalysis:
                             failures.append(registry.Failure(name, None, exc))
         return {name: results[name] for name in requests}
 
-    def _run_with_derived(self, requests, derived, ranks, errors: str, failures) -> dict[str, Any]:
+    def _run_with_derived(self, requests, derived, ranks, errors: str, failures,
+                          left_out) -> dict[str, Any]:
         """``run_many`` when some requests read other analyses' results (``Analysis.derive``):
         their requirements join the same batch, then each derived result is computed from them."""
         base = {n: dict(o) for n, o in requests.items() if n not in derived}
         for name in derived:
             for required, options in catalogue.get(name).requires.items():
                 base.setdefault(required, dict(options))
-        results = self.run_many(base, ranks, errors="return", failures=failures)
+        results = self.run_many(base, ranks, errors="return", failures=failures, left_out=left_out)
         for name, options in derived.items():
             spec = catalogue.get(name)
             inputs = {r: results[r] for r in spec.requires}
@@ -325,10 +357,17 @@ class TraceAnalysis:
         show(fig, renderer)
 
     def summary(self, ranks: RankSpec = "all") -> Any:
-        """The headline numbers per rank: every analysis's headline columns, merged on ``rank``."""
+        """The headline numbers per rank: every analysis's headline columns, merged on ``rank``.
+
+        Ranks an analysis left out (no GPU events) come with the table, as data:
+        ``table.attrs["left_out"]`` is ``{analysis: [ranks]}``."""
         names = catalogue.headline_names()
-        return catalogue.headline_table(self.run_many(dict.fromkeys(names, {}), ranks,
-                                                     errors="return"))
+        left_out: list[registry.Failure] = []
+        table = catalogue.headline_table(self.run_many(dict.fromkeys(names, {}), ranks,
+                                                       errors="return", left_out=left_out))
+        if table is not None:
+            table.attrs["left_out"] = registry.left_out_ranks(left_out)
+        return table
 
     def export_merged_trace(
         self,
@@ -414,34 +453,40 @@ class TraceAnalysis:
         return overview_html(self)
 
 
-def _facade_method(spec: registry.Analysis):
-    """``TraceAnalysis.<spec.method>``: HTA's signature from the entry's params, ``_call`` body."""
+# the constructor's defaults: a load keyword still at its default does not replace ``options``
+_INIT_DEFAULTS = TraceAnalysis.__init__.__kwdefaults__
+
+
+def _facade_method(spec: registry.Analysis, name: str | None = None):
+    """``TraceAnalysis.<spec.method>`` (or the alias ``name``): HTA's signature from the entry's
+    params, with their types; the docstring from the entry (``Analysis.method_doc``); ``_call``
+    body."""
+    name = name or spec.method
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     for p in spec.params:
         kind = inspect.Parameter.KEYWORD_ONLY if p.keyword_only else inspect.Parameter.POSITIONAL_OR_KEYWORD
-        params.append(inspect.Parameter(p.name, kind, default=p.default))
-    signature = inspect.Signature(params)
+        params.append(inspect.Parameter(p.name, kind, default=p.default, annotation=p.type))
+    signature = inspect.Signature(params, return_annotation=spec.returns)
+    plain = inspect.Signature([p.replace(annotation=p.empty) for p in params])  # for errors
 
     def method(self, *args, **kwargs):
         try:
             bound = signature.bind(self, *args, **kwargs)
         except TypeError as exc:
-            raise ConfigError(f"{spec.method}{signature}: {exc}") from None
+            raise ConfigError(f"{name}{plain}: {exc}") from None
         bound.apply_defaults()
         arguments = dict(bound.arguments)
         del arguments["self"]
         return self._call(spec, arguments)
 
-    method.__name__ = spec.method
-    method.__qualname__ = f"TraceAnalysis.{spec.method}"
+    method.__name__ = name
+    method.__qualname__ = f"TraceAnalysis.{name}"
     method.__signature__ = signature
-    metric = (spec.rank_step or spec.derive).__module__
-    method.__doc__ = (
-        f"{spec.doc}\n\nThe registered analysis ``{spec.name}``: its definition is the docstring "
-        f"of ``{metric}`` (entry in ``{metric.rpartition('.')[0]}.catalogue``)."
-    )
+    method.__annotations__ = {p.name: p.type for p in spec.params} | {"return": spec.returns}
+    method.__doc__ = spec.method_doc(alias=name if name != spec.method else None)
     return method
 
 
 for _spec in catalogue.analyses().values():
-    setattr(TraceAnalysis, _spec.method, _facade_method(_spec))
+    for _name in (_spec.method, *_spec.method_aliases):
+        setattr(TraceAnalysis, _name, _facade_method(_spec, _name))

@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ConfigError
+from analysis.io import LoadOptions
 from analysis.kineto.cache import TraceCache, get_result, put_result
 from analysis.kineto.loader import load_trace
 from analysis.kineto.model import RankMeta, RankTrace, Trace
@@ -141,10 +142,13 @@ class LocalEngine:
         *,
         max_memory: int | None = None,
         release_loaded: bool = False,
+        options: LoadOptions | None = None,
     ) -> None:
-        if max_memory is not None and (not isinstance(max_memory, int) or max_memory <= 0):
-            raise ConfigError(f"max_memory must be a positive number of bytes, not {max_memory!r}")
-        self.max_memory = max_memory if max_memory is not None else default_max_memory()
+        # the options the ranks were read with (read_extras reads with them too); max_memory,
+        # when given, replaces theirs
+        self.options = LoadOptions.of(
+            options, **({} if max_memory is None else {"max_memory": max_memory}))
+        self.max_memory = self.options.max_memory or default_max_memory()
         self.include_last_profiler_step = include_last_profiler_step
         self.gpu_events = gpu_events
         self.source = full_trace.source
@@ -185,15 +189,24 @@ class LocalEngine:
         *,
         include_last_profiler_step: bool = False,
         gpu_events: GpuEvents = "hta",
-        max_memory: int | None = None,
+        options: LoadOptions | None = None,
         **load_options: Any,
     ) -> LocalEngine:
-        """Load with :func:`analysis.kineto.loader.load_trace` (``load_options`` are its keywords)."""
+        """Load with :func:`analysis.kineto.loader.load_trace`, which gets the same ``options``
+        (a :class:`~analysis.io.LoadOptions`; ``load_options``: its fields as keywords)."""
+        opts = LoadOptions.of(options, **load_options)
         trace = load_trace(
-            None if trace_dir is None else os.fspath(trace_dir), trace_files, **load_options
+            None if trace_dir is None else os.fspath(trace_dir), trace_files, options=opts
         )
-        return cls(trace, include_last_profiler_step, gpu_events, max_memory=max_memory,
+        return cls(trace, include_last_profiler_step, gpu_events, options=opts,
                    release_loaded=True)
+
+    @property
+    def read_extras(self):
+        """Attaches extras to a rank as this engine read it (``ExtrasReader(self.options)``)."""
+        from analysis.kineto.extras import ExtrasReader  # reads files: imported when needed
+
+        return ExtrasReader(self.options)
 
     # ------------------------------------------------------------------------------ ranks held
     def _window_of(self, full: RankTrace) -> RankTrace:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ConfigError, CorruptTraceError
+from analysis.io import LoadOptions
 from analysis.kineto import kernel_args
 from analysis.kineto.cache import (
     PARSER_VERSION,
@@ -245,6 +246,20 @@ def attach_extras(rt: RankTrace, names: Sequence[str], **source_options: Any) ->
     for name in names:
         extra_table(rt, name, **source_options)
     return rt
+
+
+@dataclass(frozen=True)
+class ExtrasReader:
+    """An engine's reader of extras: attaches kinds to a rank it loaded, reading the source file
+    and the cache with the :class:`~analysis.io.LoadOptions` it loaded the rank with (an engine's
+    ``read_extras``). Picklable, so the per-rank task takes it to a Dask worker."""
+
+    options: LoadOptions = field(default_factory=LoadOptions)
+
+    def __call__(self, rt: RankTrace, names: Sequence[str]) -> RankTrace:
+        o = self.options
+        return attach_extras(rt, names, storage_options=o.storage_options,
+                             cache_dir=o.cache_dir, use_cache=o.use_cache)
 
 
 # --- the operator shapes kind --------------------------------------------------------------------

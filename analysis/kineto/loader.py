@@ -38,6 +38,7 @@ from analysis.errors import (
     TraceNotFoundError,
     printable,
 )
+from analysis.io import LoadOptions, read_limit, remote_timeout
 from analysis.kineto.cache import TraceCache, cache_key, part_key
 from analysis.kineto.model import RankTrace, Trace
 from analysis.kineto.progress import PROGRESS_DELAY_S, progress_bar  # noqa: F401 (re-exported)
@@ -45,9 +46,7 @@ from analysis.kineto.sources import (
     TraceFile,
     find_trace_files,
     rank_from_file_name,
-    read_limit,
     read_trace_bytes,
-    remote_timeout,
 )
 
 ON_ERROR_CHOICES = arguments.ON_ERROR_CHOICES
@@ -413,19 +412,18 @@ def load_trace(
     trace_dir: str | os.PathLike | None = None,
     trace_files: Sequence[str | os.PathLike] | Mapping[int, str | os.PathLike] | None = None,
     *,
-    storage_options: Mapping[str, Any] | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-    on_error: str = "raise",
-    max_workers: int | None = None,
-    progress: bool | None = None,
+    options: LoadOptions | None = None,
+    **load_options: Any,
 ) -> Trace:
     """Load Kineto traces into a :class:`Trace` (one :class:`RankTrace` per rank).
 
     ``trace_dir``: a directory, prefix or single file; a local path or any fsspec URL
     (``gs://bucket/prefix``, ``file://``, ``memory://``). ``trace_files``: paths/URLs (relative
-    ones are joined to ``trace_dir``) or HTA's ``{rank: path}`` mapping. ``storage_options`` go to
-    fsspec (e.g. ``{"token": ..., "project": ...}`` for gcsfs), in the workers too.
+    ones are joined to ``trace_dir``) or HTA's ``{rank: path}`` mapping. ``options``: a
+    :class:`~analysis.io.LoadOptions`; ``load_options``, its fields as keywords (replacing those
+    of ``options``): ``storage_options`` go to fsspec (e.g. ``{"token": ..., "project": ...}`` for
+    gcsfs), in the workers too; ``cache_dir``, ``use_cache``, ``on_error``, ``max_workers``,
+    ``progress`` as below (``timeout`` and ``max_memory`` are the engines').
 
     Files that are valid JSON but not traces are skipped with a warning. Other failures:
     ``on_error="raise"`` raises the file's error (or :class:`MultipleLoadErrors`);
@@ -438,15 +436,14 @@ def load_trace(
     big rank on a laptop). ``progress``: None shows a bar only for
     loads over a second, True always, False never.
     """
-    arguments.load_options(
-        trace_dir=trace_dir, trace_files=trace_files, storage_options=storage_options,
-        cache_dir=cache_dir, use_cache=use_cache, on_error=on_error, max_workers=max_workers,
-        progress=progress,
-    )
+    arguments.trace_source(trace_dir, trace_files)
+    opts = LoadOptions.of(options, **load_options)  # checked here unless given checked
+    storage_options, on_error = opts.storage_options, opts.on_error
+    max_workers, progress = opts.max_workers, opts.progress
     read_limit(), remote_timeout()  # a bad setting in the environment fails here, once
     source = os.fspath(trace_dir) if trace_dir is not None else "trace_files"
     files = find_trace_files(trace_dir, trace_files, storage_options)
-    cache = TraceCache(cache_dir) if use_cache else None
+    cache = TraceCache(opts.cache_dir) if opts.use_cache else None
     cache_dir_str = str(cache.dir) if cache is not None else None
 
     traces: dict[str, list[RankTrace]] = {}  # a file's ranks (one, unless another format)

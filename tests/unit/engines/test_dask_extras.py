@@ -31,6 +31,9 @@ def test_operator_roofline_on_a_cluster_equals_local(tmp_path):
                                   host="127.0.0.1", dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         remote = TraceAnalysis(str(tmp_path), cache_dir=cache, gpu_events="all", client=client)
+        # one LoadOptions, facade -> Dask engine; the workers read extras with it
+        assert remote.options is remote.engine.options and remote.cache_dir == str(cache)
+        assert remote.engine.read_extras.options is remote.options
         got = remote.get_operator_roofline(ranks="all", visualize=False)
     pd.testing.assert_frame_equal(got.ops, expected.ops)
     pd.testing.assert_frame_equal(got.steps, expected.steps)
