@@ -180,7 +180,10 @@ class Analysis:
         if self.params:
             lines.append("Args:")
             for p in self.params:
-                lines += _wrap(f"{p.name} ({p.type}, default {p.default!r}): {p.description}", 4, 8)
+                # "name (type, default value): First" stays on one line, however long the type
+                first, _, rest = " ".join(p.description.split()).partition(" ")
+                head = f"{p.name} ({p.type}, default {p.default!r}): {first}".replace(" ", "\0")
+                lines += [line.replace("\0", " ") for line in _wrap(f"{head} {rest}", 4, 8)]
             lines.append("")
         returned = f"{self.returns}: " + (self.columns_text("``") or "as described above.")
         lines += ["Returns:", *_wrap(returned, 4, 8), ""]

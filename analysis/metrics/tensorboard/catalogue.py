@@ -165,15 +165,20 @@ ENTRIES = (
         rank_step=operator_table.operator_table_rank,
         combine=operator_table.combine,
         params=(ranks_param(None),
-                Param("group_by", "name", type="Literal['name', 'name_and_input_shape']",
+                Param("group_by", "name",
+                      type="Literal['name', 'name_and_input_shape', 'name_and_stack', "
+                           "'name_and_input_shape_and_stack']",
                       description="Group the operators by name, or by name and input shapes "
                                   "(``'name_and_input_shape'``: adds the ``input_shape`` "
-                                  "column; shapes need ``record_shapes=True``)."),
+                                  "column; shapes need ``record_shapes=True``), or either and "
+                                  "the call stack (``'name_and_stack'``, "
+                                  "``'name_and_input_shape_and_stack'``: adds the ``call_stack`` "
+                                  "column; only calls with a ``Call stack`` arg)."),
                 VISUALIZE,
                 Param("top", 20, role="figure", type="int",
                       description="The number of operators in the figure.")),
-        # group_by="name" (the default) leaves the input_shape column out
-        columns=tuple(c for c in operator_table.COLUMNS if c != "input_shape"),
+        # group_by="name" (the default) leaves the input_shape and call_stack columns out
+        columns=tuple(c for c in operator_table.COLUMNS if c not in ("input_shape", "call_stack")),
         figures="analysis.figures.operator_table",
         default_ranks="first",
         window="full",
