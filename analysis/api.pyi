@@ -683,23 +683,27 @@ class TraceAnalysis:
     def get_operator_table(
         self,
         ranks: int | Iterable[int] | Literal['all'] | None = None,
-        group_by: Literal['name', 'name_and_input_shape'] = 'name',
+        group_by: Literal['name', 'name_and_input_shape', 'name_and_stack', 'name_and_input_shape_and_stack'] = 'name',
         visualize: bool = True,
         top: int = 20,
     ) -> pd.DataFrame:
         """Per rank and operator name (``group_by="name"``) or name and input shapes
-        (``"name_and_input_shape"``): calls, host self/total and device self/total time (µs),
-        tensor-core eligibility and the share of device time on tensor cores, as the TensorBoard
-        plugin's operator view. Device times need 2021-schema traces (the plugin's limit). Window: the
-        whole trace.
+        (``"name_and_input_shape"``), or either and the call stack (``"name_and_stack"``,
+        ``"name_and_input_shape_and_stack"``: the plugin's stack view, ``call_stack`` column; empty with
+        a warning on traces without ``Call stack`` args): calls, host self/total and device self/total
+        time (µs), tensor-core eligibility and the share of device time on tensor cores, as the
+        TensorBoard plugin's operator view. Device times need 2021-schema traces (the plugin's limit).
+        Window: the whole trace.
 
         Args:
             ranks (int | Iterable[int] | Literal['all'] | None, default None): The ranks to analyse: one
                 rank, a list of ranks, ``'all'``, or ``None``; the default gives the first loaded rank
                 (HTA's default).
-            group_by (Literal['name', 'name_and_input_shape'], default 'name'): Group the operators by
-                name, or by name and input shapes (``'name_and_input_shape'``: adds the ``input_shape``
-                column; shapes need ``record_shapes=True``).
+            group_by (Literal['name', 'name_and_input_shape', 'name_and_stack', 'name_and_input_shape_and_stack'], default 'name'): Group
+                the operators by name, or by name and input shapes (``'name_and_input_shape'``: adds the
+                ``input_shape`` column; shapes need ``record_shapes=True``), or either and the call
+                stack (``'name_and_stack'``, ``'name_and_input_shape_and_stack'``: adds the
+                ``call_stack`` column; only calls with a ``Call stack`` arg).
             visualize (bool, default True): Show the analysis's figures (plotly) after computing the
                 result.
             top (int, default 20): The number of operators in the figure.
