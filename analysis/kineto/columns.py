@@ -33,6 +33,9 @@ import pyarrow.csv as pacsv
 
 from analysis.errors import CorruptTraceError
 from analysis.kineto import kernel_args
+from analysis.kineto.ints import I64_MAX as _I64_MAX
+from analysis.kineto.ints import I64_MIN as _I64_MIN
+from analysis.kineto.ints import int_or_none
 from analysis.kineto.model import (
     COLLECTIVE_COLUMNS,
     EVENT_COLUMNS,
@@ -42,8 +45,6 @@ from analysis.kineto.model import (
 )
 
 _NULL = msgspec.Raw(b"null")
-_I64_MAX = 2**63 - 1
-_I64_MIN = -(2**63)
 # The largest |µs| whose ×1000 still fits in int64 (about year 2262 as an epoch time).
 _US_LIMIT = _I64_MAX // 1000
 _COLLECTIVE_EVENT = "record_param_comms"
@@ -493,24 +494,6 @@ def _pick(items: list, indices: list[int]) -> list:
         return []
     picked = itemgetter(*indices)(items)
     return [picked] if len(indices) == 1 else list(picked)
-
-
-def int_or_none(value) -> int | None:
-    """An int, an integral float or a numeric string as an int64 value; anything else None.
-
-    This is HTA's ``int(stream)`` (with -1 for failures applied by ``_as_int``), also used for ids.
-    """
-    if type(value) is int:
-        return value if _I64_MIN <= value <= _I64_MAX else None
-    if type(value) is float:
-        return int(value) if value.is_integer() and _I64_MIN <= value <= _I64_MAX else None
-    if type(value) is str:
-        try:
-            number = int(value)
-        except ValueError:
-            return None
-        return number if _I64_MIN <= number <= _I64_MAX else None
-    return None  # bool, null, lists, objects
 
 
 def _as_int(value) -> int:

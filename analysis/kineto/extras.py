@@ -48,6 +48,7 @@ from analysis.kineto.cache import (
     write_extra_table,
 )
 from analysis.kineto.cuda_graphs import with_graph_capture
+from analysis.kineto.ints import int_or_none
 from analysis.kineto.kernel_args import number
 from analysis.kineto.model import LEGACY_CATEGORIES, RankTrace
 from analysis.kineto.parse import _decode_top, _decompress, kept_rows
@@ -404,7 +405,6 @@ MEMORY_OPS = register(
 
 
 def _int_or(value: Any, missing: int) -> int:
-    from analysis.kineto.columns import int_or_none
 
     number = int_or_none(value)
     return missing if number is None else number
@@ -454,7 +454,6 @@ MEMORY_EVENT_COLUMNS = {
 
 def _build_memory_events(ts: np.ndarray, pid: np.ndarray, tid: np.ndarray,
                          args: list[_MemoryEventArgs | None]) -> pd.DataFrame:
-    from analysis.kineto.columns import int_or_none
 
     args = [a if a is not None else _MemoryEventArgs() for a in args]
 

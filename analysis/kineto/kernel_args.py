@@ -24,6 +24,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
+from analysis.kineto.ints import int_or_none
+
 NAME = "kernel_args"
 # The raw categories whose rows the table has (see the module docstring)
 RAW_CATEGORIES = frozenset(("kernel", "Kernel", "Runtime", "Python"))
@@ -88,7 +90,6 @@ def chunk_columns(raw_cats: list[str], rows: list[int], args: list) -> dict:
     their categories as written and their decoded args (``analysis.kineto.columns._Args``)."""
     if not rows:
         return {}
-    from analysis.kineto.columns import int_or_none
 
     def field(name: str) -> list:
         return list(map(attrgetter(name), args))
