@@ -25,8 +25,10 @@ communication kernel, as ``gpu_kernel_kernel_overhead`` when a stream waits for 
 and as ``cpu_bound`` when the CPU's sync call returns after the GPU finished. As every edge counts
 the time it spans, many chains cover the step equally; the path is the one among them with the most
 recorded work (``critical_path_graph.search_weights``), so it follows the GPU, a collective or
-another CPU thread (hand-off edges) where they worked while the first thread idled, and stream
-waits Kineto did not record are inferred (``critical_path_context``).
+another CPU thread (hand-off edges) where they worked while the first thread idled, stream
+waits Kineto did not record are inferred (``critical_path_context``), and a GPU event queued behind
+work launched before the step (the previous step's kernels still running) is reached from its
+launch call, the wait attributed to that earlier work (queued edges).
 
 ``summary()`` is the share (%) of path time per ``bound_by`` (summing to 100). Window: one instance of an annotation
 (``ProfilerStep`` by default) on one rank, within the analysed profiler steps; times in µs.
