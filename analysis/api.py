@@ -31,7 +31,7 @@ from analysis.errors import (
 from analysis.io import LoadOptions
 from analysis.io.options import FIELDS as _LOAD_FIELDS
 from analysis.kineto.model import Trace
-from analysis.kineto.window import check_gpu_events
+from analysis.kineto.window import check_gpu_events, check_window
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.timebase import Rounding
 
@@ -57,6 +57,11 @@ class TraceAnalysis:
             and TraceLens's view), ``"all"`` (also those nothing in the trace launched: the tail of
             an iteration the profiler did not capture), or ``"hta"`` (HTA 0.5.0's rule, the
             default with ``kernel_patterns="hta"``). A warning counts what is left out or kept.
+        window: what the analysed window is cut at (``analysis.kineto.window``): ``"steps"``
+            (complete profiler steps, HTA's rule), ``"iterations"`` (a serving engine's
+            steady-state iterations, warm-up left out: ``analysis.kineto.iterations``), or
+            ``"auto"`` (the default: profiler steps when the traces have any, else iterations).
+            Every windowed analysis then covers that window.
         storage_options: passed to fsspec/gcsfs (credentials, project, endpoint...).
         cache_dir, use_cache: the local cache of parsed traces (second opens read only the cache).
         on_error: ``"raise"`` (default) or ``"skip"`` files that fail to load (a warning lists them).
@@ -68,6 +73,11 @@ class TraceAnalysis:
         max_memory: bytes the ranks held in this process may take at once (default: an eighth of
             the available memory, at most 512 MiB). Ranks beyond it are released and read back from
             the cache when asked again; results stay memoised (``analysis.engines.local``).
+        capture_trace: the graph-capture trace of a CUDA/HIP graph replay trace (a file, or a
+            folder of capture traces), merged into every replay trace loaded so that each
+            replayed kernel is attributed to its captured operator and shapes
+            (``analysis.kineto.cuda_graphs``). Default: the ``capture_traces/`` folder that vLLM
+            and SGLang write beside the replay trace, when there is one.
         options: the load options above as one :class:`~analysis.io.LoadOptions` (e.g. shared by
             several analyses); a keyword above given too (not left at its default) replaces its
             field. Checked once here, then passed as it is to the engine and the loader
@@ -79,6 +89,7 @@ class TraceAnalysis:
     time_rounding: Rounding
     gpu_events: str
     include_last_profiler_step: bool
+    window: str  # what the analysed window is cut at: "auto", "steps" or "iterations"
     engine: Engine  # its LoadOptions are ``options`` (storage_options, cache_dir, use_cache...)
 
     def __init__(
@@ -90,6 +101,7 @@ class TraceAnalysis:
         kernel_patterns: str | KernelPatterns = "default",
         time_rounding: Rounding | None = None,
         gpu_events: str | None = None,
+        window: str = "auto",
         storage_options: dict[str, Any] | None = None,
         cache_dir: str | os.PathLike | None = None,
         use_cache: bool = True,
@@ -99,6 +111,7 @@ class TraceAnalysis:
         client: Any = None,
         timeout: float | None = None,
         max_memory: int | None = None,
+        capture_trace: str | os.PathLike | None = None,
         options: LoadOptions | None = None,
     ) -> None:
         arguments.trace_source(trace_dir, trace_files)
@@ -116,6 +129,7 @@ class TraceAnalysis:
             gpu_events = "hta" if self.patterns.name == "hta" else "launched"
         self.gpu_events = check_gpu_events(gpu_events)
         self.include_last_profiler_step = include_last_profiler_step
+        self.window = check_window(window)
         # Where the per-rank work runs: this process (client=None) or the Dask cluster; the
         # engine also cuts the analysed window (complete profiler steps only), as HTA does.
         self.engine: Engine = load_engine(
@@ -124,6 +138,7 @@ class TraceAnalysis:
             client=client,
             include_last_profiler_step=include_last_profiler_step,
             gpu_events=self.gpu_events,
+            window=self.window,
             options=load_options,
         )
         self._hta = None
@@ -138,6 +153,7 @@ class TraceAnalysis:
         kernel_patterns: str | KernelPatterns = "default",
         time_rounding: Rounding | None = None,
         gpu_events: str | None = None,
+        window: str = "auto",
     ) -> TraceAnalysis:
         """Analyse a :class:`~analysis.kineto.model.Trace` already in memory (e.g. one built by
         hand or by ``analysis.kineto.loader.load_trace``), with the same options as the constructor."""
@@ -146,10 +162,12 @@ class TraceAnalysis:
         patterns = resolve_patterns(kernel_patterns)
         if gpu_events is None:
             gpu_events = "hta" if patterns.name == "hta" else "launched"
-        engine = LocalEngine(trace, include_last_profiler_step, check_gpu_events(gpu_events))
+        engine = LocalEngine(trace, include_last_profiler_step, check_gpu_events(gpu_events),
+                             window=check_window(window))
         return cls.from_engine(engine, kernel_patterns=patterns, time_rounding=time_rounding,
                                gpu_events=gpu_events,
-                               include_last_profiler_step=include_last_profiler_step)
+                               include_last_profiler_step=include_last_profiler_step,
+                               window=window)
 
     @classmethod
     def from_engine(
@@ -160,15 +178,17 @@ class TraceAnalysis:
         time_rounding: Rounding | None = None,
         gpu_events: str = "hta",
         include_last_profiler_step: bool = False,
+        window: str = "auto",
     ) -> TraceAnalysis:
         """The facade over an engine already loaded (``analysis.engines.load_engine``); its window
-        was cut when it loaded, so ``gpu_events`` and ``include_last_profiler_step`` only record
-        how (pass what it was loaded with)."""
+        was cut when it loaded, so ``gpu_events``, ``include_last_profiler_step`` and ``window``
+        only record how (pass what it was loaded with)."""
         self = cls.__new__(cls)
         self.patterns = resolve_patterns(kernel_patterns)
         self.time_rounding = time_rounding or ("hta" if self.patterns.name == "hta" else "exact")
         self.gpu_events = check_gpu_events(gpu_events)
         self.include_last_profiler_step = include_last_profiler_step
+        self.window = check_window(window)
         self._hta = None
         self.engine = engine  # its load options are this facade's (``options``)
         self._warn_unlaunched()
@@ -213,7 +233,8 @@ class TraceAnalysis:
 
     @property
     def trace(self) -> Trace:
-        """The analysed window (complete profiler steps) of every rank, in this process."""
+        """The analysed window (complete profiler steps, or a serving engine's steady-state
+        iterations: ``window``) of every rank, in this process."""
         return self._local_trace("trace")
 
     def _local_trace(self, name: str) -> Trace:

@@ -116,7 +116,12 @@ class Analysis:
             ``FormatNotSupportedError``.
         extras: kinds of event args the rank step reads that the parser does not keep
             (:mod:`analysis.kineto.extras`, e.g. ``"op_shapes"``): attached to each rank, read
-            from the cache or the trace file once, before the rank step runs.
+            from the cache or the trace file once, before the rank step runs; or a function of
+            the options giving them (kinds only some options read).
+        persist: the per-rank part is a function of the file alone (``window="full"``; a
+            DataFrame or a tuple of them): the local engine keeps it in the rank's trace cache
+            entry, so a later process reads it instead of computing it again (keyed by the options,
+            the rank and the source of the metric's family; :mod:`analysis.engines.local`).
         returns: the facade method's return annotation as written in source (``"pd.DataFrame"``,
             ``"dict[int, pd.DataFrame]"``, ``"RooflineResult"``; names from
             :data:`ANNOTATION_NAMES`).
@@ -152,8 +157,9 @@ class Analysis:
     key_numbers: Callable[[Any], list[tuple[str, str]]] | None = None
     requires: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     derive: Callable[..., Any] | None = None
-    extras: tuple[str, ...] = ()
+    extras: tuple[str, ...] | Callable[[Mapping[str, Any]], tuple[str, ...]] = ()
     needs: tuple[str, ...] = ()
+    persist: bool = False
     returns: str = "pd.DataFrame"
     columns: tuple[str, ...] = ()
     units: Mapping[str, str] = field(default_factory=dict)
@@ -174,7 +180,10 @@ class Analysis:
         if self.params:
             lines.append("Args:")
             for p in self.params:
-                lines += _wrap(f"{p.name} ({p.type}, default {p.default!r}): {p.description}", 4, 8)
+                # "name (type, default value): First" stays on one line, however long the type
+                first, _, rest = " ".join(p.description.split()).partition(" ")
+                head = f"{p.name} ({p.type}, default {p.default!r}): {first}".replace(" ", "\0")
+                lines += [line.replace("\0", " ") for line in _wrap(f"{head} {rest}", 4, 8)]
             lines.append("")
         returned = f"{self.returns}: " + (self.columns_text("``") or "as described above.")
         lines += ["Returns:", *_wrap(returned, 4, 8), ""]
@@ -479,10 +488,11 @@ def run_on_rank(
                 )
             if spec.needs_gpu and not has_gpu_events(rt.events):
                 raise NoGPUEventsError([rt.rank], spec.title or name)
-            if spec.extras:
+            kinds = spec.extras(options) if callable(spec.extras) else spec.extras
+            if kinds:
                 if attach_extras is None:
-                    raise ConfigError(f"{name} needs trace extras {spec.extras}: no reader given")
-                attach_extras(rt, spec.extras)
+                    raise ConfigError(f"{name} needs trace extras {kinds}: no reader given")
+                attach_extras(rt, kinds)
             kwargs = _accepted(spec.rank_step, {**context, **options})
             out[name] = spec.rank_step(rt, **kwargs)
         except NoGPUEventsError as exc:

@@ -15,7 +15,8 @@ holds the loaded ranks and runs per-rank steps over them; the facade combines wh
 
 Both give identical results, rank numbers, errors and warnings. ``map_ranks(..., window="steps")``
 (the default) runs over HTA's analysed window (complete profiler steps and the chosen GPU events, :mod:`analysis.kineto.window`),
-``window="full"`` over the whole trace.
+``window="full"`` over the whole trace. What the analysed window is cut at (profiler steps or
+a serving engine's steady-state iterations) is chosen when loading (``load_engine(window=...)``).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def load_engine(
     client: Any = None,
     include_last_profiler_step: bool = False,
     gpu_events: str = "hta",
+    window: str = "auto",
     options: LoadOptions | None = None,
     **load_options: Any,
 ) -> Engine:
@@ -76,7 +78,8 @@ def load_engine(
     (:mod:`analysis.engines.local`; a Dask cluster's workers manage their own memory).
     """
     opts = LoadOptions.of(options, **load_options)
-    window = dict(include_last_profiler_step=include_last_profiler_step, gpu_events=gpu_events)
+    window = dict(include_last_profiler_step=include_last_profiler_step, gpu_events=gpu_events,
+                  window=window)
     if client is None:
         from analysis.engines.local import LocalEngine
 

@@ -57,7 +57,7 @@ from analysis.kineto.loader import (
 from analysis.kineto.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace, empty_frame
 from analysis.kineto.sources import TraceFile, find_trace_files, rank_from_file_name
 from analysis.kineto.steps import step_numbers
-from analysis.kineto.window import Window, rank_window, window_stats
+from analysis.kineto.window import Window, check_window, rank_window, window_stats
 
 try:
     from distributed import KilledWorker, as_completed, wait
@@ -80,12 +80,13 @@ def load_rank(file: TraceFile, options: LoadOptions) -> tuple[RankTrace, list[st
     file's :class:`TraceLoadError`, as :func:`analysis.kineto.loader.load_trace` would.
     """
     use = options.use_cache and file.version
-    key = cache_key(file.url, file.size, file.version) if use else None
+    key = cache_key(file.url, file.size, file.version, options.capture_trace) if use else None
     cached = TraceCache(options.cache_dir).get_parts(key) if key is not None else None
     if cached is not None:
         traces, notes = cached, []
     else:
-        outcome = load_file(file.url, options.storage_options, options.cache_dir, key, True)
+        outcome = load_file(file.url, options.storage_options, options.cache_dir, key, True,
+                            capture=options.capture_trace)
         if outcome[0] == "error":
             raise error_from(outcome)
         traces, notes = outcome[1], outcome[2]
@@ -204,6 +205,7 @@ class DaskEngine:
         *,
         include_last_profiler_step: bool = False,
         gpu_events: str = "hta",
+        window: str = "auto",
         options: LoadOptions | None = None,
         **load_options: Any,
     ) -> DaskEngine:
@@ -295,7 +297,8 @@ class DaskEngine:
             numbers |= steps
         window = {
             rank: client.submit(rank_window, fut, len(numbers), include_last_profiler_step,
-                                gpu_events, key=_task_key("rank_window", rank), pure=False)
+                                gpu_events, check_window(window),
+                                key=_task_key("rank_window", rank), pure=False)
             for rank, fut in full.items()
         }
         stats = {

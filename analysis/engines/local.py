@@ -16,7 +16,12 @@ parsed traces). The engine then keeps per-rank *results*, not per-rank traces:
   least recently used ones first;
 - the parts of a ``run_on_rank`` step (:func:`analysis.registry.run_on_rank`) are memoised per (analysis, options, context,
   window, rank): asking the same question again runs nothing, and a batch runs only the analyses
-  a rank has not answered yet.
+  a rank has not answered yet;
+- the parts of analyses declared ``persist`` (a function of the file alone) are also kept in the
+  rank's trace cache entry (:func:`analysis.kineto.cache.put_result`), keyed by the analysis, its
+  options and context, the rank and a hash of the metric family's source (:func:`_source_hash`:
+  editing the family's code is enough to compute them again): a later process that asks again
+  reads them, without reading the rank's tables.
 
 ``max_memory`` defaults to :func:`default_max_memory` (an eighth of the memory available when the
 engine starts, at most 512 MiB, at least 128 MiB). The sizes counted are the tables' bytes (the
@@ -27,6 +32,8 @@ frames and arrays the analyses memoised on the rank.
 from __future__ import annotations
 
 import gc
+import hashlib
+import importlib.util
 import os
 import pickle
 from collections import OrderedDict
@@ -39,15 +46,17 @@ import pandas as pd
 
 from analysis.errors import ConfigError
 from analysis.io import LoadOptions
-from analysis.kineto.cache import TraceCache
+from analysis.kineto.cache import TraceCache, get_result, put_result
 from analysis.kineto.loader import load_trace
 from analysis.kineto.model import RankMeta, RankTrace, Trace
 from analysis.kineto.steps import step_numbers
 from analysis.kineto.window import (
     GpuEvents,
     Window,
+    WindowSource,
     WindowStats,
     apply_window,
+    check_window,
     count_steps,
     window_rows,
     window_stats,
@@ -114,15 +123,18 @@ class _Intake:
     The analysed window depends on the other ranks only through "more than one distinct profiler
     step over all ranks" (:func:`analysis.kineto.window.rank_window`), and the set of step numbers
     only grows: once the ranks seen so far have more than one, each rank's window and its
-    :class:`WindowStats` are final as it arrives. A rank seen before that is windowed after the
-    load, read back from the cache (only when the first ranks have at most one step).
+    :class:`WindowStats` are final as it arrives (with ``window="iterations"`` a rank's window is
+    its own from the start). A rank seen before that is windowed after the load, read back from
+    the cache (only when the first ranks have at most one step).
     """
 
     def __init__(
-        self, include_last_profiler_step: bool, gpu_events: GpuEvents, max_memory: int
+        self, include_last_profiler_step: bool, gpu_events: GpuEvents, max_memory: int,
+        window: WindowSource = "auto",
     ) -> None:
         self.include_last_profiler_step = include_last_profiler_step
         self.gpu_events = gpu_events
+        self.window = check_window(window)
         self.max_memory = max_memory
         self.steps: set[int] = set()
         # id(stand-in) -> its window's stats (None: to be windowed after the load)
@@ -139,10 +151,9 @@ class _Intake:
         if rt.cache_entry is None:
             return rt  # cannot be read back: the engine holds it whole
         stats = keep_window = None
-        if len(self.steps) > 1:
-            rows = window_rows(
-                rt, len(self.steps), self.include_last_profiler_step, self.gpu_events
-            )
+        if len(self.steps) > 1 or self.window == "iterations":
+            rows = window_rows(rt, len(self.steps), self.include_last_profiler_step,
+                               self.gpu_events, self.window)
             self.rows[id(rt.meta)] = _pack(rows)
             window = apply_window(rt, rows)
             stats = window_stats(rt, window)
@@ -158,6 +169,33 @@ class _Intake:
             self.windows[id(stand_in)] = (keep_window, size)
         self._kept.append(stand_in)
         return stand_in
+
+
+def _source_hash(module: str) -> str:
+    """A hash of the source files a persisted part depends on: the metric's family package (all
+    its modules), the shared metric modules and the extras' builders."""
+    return _package_hash(module.rsplit(".", 1)[0])
+
+
+_HASHES: dict[str, str] = {}
+
+
+def _package_hash(package: str) -> str:
+    if package not in _HASHES:
+        digest = hashlib.sha256()
+        for name in (package, "analysis.metrics", "analysis.kineto.extras"):
+            spec = importlib.util.find_spec(name)
+            origin = spec.origin if spec is not None else None
+            if origin is None:
+                continue
+            files = (sorted(os.path.join(os.path.dirname(origin), f)
+                            for f in os.listdir(os.path.dirname(origin)) if f.endswith(".py"))
+                     if origin.endswith("__init__.py") else [origin])
+            for path in files:
+                with open(path, "rb") as f:
+                    digest.update(path.encode() + b"\0" + f.read())
+        _HASHES[package] = digest.hexdigest()
+    return _HASHES[package]
 
 
 class LocalEngine:
@@ -177,6 +215,7 @@ class LocalEngine:
         *,
         max_memory: int | None = None,
         release_loaded: bool = False,
+        window: WindowSource = "auto",
         options: LoadOptions | None = None,
         intake: _Intake | None = None,
     ) -> None:
@@ -187,6 +226,7 @@ class LocalEngine:
         self.max_memory = self.options.max_memory or default_max_memory()
         self.include_last_profiler_step = include_last_profiler_step
         self.gpu_events = gpu_events
+        self.window = check_window(window)  # what the analysed window is cut at
         self.source = full_trace.source
         self.skipped = full_trace.skipped
         self._ranks = full_trace.rank_list()
@@ -242,6 +282,7 @@ class LocalEngine:
         *,
         include_last_profiler_step: bool = False,
         gpu_events: GpuEvents = "hta",
+        window: WindowSource = "auto",
         options: LoadOptions | None = None,
         **load_options: Any,
     ) -> LocalEngine:
@@ -250,13 +291,13 @@ class LocalEngine:
         let go as soon as it is loaded and windowed (:class:`_Intake`)."""
         opts = LoadOptions.of(options, **load_options)
         intake = _Intake(include_last_profiler_step, gpu_events,
-                         opts.max_memory or default_max_memory())
+                         opts.max_memory or default_max_memory(), window)
         trace = load_trace(
             None if trace_dir is None else os.fspath(trace_dir), trace_files, options=opts,
             on_rank=intake,
         )
         return cls(trace, include_last_profiler_step, gpu_events, options=opts,
-                   release_loaded=True, intake=intake)
+                   release_loaded=True, window=window, intake=intake)
 
     @property
     def read_extras(self):
@@ -271,7 +312,8 @@ class LocalEngine:
         rank read back again is cut without finding its steps and launches again."""
         if full.rank not in self._rows:
             self._rows[full.rank] = _pack(window_rows(
-                full, self._n_steps, self.include_last_profiler_step, self.gpu_events))
+                full, self._n_steps, self.include_last_profiler_step, self.gpu_events,
+                self.window))
         packed = self._rows[full.rank]
         rows = None if packed is None else _unpack(packed, len(full.events))
         return apply_window(full, rows)
@@ -402,11 +444,40 @@ class LocalEngine:
             if (k := keys[spec if isinstance(spec, str) else spec.name]) is None
             or k not in self._results
         ]
+        module_of = getattr(func, "persisted_module", None)
+        stored = {}
+        for spec, _ in missing if module_of is not None else ():
+            name = spec if isinstance(spec, str) else spec.name
+            key = self._stored_key(module_of(name), keys[name], rank, window)
+            if key is not None:
+                stored[name] = key
+        for name, key in stored.items():
+            part = get_result(self._entries[rank], key)
+            if part is not None:
+                self._results[keys[name]] = part
+        missing = [(spec, o) for spec, o in missing
+                   if (k := keys[spec if isinstance(spec, str) else spec.name]) is None
+                   or k not in self._results]
         fresh = func(self.rank_trace(rank, window), **{**kw, "requests": missing}) if missing else {}
         for name, part in fresh.items():
             if keys[name] is not None:
                 self._results[keys[name]] = part
+            if name in stored:
+                try:
+                    put_result(self._entries[rank], stored[name], part)
+                except OSError:  # a read-only cache: computed again next time
+                    pass
         return {name: fresh[name] if name in fresh else self._results[keys[name]] for name in keys}
+
+    def _stored_key(self, module: str | None, memo_key, rank: int, window: Window) -> str | None:
+        """Where the part of ``rank`` of an analysis whose metric ``module`` is kept in its cache
+        entry (None: not kept: not a ``persist`` analysis, another window, no entry, or options
+        that cannot be keyed)."""
+        if module is None or window != "full" or memo_key is None or rank not in self._entries:
+            return None
+        text = pickle.dumps((memo_key[1:4], self.metas[rank].rank, _source_hash(module)),
+                            protocol=pickle.HIGHEST_PROTOCOL)
+        return hashlib.sha256(text).hexdigest()[:32]
 
     def __repr__(self) -> str:
         return f"LocalEngine(source={self.source!r}, ranks={self.ranks})"

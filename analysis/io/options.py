@@ -35,6 +35,10 @@ class LoadOptions:
         timeout: seconds each wait on a Dask cluster may last (None: no limit).
         max_memory: bytes the ranks held in this process may take at once (local engine;
             default :func:`analysis.engines.local.default_max_memory`).
+        capture_trace: the graph-capture trace (a file, or a folder of capture traces) merged
+            into every CUDA/HIP graph replay trace read (default: the ``capture_traces/`` folder
+            beside each; :mod:`analysis.kineto.cuda_graphs`); with a Dask client, a path on the
+            workers.
     """
 
     storage_options: dict[str, Any] = field(default_factory=dict, hash=False)
@@ -45,6 +49,7 @@ class LoadOptions:
     progress: bool | None = None
     timeout: float | None = None
     max_memory: int | None = None
+    capture_trace: str | None = None
 
     def __post_init__(self) -> None:
         checked = {
@@ -56,6 +61,7 @@ class LoadOptions:
             "progress": arguments.optional_flag("progress", self.progress),
             "timeout": arguments.positive_number("timeout", self.timeout),
             "max_memory": arguments.positive_int("max_memory", self.max_memory),
+            "capture_trace": _path("capture_trace", self.capture_trace),
         }
         for name, value in checked.items():  # normalised: a dict, a str path, plain numbers
             object.__setattr__(self, name, value)

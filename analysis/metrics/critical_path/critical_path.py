@@ -22,7 +22,13 @@ sync and blocking-call edges), so the path covers the whole step: its length is 
 (``step_us``), or, where GPU work launched in the step runs past the step's end, the step plus that
 overrun (``past_step_end_us``). A sync edge counts as communication when it waits for a
 communication kernel, as ``gpu_kernel_kernel_overhead`` when a stream waits for another stream,
-and as ``cpu_bound`` when the CPU's sync call returns after the GPU finished.
+and as ``cpu_bound`` when the CPU's sync call returns after the GPU finished. As every edge counts
+the time it spans, many chains cover the step equally; the path is the one among them with the most
+recorded work (``critical_path_graph.search_weights``), so it follows the GPU, a collective or
+another CPU thread (hand-off edges) where they worked while the first thread idled, stream
+waits Kineto did not record are inferred (``critical_path_context``), and a GPU event queued behind
+work launched before the step (the previous step's kernels still running) is reached from its
+launch call, the wait attributed to that earlier work (queued edges).
 
 ``summary()`` is the share (%) of path time per ``bound_by`` (summing to 100). Window: one instance of an annotation
 (``ProfilerStep`` by default) on one rank, within the analysed profiler steps; times in µs.
@@ -56,6 +62,7 @@ from analysis.metrics.critical_path.critical_path_graph import (
     SYNC,
     CPGraphArrays,
     build_graph,
+    search_weights,
 )
 from analysis.metrics.critical_path.longest_path import longest_path
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
@@ -97,8 +104,7 @@ class CriticalPathGraph:
     notes: dict[str, int] = field(default_factory=dict)
     reason: str = ""  # why there is no path (``success`` False): e.g. an empty window
     hta: bool = False  # HTA 0.5.0's attribution (weights, no untraced time, no window gaps)
-    # the breakdown, built once (path_length_us and summary read it too)
-    _breakdown: pd.DataFrame | None = field(default=None, init=False, repr=False, compare=False)
+    _breakdown: pd.DataFrame | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_nodes(self) -> int:
@@ -121,7 +127,7 @@ class CriticalPathGraph:
         if self.hta:
             w = np.maximum(self.graph.edge_weight[self.path_edges], 0)
             return float(w.sum()) / 1000.0
-        return float(self._path_breakdown()["duration"].sum())
+        return float(self.get_critical_path_breakdown()["duration"].sum())
 
     @property
     def step_us(self) -> float:
@@ -166,14 +172,11 @@ class CriticalPathGraph:
 
     def get_critical_path_breakdown(self) -> pd.DataFrame:
         """One row per edge on the path, in path order, with HTA's columns (``duration`` in µs)."""
-        return self._path_breakdown().copy()
-
-    def _path_breakdown(self) -> pd.DataFrame:
         if self._breakdown is None:
-            self._breakdown = self._build_breakdown()
-        return self._breakdown
+            self._breakdown = self._breakdown_table()
+        return self._breakdown.copy()
 
-    def _build_breakdown(self) -> pd.DataFrame:
+    def _breakdown_table(self) -> pd.DataFrame:
         g, e = self.graph, self.path_edges
         ev = g.events
         attr = g.edge_event[e]
@@ -203,14 +206,16 @@ class CriticalPathGraph:
             dst_gpu = ev["stream"].to_numpy()[g.node_event[g.edge_dst[e]]] >= 0
             bound[sync] = np.where(dst_gpu[sync], "gpu_kernel_kernel_overhead", "cpu_bound")
             bound[sync & self.comm_mask[src_ev]] = "gpu_communication_bound"
+        rows = ev.iloc[p]
+        names = rows["name"].astype(str).to_numpy()
         out = pd.DataFrame({
             "event_idx": _labels(ev, attr),
             "duration": duration / 1000.0,
             "type": np.asarray(EDGE_TYPES, dtype=object)[typ],
-            "s_name": np.where(has, _strings_at(ev["name"], p, shorten_name), None),
-            "cat": np.where(has, _strings_at(ev["cat"], p), None),
-            "pid": np.where(has, ev["pid"].to_numpy()[p], -1),
-            "tid": np.where(has, ev["tid"].to_numpy()[p], -1),
+            "s_name": np.where(has, _short_names(names), None),
+            "cat": np.where(has, rows["cat"].astype(str).to_numpy(), None),
+            "pid": np.where(has, rows["pid"].to_numpy(), -1),
+            "tid": np.where(has, rows["tid"].to_numpy(), -1),
             "stream": stream,
             "bound_by": bound,
         })  # fmt: skip
@@ -231,25 +236,16 @@ class CriticalPathGraph:
 
     def summary(self) -> pd.Series:
         """Share of the path's time per ``bound_by`` category, in % (HTA's ``summary()``)."""
-        bd = self._path_breakdown()
+        bd = self.get_critical_path_breakdown()
         total = bd["duration"].sum()
         s = bd.groupby("bound_by")["duration"].sum()
         return s / total * 100 if total > 0 else s * np.nan
 
 
-def _strings_at(column: pd.Series, positions: np.ndarray, convert=None) -> np.ndarray:
-    """``column.astype(str)`` at ``positions`` (then ``convert``ed), as an object array: each
-    distinct value is converted once (a path has ~10^5 edges over a few hundred names)."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        codes, unique_codes = pd.factorize(column.cat.codes.to_numpy()[positions])
-        uniques = pd.Series(pd.Categorical.from_codes(unique_codes, dtype=column.dtype))
-    else:
-        codes, unique_values = pd.factorize(column.to_numpy()[positions], use_na_sentinel=False)
-        uniques = pd.Series(unique_values, dtype=column.dtype)
-    values = uniques.astype(str).to_numpy(dtype=object)
-    if convert is not None:
-        values = np.array([convert(v) for v in values], dtype=object)
-    return values[codes]
+def _short_names(names: np.ndarray) -> np.ndarray:
+    """``shorten_name`` of each name, computed once per distinct name."""
+    uniq, inverse = np.unique(names, return_inverse=True)
+    return np.asarray([shorten_name(n) for n in uniq], dtype=object)[inverse]
 
 
 def _labels(events: pd.DataFrame, positions: np.ndarray) -> pd.array:
@@ -304,7 +300,8 @@ def critical_path_graph(
     """The critical path of one window of one rank (``context``: ``rank_context(rt, ...)``)."""
     name, w0, w1 = window
     g = build_graph(context, (w0, w1))
-    path, path_edges, broken = longest_path(len(g.node_ts), g.edge_src, g.edge_dst, g.edge_weight)
+    weights = g.edge_weight if patterns.hta_quirks else search_weights(g)
+    path, path_edges, broken = longest_path(len(g.node_ts), g.edge_src, g.edge_dst, weights)
     notes = dict(g.notes)
     if broken:
         notes["cycle_edges_dropped"] = broken
