@@ -190,3 +190,44 @@ def test_released_ranks_are_freed_without_a_garbage_collection(job, monkeypatch)
         assert sum(ref() is not None for ref in alive) <= 1  # the one rank held
     finally:
         gc.enable()
+
+
+def test_the_iterations_window_is_cut_as_each_rank_arrives(tmp_path, monkeypatch):
+    """With ``window="iterations"`` a rank's window is its own (its steady serving iterations), so
+    the load cuts it as the rank arrives, without waiting for the other ranks' steps; the results
+    match an engine that held every rank and cut the window after the load."""
+    import json
+
+    from analysis.engines import local
+    from analysis.engines.local import LocalEngine
+    from analysis.kineto.loader import load_trace
+    from analysis.testing.graph_traces import serving_events
+
+    files = {}
+    for rank, phases in enumerate((["prefill", "decode", "decode", "mixed"],
+                                   ["prefill", "mixed", "decode", "decode", "decode"])):
+        path = tmp_path / f"serving-{rank}.json"
+        path.write_text(json.dumps({"traceEvents": serving_events(phases)}))
+        files[rank] = str(path)
+    cut_on_arrival = []
+    original = local._Intake.__call__
+
+    def spy(self, rt):
+        stand_in = original(self, rt)
+        cut_on_arrival.append(self.stand_ins[id(stand_in)] is not None)
+        return stand_in
+
+    monkeypatch.setattr(local._Intake, "__call__", spy)
+    ta = TraceAnalysis(trace_files=files, window="iterations", cache_dir=tmp_path / "c",
+                       progress=False, max_workers=1)
+    assert cut_on_arrival == [True, True]
+    held = TraceAnalysis.from_engine(LocalEngine(
+        load_trace(trace_files=files, cache_dir=tmp_path / "c", progress=False), False, "hta",
+        window="iterations"), window="iterations")
+    assert ta.engine.window_stats == held.engine.window_stats
+    for name in ("temporal_breakdown", "idle_time_breakdown", "kernel_breakdown"):
+        _same(ta.run(name, ranks="all"), held.run(name, ranks="all"))
+    steps = TraceAnalysis(trace_files=files, window="steps", cache_dir=tmp_path / "c",
+                          progress=False, max_workers=1)
+    assert not steps.run("temporal_breakdown", ranks="all").equals(
+        ta.run("temporal_breakdown", ranks="all"))  # the iterations window did cut something
