@@ -163,7 +163,10 @@ class _Intake:
                 keep_window = window
         empty = {name: getattr(rt, name).iloc[:0].copy() for name in ("events", "flows",
                                                                          "collectives")}
-        stand_in = replace(rt, extras={}, **empty)
+        # another profiler's extras (memory_ops) are built by its parse and not stored in the
+        # cache entry: the stand-in keeps them (Kineto's are read back from the entry)
+        extras = {} if rt.meta.source_format == "kineto" else dict(rt.extras)
+        stand_in = replace(rt, extras=extras, **empty)
         self.stand_ins[id(stand_in)] = stats
         if keep_window is not None:
             self.windows[id(stand_in)] = (keep_window, size)
@@ -262,6 +265,7 @@ class LocalEngine:
                         self._hold(r, {"steps": window})
                     continue
                 rt = self._read_full(r)
+                rt.extras.update(full_trace.ranks[r].extras)  # see _Intake: not in the entry
             if release_loaded and rt.cache_entry is not None:
                 # the loader's Trace is ours: let go of each rank as soon as it is windowed, so its
                 # memory-mapped pages are unmapped instead of all being held until the end
