@@ -5,6 +5,8 @@ Every analysis selects events through these masks, so "what counts as a GPU even
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -39,6 +41,18 @@ def kernel_like_mask(events: pd.DataFrame) -> np.ndarray:
 def runtime_mask(events: pd.DataFrame) -> np.ndarray:
     """CPU-side CUDA runtime / driver calls (``cudaLaunchKernel``, ``cudaMemcpyAsync``, ...)."""
     return cat_mask(events, RUNTIME_CATS)
+
+
+def name_mask(events: pd.DataFrame, test: Callable[[pd.Series], pd.Series]) -> np.ndarray:
+    """Rows whose name (as ``str``) passes ``test``, a vectorised check on a Series of strings
+    (``lambda s: s.str.endswith("GraphLaunch")``), run once per distinct name: converting a whole
+    categorical column to strings costs ~0.1 s per 0.25 M events. A missing name never passes."""
+    names = events["name"]
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        return np.asarray(test(names.astype(str)), dtype=bool)
+    distinct = pd.Series(names.cat.categories, dtype=object).astype(str)
+    passes = np.append(np.asarray(test(distinct), dtype=bool), False)  # code -1: missing
+    return passes[names.cat.codes.to_numpy()]
 
 
 def has_gpu_events(events: pd.DataFrame) -> bool:

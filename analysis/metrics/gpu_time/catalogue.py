@@ -199,7 +199,7 @@ ENTRIES = (
         doc="Per rank and stream: time-weighted mean and maximum CUDA queue length, time at or "
             "above ``max_queue_length`` (µs) and the time the queue was empty while the stream was "
             "idle (µs and % of the stream's span).",
-        rank_step=queue_length.queue_length_rank,
+        rank_step=queue_length.stream_stats_rank,
         combine=queue_length.stream_summary,
         params=(
             ranks_param("all"),

@@ -13,7 +13,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from analysis.kineto.events import kernel_like_mask, runtime_mask
+from analysis.kineto.events import kernel_like_mask, name_mask, runtime_mask
 from analysis.kineto.model import RankTrace
 from analysis.metrics.gpu_time.kernel_launch_stats import DEFAULT_LAUNCH_APIS
 
@@ -120,8 +120,7 @@ def graph_capture(rt: RankTrace) -> list[tuple]:
     """CUDA/HIP graph launches: without the capture traces their kernels have no operator; with
     them (``analysis.kineto.cuda_graphs``), the launches no capture matched."""
     ev = rt.events
-    names = ev["name"].astype(str)
-    launch = runtime_mask(ev) & names.str.endswith("GraphLaunch").to_numpy()
+    launch = runtime_mask(ev) & name_mask(ev, lambda s: s.str.endswith("GraphLaunch"))
     if not launch.any():
         return []
     merged = rt.meta.other.get("graphCapture")

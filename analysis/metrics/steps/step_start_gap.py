@@ -21,7 +21,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from analysis.kineto.events import gpu_mask, runtime_mask
+from analysis.kineto.events import gpu_mask, name_mask, runtime_mask
 from analysis.kineto.model import RankTrace
 from analysis.kineto.steps import profiler_steps
 from analysis.metrics.intervals import merge
@@ -35,7 +35,7 @@ def step_start_gap_rank(rt: RankTrace) -> pd.DataFrame:
     ev = rt.events
     ts = ev["ts"].to_numpy()
     calls = np.sort(ts[runtime_mask(ev) & ~gpu_mask(ev)])
-    loader = ev["name"].astype(str).str.contains("DataLoader", regex=False).to_numpy() & ~gpu_mask(ev)
+    loader = name_mask(ev, lambda s: s.str.contains("DataLoader", regex=False)) & ~gpu_mask(ev)
     l_start, l_end = merge(ts[loader], ts[loader] + ev["dur"].to_numpy()[loader])
     rows = []
     for step, start, dur in zip(steps["step"], steps["ts"], steps["dur"], strict=True):

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from analysis.kineto.events import gpu_mask, runtime_mask
+from analysis.kineto.events import gpu_mask, name_mask, runtime_mask
 from analysis.kineto.model import RankTrace
 from analysis.kineto.steps import profiler_steps
 from analysis.kineto.window import unlaunched_mask
@@ -64,7 +64,7 @@ def _graph_counts(rt: RankTrace) -> dict:
         return {"graph_launches": int(merged.get("graph_launches", 0)),
                 "graph_launches_unmatched": int(merged.get("unmatched_launches", 0))}
     ev = rt.events
-    n = int((runtime_mask(ev) & ev["name"].astype(str).str.endswith("GraphLaunch").to_numpy()).sum())
+    n = int((runtime_mask(ev) & name_mask(ev, lambda s: s.str.endswith("GraphLaunch"))).sum())
     return {"graph_launches": n, "graph_launches_unmatched": n}
 
 
