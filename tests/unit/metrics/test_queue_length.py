@@ -113,3 +113,17 @@ def test_default_counts_graph_launches_that_hta_does_not():
     )
     assert ql.queue_length_rank(rt).series["queue_length"].tolist() == [1, 2, 1, 0]
     assert ql.time_series({0: ql.queue_length_rank(rt, patterns="hta")}) == {}
+
+
+def test_the_summary_step_keeps_only_the_stream_statistics():
+    """The stream summary's per-rank step (what the engine keeps until the ranks are combined) is
+    the statistics table, not the series, and the summary is the same from either part."""
+    from analysis import analyses as catalogue
+
+    rt = _trace(60)
+    step = catalogue.get("queue_length_stream_summary").rank_step
+    part = step(rt, max_queue_length=1)
+    assert list(part.columns) == list(ql.STREAM_SUMMARY_COLUMNS) and len(part) == 1
+    whole = ql.queue_length_rank(rt, max_queue_length=1)
+    assert ql.stream_summary({0: part}).equals(ql.stream_summary({0: whole}))
+    assert ql.stream_summary({0: part})["time_at_max_queue_length"].tolist() == [70]
