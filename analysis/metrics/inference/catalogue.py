@@ -22,6 +22,14 @@ ENTRIES = (
         window="full",
         placement="section",
         title="Inference iterations",
+        how_to_read=(
+            "One row per iteration of the serving engine (one scheduler step over a batch, found "
+            "from vLLM's or SGLang's annotations): its phase (prefill, decode or mixed), tokens, "
+            "batch size, CPU time and GPU busy time (µs). Idle inside is GPU waiting within the "
+            "iteration, idle before is the gap since the previous iteration (scheduler and host "
+            "time). The phase table averages the steady-state iterations (warm-up left out). "
+            "Empty for traces without serving iterations (training)."
+        ),
         tables=lambda df: {  # none for traces without serving iterations (training)
             "inference_iterations": df,
             "inference_phases": iterations.phase_summary(df),

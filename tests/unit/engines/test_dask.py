@@ -82,10 +82,18 @@ def table_bytes(rt):
 # ---------------------------------------------------------------------------------------------
 # Fixtures
 
+@pytest.fixture
+def client(dask_client):
+    """The session's cluster (tests/conftest.py): no worker dies on it."""
+    return dask_client
+
+
 @pytest.fixture(scope="module")
-def client():
-    # allowed_failures=0: the first worker death fails its tasks (Dask's default retries 3 times),
-    # which keeps the failure tests short and exercises the engine's own one-at-a-time retry.
+def dying_client():
+    """A cluster of its own for the tests that kill workers, so a dead or restarting worker never
+    reaches another test. allowed_failures=0: the first worker death fails its tasks (Dask's
+    default retries 3 times), which keeps the failure tests short and exercises the engine's own
+    one-at-a-time retry."""
     cluster = distributed.LocalCluster(
         n_workers=2, processes=True, threads_per_worker=1, host="127.0.0.1",
         dashboard_address=None, scheduler_kwargs={"allowed_failures": 0},
@@ -313,7 +321,8 @@ def test_corrupt_file_named_and_skipped(client, sample_traces_dir, tmp_path, cac
     assert_same(results(engine)["temporal_breakdown"], results(local)["temporal_breakdown"])
 
 
-def test_worker_death_while_loading(client, sample_traces_dir):
+def test_worker_death_while_loading(dying_client, sample_traces_dir):
+    client = dying_client
     good = [str(sample_traces_dir / f"rank-{r}.pt.trace.json.gz") for r in range(3)]
     crashing = f"{CRASH_PROTOCOL}://bucket/run/rank-7.pt.trace.json.gz"
     with pytest.warns(TraceLoadWarning, match="rank-7") as record:
@@ -328,7 +337,8 @@ def test_worker_death_while_loading(client, sample_traces_dir):
     assert counts == {r: len(engine.fetch_trace([r])[r].events) for r in range(3)}
 
 
-def test_worker_death_while_analysing(client, sample_traces_dir, cache_dir):
+def test_worker_death_while_analysing(dying_client, sample_traces_dir, cache_dir):
+    client = dying_client
     files = [str(sample_traces_dir / f"rank-{r}.pt.trace.json.gz") for r in range(4)]
     engine = load_engine(trace_files=files, client=client, cache_dir=cache_dir, on_error="skip",
                          timeout=TIMEOUT_S)

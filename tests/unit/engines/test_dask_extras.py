@@ -15,7 +15,7 @@ from roofline_traces import trace_events  # noqa: E402
 from analysis import TraceAnalysis  # noqa: E402
 
 
-def test_operator_roofline_on_a_cluster_equals_local(tmp_path):
+def test_operator_roofline_on_a_cluster_equals_local(tmp_path, dask_client):
     for rank in (0, 1):
         trace = {
             "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
@@ -27,11 +27,9 @@ def test_operator_roofline_on_a_cluster_equals_local(tmp_path):
     cache = tmp_path / "cache"
     local = TraceAnalysis(str(tmp_path), cache_dir=cache, gpu_events="all")
     expected = local.get_operator_roofline(ranks="all", visualize=False)
-    with distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=1,
-                                  host="127.0.0.1", dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
-        remote = TraceAnalysis(str(tmp_path), cache_dir=cache, gpu_events="all", client=client)
-        got = remote.get_operator_roofline(ranks="all", visualize=False)
+    # on the session's cluster (tests/conftest.py)
+    remote = TraceAnalysis(str(tmp_path), cache_dir=cache, gpu_events="all", client=dask_client)
+    got = remote.get_operator_roofline(ranks="all", visualize=False)
     pd.testing.assert_frame_equal(got.ops, expected.ops)
     pd.testing.assert_frame_equal(got.steps, expected.steps)
     assert got.ops.loc[got.ops["name"] == "aten::mm", "count"].item() == 4  # both ranks pooled

@@ -1,0 +1,249 @@
+"""The catalogue's contract, checked for every registered analysis.
+
+Parametrized over ``analysis.analyses`` (not a hand list), so an analysis added to any family's
+``catalogue.py`` is checked without being named here:
+
+- the local engine and the Dask engine (the session's cluster) give the same result, value for
+  value (or the same error), on the sample traces and on two small hand-made traces that have
+  what the sample traces lack (memory profile and modules; recorded shapes), and each analysis
+  gives a result on at least one of them;
+- its figures have a title, and every numeric axis (and colour bar) says its unit;
+- a report section has a title and a "how to read it";
+- where HTA 0.5.0's ``TraceAnalysis`` has the method, ours takes HTA's arguments, in HTA's order,
+  with HTA's defaults (more keyword-only arguments allowed): any HTA call works unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import inspect
+import json
+import re
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from hta_oracle import hta_answer
+from roofline_traces import trace_events
+
+from analysis import analyses as catalogue
+from analysis.api import TraceAnalysis
+from analysis.testing import tensorboard_traces
+
+NAMES = list(catalogue.analyses())
+TIMEOUT_S = 120
+# Besides the options the report runs each analysis with (``report_options``): every operator,
+# not the report's top 20.
+OPTIONS = {"operator_summary": {"top": None}}
+
+
+def requests() -> dict[str, dict]:
+    """Every analysis of the catalogue with the options the contract runs it with."""
+    return {name: {**spec.report_options, **OPTIONS.get(name, {})}
+            for name, spec in catalogue.analyses().items()}
+
+
+@pytest.fixture(scope="module")
+def inputs(sample_traces_dir, tmp_path_factory) -> dict:
+    """The traces the contract runs on: the sample traces (8 ranks), a TensorBoard-style trace with
+    memory events and modules, and a two-rank trace with recorded shapes (the roofline's input)."""
+    tb = tmp_path_factory.mktemp("contract-tensorboard")
+    tensorboard_traces.write(tb / "rank-0.pt.trace.json", memory=True, modules=True)
+    shapes = tmp_path_factory.mktemp("contract-shapes")
+    for rank in (0, 1):
+        trace = {"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+                 "distributedInfo": {"rank": rank, "world_size": 2}, "traceEvents": trace_events()}
+        (shapes / f"rank{rank}.pt.trace.json.gz").write_bytes(
+            gzip.compress(json.dumps(trace).encode(), mtime=0))
+    return {"sample": sample_traces_dir, "tensorboard": tb, "shapes": shapes}
+
+
+def _run_all(ta: TraceAnalysis) -> dict:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ta.run_many(requests(), "all", errors="return")
+
+
+@pytest.fixture(scope="module")
+def local_results(inputs, tmp_path_factory) -> dict:
+    cache = tmp_path_factory.mktemp("contract-cache")
+    return {label: _run_all(TraceAnalysis(path, cache_dir=cache, progress=False, gpu_events="all"
+                                          if label == "shapes" else None))
+            for label, path in inputs.items()}
+
+
+@pytest.fixture(scope="module")
+def dask_results(inputs, dask_client) -> dict:
+    return {label: _run_all(TraceAnalysis(path, client=dask_client, use_cache=False,
+                                          timeout=TIMEOUT_S, progress=False,
+                                          gpu_events="all" if label == "shapes" else None))
+            for label, path in inputs.items()}
+
+
+def assert_same(a, b, where: str = "") -> None:
+    """Equal values, dtypes, index and order, through frames, arrays, containers and objects."""
+    assert type(a) is type(b), (where, type(a), type(b))
+    if isinstance(a, pd.DataFrame):
+        pd.testing.assert_frame_equal(a, b, check_exact=True, obj=where or "DataFrame")
+    elif isinstance(a, pd.Series):
+        pd.testing.assert_series_equal(a, b, check_exact=True, obj=where or "Series")
+    elif isinstance(a, np.ndarray):
+        np.testing.assert_array_equal(a, b, err_msg=where)
+    elif isinstance(a, dict):
+        assert list(a) == list(b), where
+        for k in a:
+            assert_same(a[k], b[k], f"{where}[{k!r}]")
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same(x, y, f"{where}[{i}]")
+    elif isinstance(a, Exception):
+        assert str(a) == str(b), where
+    elif dataclasses.is_dataclass(a) or hasattr(a, "__dict__"):
+        assert_same(vars(a), vars(b), where)
+    elif isinstance(a, float) and np.isnan(a):
+        assert np.isnan(b), where
+    else:
+        assert a == b, where
+
+
+# ---------------------------------------------------------------------------------------------
+# Local equals Dask
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_local_equals_dask(name, local_results, dask_results):
+    results = 0
+    for label, local in local_results.items():
+        assert_same(local[name], dask_results[label][name], f"{name} on {label}")
+        results += not isinstance(local[name], Exception)
+    assert results, (f"{name} gives a result on none of the contract's traces "
+                     f"({[str(r[name]) for r in local_results.values()]}): add one that has what "
+                     "it needs to the `inputs` fixture")
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures: a title, and units on every numeric axis
+
+# a unit in a title: "(µs)", "(%)", "(GB/s)", "(count)", ..., or one of these words or symbols
+UNIT = re.compile(r"\([^()]*\)|%|µs|\bms\b|\b[KMGT]?i?B(/s)?\b|\b[KMGTP]?FLOP/s\b|\bbytes?\b"
+                  r"|\bcount\b|\bnumber of\b|\bcalls\b")
+
+
+def _values_numeric(values) -> bool:
+    if values is None:
+        return False
+    arr = np.asarray(values, dtype=object).ravel()
+    arr = arr[[v is not None for v in arr]]
+    return len(arr) > 0 and all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+                                for v in arr)
+
+
+def numeric_axes(fig) -> dict[str, str]:
+    """``{axis name: its title}`` for every axis that shows numbers: a linear or log axis, or one of
+    unset type whose traces give it numbers (categorical axes, e.g. ranks or names, need no unit)."""
+    layout = fig.to_dict()["layout"]
+    out = {}
+    for trace in fig.data:
+        if trace.type in ("pie", "table", "sunburst", "treemap", "indicator"):
+            continue
+        for dim in ("x", "y"):
+            ref = getattr(trace, f"{dim}axis", None) or dim
+            key = ref.replace(dim, f"{dim}axis", 1)
+            axis = layout.get(key, {})
+            kind = axis.get("type", "-")
+            if kind in ("category", "multicategory", "date") or axis.get("visible") is False:
+                continue
+            values = getattr(trace, dim, None)
+            if trace.type == "heatmap" and kind == "-":
+                continue  # a heatmap's axes are its categories; its colour bar carries the unit
+            if kind in ("linear", "log") or _values_numeric(values):
+                out[key] = (axis.get("title") or {}).get("text") or ""
+    return out
+
+
+def drawn(name, local_results) -> list[tuple[str, str, object]]:
+    spec = catalogue.get(name)
+    out = []
+    for label, results in local_results.items():
+        if not isinstance(results[name], Exception):
+            out += [(label, stem, fig) for stem, fig in spec.draw(results[name]).items()]
+    return out
+
+
+@pytest.mark.parametrize("name", [n for n, s in catalogue.analyses().items() if s.figures])
+def test_figures_have_titles_and_units(name, local_results):
+    figures = drawn(name, local_results)
+    assert figures, f"{name} declares figures but drew none on the contract's traces"
+    for label, stem, fig in figures:
+        where = f"{name}: {stem} on {label}"
+        assert (fig.layout.title.text or "").strip(), f"{where} has no title"
+        for axis, title in numeric_axes(fig).items():
+            assert UNIT.search(title), f"{where}: {axis} shows numbers but its title {title!r} has no unit"
+        for trace in fig.data:
+            bar = getattr(trace, "colorbar", None)
+            if trace.type == "heatmap" and getattr(trace, "showscale", True) is not False:
+                text = (bar.title.text if bar is not None and bar.title else "") or ""
+                assert UNIT.search(text), f"{where}: the colour bar {text!r} has no unit"
+
+
+# ---------------------------------------------------------------------------------------------
+# Report sections
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_report_sections_have_a_title_and_how_to_read(name):
+    spec = catalogue.get(name)
+    if spec.placement in ("section", "lead"):
+        assert spec.title.strip(), f"{name} is a report section without a title"
+        assert len(spec.how_to_read.split()) >= 8, f"{name}'s section says too little on how to read it"
+    elif spec.placement == "context":
+        assert spec.title.strip(), f"{name} is a report table without a title"
+
+
+# ---------------------------------------------------------------------------------------------
+# HTA's signatures
+
+
+def _parameters(function) -> list[tuple]:
+    return [(p.name, p.kind.name, p.default is not inspect.Parameter.empty,
+             None if p.default is inspect.Parameter.empty else repr(p.default))
+            for p in list(inspect.signature(function).parameters.values())[1:]]  # past self
+
+
+def hta_signatures() -> dict[str, list[tuple]]:
+    """HTA 0.5.0's ``TraceAnalysis`` methods and their parameters (stored; ``HTA_LIVE=1``: live)."""
+
+    def live():
+        hta = pytest.importorskip("hta.trace_analysis").TraceAnalysis
+        return {name: _parameters(getattr(hta, name))
+                for name in dir(hta) if not name.startswith("_") and callable(getattr(hta, name))}
+
+    return hta_answer([], "TraceAnalysis signatures", live, name="signatures")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_hta_signature_where_hta_has_the_method(name):
+    method = catalogue.get(name).method
+    theirs = hta_signatures().get(method)
+    if theirs is None:
+        return  # HTA has no such method: nothing to be compatible with
+    ours = _parameters(getattr(TraceAnalysis, method))
+    # HTA's arguments first, same names, kinds and order; its defaults where it has them (ours may
+    # add a default where HTA has none)
+    assert [p[:2] for p in ours[:len(theirs)]] == [p[:2] for p in theirs], method
+    for (p, kind, has_default, default), their in zip(ours, theirs, strict=False):
+        if their[2]:
+            assert (has_default, default) == (True, their[3]), f"{method}({p}=...): HTA's default is {their[3]}"
+    extra = ours[len(theirs):]
+    assert all(kind == "KEYWORD_ONLY" and has_default for _, kind, has_default, _ in extra), (
+        f"{method}: arguments HTA does not have must be keyword-only with a default: {extra}")
+
+
+def test_the_signature_check_covers_htas_methods():
+    """The HTA methods we implement are found (the check is not vacuous)."""
+    ours = {spec.method for spec in catalogue.analyses().values()}
+    assert {"get_temporal_breakdown", "get_idle_time_breakdown", "get_gpu_kernel_breakdown",
+            "get_cuda_kernel_launch_stats", "get_comm_comp_overlap"} <= ours & set(hta_signatures())
