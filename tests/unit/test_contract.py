@@ -15,16 +15,14 @@ Parametrized over ``analysis.analyses`` (not a hand list), so an analysis added 
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import inspect
 import json
-import re
 import warnings
 
-import numpy as np
-import pandas as pd
 import pytest
+from catalogue_checks import assert_same, every_analysis
+from figure_checks import figure_problems
 from hta_oracle import hta_answer
 from roofline_traces import trace_events
 
@@ -34,15 +32,6 @@ from analysis.testing import tensorboard_traces
 
 NAMES = list(catalogue.analyses())
 TIMEOUT_S = 120
-# Besides the options the report runs each analysis with (``report_options``): every operator,
-# not the report's top 20.
-OPTIONS = {"operator_summary": {"top": None}}
-
-
-def requests() -> dict[str, dict]:
-    """Every analysis of the catalogue with the options the contract runs it with."""
-    return {name: {**spec.report_options, **OPTIONS.get(name, {})}
-            for name, spec in catalogue.analyses().items()}
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +52,7 @@ def inputs(sample_traces_dir, tmp_path_factory) -> dict:
 def _run_all(ta: TraceAnalysis) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return ta.run_many(requests(), "all", errors="return")
+        return ta.run_many(every_analysis(), "all", errors="return")
 
 
 @pytest.fixture(scope="module")
@@ -80,33 +69,6 @@ def dask_results(inputs, dask_client) -> dict:
                                           timeout=TIMEOUT_S, progress=False,
                                           gpu_events="all" if label == "shapes" else None))
             for label, path in inputs.items()}
-
-
-def assert_same(a, b, where: str = "") -> None:
-    """Equal values, dtypes, index and order, through frames, arrays, containers and objects."""
-    assert type(a) is type(b), (where, type(a), type(b))
-    if isinstance(a, pd.DataFrame):
-        pd.testing.assert_frame_equal(a, b, check_exact=True, obj=where or "DataFrame")
-    elif isinstance(a, pd.Series):
-        pd.testing.assert_series_equal(a, b, check_exact=True, obj=where or "Series")
-    elif isinstance(a, np.ndarray):
-        np.testing.assert_array_equal(a, b, err_msg=where)
-    elif isinstance(a, dict):
-        assert list(a) == list(b), where
-        for k in a:
-            assert_same(a[k], b[k], f"{where}[{k!r}]")
-    elif isinstance(a, (tuple, list)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_same(x, y, f"{where}[{i}]")
-    elif isinstance(a, Exception):
-        assert str(a) == str(b), where
-    elif dataclasses.is_dataclass(a) or hasattr(a, "__dict__"):
-        assert_same(vars(a), vars(b), where)
-    elif isinstance(a, float) and np.isnan(a):
-        assert np.isnan(b), where
-    else:
-        assert a == b, where
 
 
 # ---------------------------------------------------------------------------------------------
@@ -127,43 +89,6 @@ def test_local_equals_dask(name, local_results, dask_results):
 # ---------------------------------------------------------------------------------------------
 # Figures: a title, and units on every numeric axis
 
-# a unit in a title: "(µs)", "(%)", "(GB/s)", "(count)", ..., or one of these words or symbols
-UNIT = re.compile(r"\([^()]*\)|%|µs|\bms\b|\b[KMGT]?i?B(/s)?\b|\b[KMGTP]?FLOP/s\b|\bbytes?\b"
-                  r"|\bcount\b|\bnumber of\b|\bcalls\b")
-
-
-def _values_numeric(values) -> bool:
-    if values is None:
-        return False
-    arr = np.asarray(values, dtype=object).ravel()
-    arr = arr[[v is not None for v in arr]]
-    return len(arr) > 0 and all(isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
-                                for v in arr)
-
-
-def numeric_axes(fig) -> dict[str, str]:
-    """``{axis name: its title}`` for every axis that shows numbers: a linear or log axis, or one of
-    unset type whose traces give it numbers (categorical axes, e.g. ranks or names, need no unit)."""
-    layout = fig.to_dict()["layout"]
-    out = {}
-    for trace in fig.data:
-        if trace.type in ("pie", "table", "sunburst", "treemap", "indicator"):
-            continue
-        for dim in ("x", "y"):
-            ref = getattr(trace, f"{dim}axis", None) or dim
-            key = ref.replace(dim, f"{dim}axis", 1)
-            axis = layout.get(key, {})
-            kind = axis.get("type", "-")
-            if kind in ("category", "multicategory", "date") or axis.get("visible") is False:
-                continue
-            values = getattr(trace, dim, None)
-            if trace.type == "heatmap" and kind == "-":
-                continue  # a heatmap's axes are its categories; its colour bar carries the unit
-            if kind in ("linear", "log") or _values_numeric(values):
-                out[key] = (axis.get("title") or {}).get("text") or ""
-    return out
-
-
 def drawn(name, local_results) -> list[tuple[str, str, object]]:
     spec = catalogue.get(name)
     out = []
@@ -178,15 +103,7 @@ def test_figures_have_titles_and_units(name, local_results):
     figures = drawn(name, local_results)
     assert figures, f"{name} declares figures but drew none on the contract's traces"
     for label, stem, fig in figures:
-        where = f"{name}: {stem} on {label}"
-        assert (fig.layout.title.text or "").strip(), f"{where} has no title"
-        for axis, title in numeric_axes(fig).items():
-            assert UNIT.search(title), f"{where}: {axis} shows numbers but its title {title!r} has no unit"
-        for trace in fig.data:
-            bar = getattr(trace, "colorbar", None)
-            if trace.type == "heatmap" and getattr(trace, "showscale", True) is not False:
-                text = (bar.title.text if bar is not None and bar.title else "") or ""
-                assert UNIT.search(text), f"{where}: the colour bar {text!r} has no unit"
+        assert figure_problems(fig) == [], f"{name}: {stem} on {label}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,7 +151,7 @@ def test_hta_signature_where_hta_has_the_method(name):
     # HTA's arguments first, same names, kinds and order; its defaults where it has them (ours may
     # add a default where HTA has none)
     assert [p[:2] for p in ours[:len(theirs)]] == [p[:2] for p in theirs], method
-    for (p, kind, has_default, default), their in zip(ours, theirs, strict=False):
+    for (p, _kind, has_default, default), their in zip(ours, theirs, strict=False):
         if their[2]:
             assert (has_default, default) == (True, their[3]), f"{method}({p}=...): HTA's default is {their[3]}"
     extra = ours[len(theirs):]

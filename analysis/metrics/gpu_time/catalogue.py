@@ -138,7 +138,7 @@ ENTRIES = (
             Param("duration_ratio", 0.8),
             Param("num_kernels", 10),
             Param("include_memory_kernels", True),
-            Param("image_renderer", "", role="renderer")  # HTA's default,
+            Param("image_renderer", "", role="renderer"),  # HTA's default
             RANKS_ALL,
         ),
         figures="analysis.figures.kernel_breakdown",
