@@ -157,6 +157,11 @@ class _Answers:
             raise AttributeError(name)
         return _Answers(self._snapshot, self._live, (*self._path, name))
 
+    def computed(self, question: str, fn: Callable[[Any], Any]):
+        """``fn(HTA's TraceAnalysis)``, stored as the answer to ``question``: for answers read from
+        HTA's internals that are much smaller than the frames they come from."""
+        return self._snapshot.answer(question, lambda: fn(self._live()))
+
     def __call__(self, *args, **kwargs):
         def live():
             target = self._live()
