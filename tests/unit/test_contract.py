@@ -49,25 +49,24 @@ def inputs(sample_traces_dir, tmp_path_factory) -> dict:
     return {"sample": sample_traces_dir, "tensorboard": tb, "shapes": shapes}
 
 
-def _run_all(ta: TraceAnalysis) -> dict:
+def _run_all(path, label: str, **options) -> dict:
+    """Every analysis on the traces at ``path``, in one batch (errors as results)."""
+    gpu_events = "all" if label == "shapes" else None  # its kernels' launches are not all there
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        ta = TraceAnalysis(path, progress=False, gpu_events=gpu_events, **options)
         return ta.run_many(every_analysis(), "all", errors="return")
 
 
 @pytest.fixture(scope="module")
 def local_results(inputs, tmp_path_factory) -> dict:
     cache = tmp_path_factory.mktemp("contract-cache")
-    return {label: _run_all(TraceAnalysis(path, cache_dir=cache, progress=False, gpu_events="all"
-                                          if label == "shapes" else None))
-            for label, path in inputs.items()}
+    return {label: _run_all(path, label, cache_dir=cache) for label, path in inputs.items()}
 
 
 @pytest.fixture(scope="module")
 def dask_results(inputs, dask_client) -> dict:
-    return {label: _run_all(TraceAnalysis(path, client=dask_client, use_cache=False,
-                                          timeout=TIMEOUT_S, progress=False,
-                                          gpu_events="all" if label == "shapes" else None))
+    return {label: _run_all(path, label, client=dask_client, use_cache=False, timeout=TIMEOUT_S)
             for label, path in inputs.items()}
 
 
