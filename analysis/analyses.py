@@ -34,18 +34,18 @@ FAMILIES = (steps, compare, health, findings, gpu_time, operators, tensorboard, 
 # sections, sections; API-only entries next to their kin. An entry not named here follows these,
 # in FAMILIES order.
 REPORT_ORDER = (
-    "trace_metadata", "profiler_step_table", "profiler_steps", "trace_diff", "step_start_gap",
+    "trace_metadata", "profiler_step_table", "profiler_steps", "step_profile", "step_start_gaps",
     "trace_health", "findings",
-    "temporal_breakdown", "idle_time_breakdown", "comm_comp_overlap", "kernel_launch_stats",
-    "kernel_breakdown", "operator_summary",
+    "temporal_breakdown", "idle_time_breakdown", "comm_comp_overlap", "cuda_kernel_launch_stats",
+    "gpu_kernel_breakdown", "operator_summary",
     "gpu_summary", "gpu_utilization_timeline", "step_time_breakdown", "kernel_table",
     "operator_table", "module_summary", "memory_timeline", "memory_peaks", "operator_memory", "memory_events",
     "memory_view",
     "operator_roofline", "inference_iterations",
-    "queue_length", "queue_length_summary", "queue_length_time_series",
-    "memory_bandwidth", "memory_bw_summary", "memory_bw_time_series",
+    "queue_length_stream_summary", "queue_length_summary", "queue_length_time_series",
+    "memcpy_summary", "memory_bw_summary", "memory_bw_time_series",
     "collectives", "collective_summary", "stragglers", "step_breakdown",
-    "critical_path", "critical_path_graph",
+    "critical_path_summary", "critical_path_analysis",
 )
 
 

@@ -70,6 +70,16 @@ class TraceAnalysis:
             the cache when asked again; results stay memoised (``analysis.engines.local``).
     """
 
+    # What a TraceAnalysis holds (also the attributes ``analysis/api.pyi`` declares).
+    patterns: KernelPatterns
+    time_rounding: Rounding
+    gpu_events: str
+    include_last_profiler_step: bool
+    storage_options: dict[str, Any]
+    cache_dir: str | os.PathLike | None
+    use_cache: bool
+    engine: Engine
+
     def __init__(
         self,
         trace_dir: str | os.PathLike | None = None,
@@ -177,6 +187,7 @@ class TraceAnalysis:
     # ----------------------------------------------------------------------------------- helpers
     @property
     def ranks(self) -> list[int]:
+        """The loaded ranks."""
         return self.engine.ranks
 
     @property
@@ -231,6 +242,11 @@ class TraceAnalysis:
         that is not the project's own, raised inside the analysis (a bug). An analysis the traces
         cannot give (no GPU events, no shapes) is not a failure: its error is its result.
         """
+        names = {n: catalogue.get(n).name for n in requests}  # earlier names accepted
+        if any(n != name for n, name in names.items()):
+            results = self.run_many({names[n]: o for n, o in requests.items()}, ranks,
+                                    errors=errors, failures=failures)
+            return {n: results[names[n]] for n in requests}
         derived = {n: o for n, o in requests.items() if catalogue.get(n).derive is not None}
         if derived:
             return self._run_with_derived(requests, derived, ranks, errors, failures)
@@ -414,34 +430,36 @@ class TraceAnalysis:
         return overview_html(self)
 
 
-def _facade_method(spec: registry.Analysis):
-    """``TraceAnalysis.<spec.method>``: HTA's signature from the entry's params, ``_call`` body."""
+def _facade_method(spec: registry.Analysis, name: str | None = None):
+    """``TraceAnalysis.<spec.method>`` (or the alias ``name``): HTA's signature from the entry's
+    params, with their types; the docstring from the entry (``Analysis.method_doc``); ``_call``
+    body."""
+    name = name or spec.method
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     for p in spec.params:
         kind = inspect.Parameter.KEYWORD_ONLY if p.keyword_only else inspect.Parameter.POSITIONAL_OR_KEYWORD
-        params.append(inspect.Parameter(p.name, kind, default=p.default))
-    signature = inspect.Signature(params)
+        params.append(inspect.Parameter(p.name, kind, default=p.default, annotation=p.type))
+    signature = inspect.Signature(params, return_annotation=spec.returns)
+    plain = inspect.Signature([p.replace(annotation=p.empty) for p in params])  # for errors
 
     def method(self, *args, **kwargs):
         try:
             bound = signature.bind(self, *args, **kwargs)
         except TypeError as exc:
-            raise ConfigError(f"{spec.method}{signature}: {exc}") from None
+            raise ConfigError(f"{name}{plain}: {exc}") from None
         bound.apply_defaults()
         arguments = dict(bound.arguments)
         del arguments["self"]
         return self._call(spec, arguments)
 
-    method.__name__ = spec.method
-    method.__qualname__ = f"TraceAnalysis.{spec.method}"
+    method.__name__ = name
+    method.__qualname__ = f"TraceAnalysis.{name}"
     method.__signature__ = signature
-    metric = (spec.rank_step or spec.derive).__module__
-    method.__doc__ = (
-        f"{spec.doc}\n\nThe registered analysis ``{spec.name}``: its definition is the docstring "
-        f"of ``{metric}`` (entry in ``{metric.rpartition('.')[0]}.catalogue``)."
-    )
+    method.__annotations__ = {p.name: p.type for p in spec.params} | {"return": spec.returns}
+    method.__doc__ = spec.method_doc(alias=name if name != spec.method else None)
     return method
 
 
 for _spec in catalogue.analyses().values():
-    setattr(TraceAnalysis, _spec.method, _facade_method(_spec))
+    for _name in (_spec.method, *_spec.method_aliases):
+        setattr(TraceAnalysis, _name, _facade_method(_spec, _name))

@@ -97,12 +97,7 @@ def build_report(
     their figures. ``progress`` (a tqdm bar or None) is advanced once per section."""
     chosen = select_report_ranks(ta, ranks)
     catalogue = CATALOGUE.specs
-    names = CATALOGUE.section_names() if analyses is None else list(analyses)
-    unknown = [n for n in names if n not in CATALOGUE.section_names()]
-    if unknown:
-        raise ConfigError(
-            f"unknown report analyses {unknown}; choose from {CATALOGUE.section_names()}"
-        )
+    names = CATALOGUE.section_names() if analyses is None else CATALOGUE.sections(analyses)
     always = [n for n, s in catalogue.items() if s.placement in ("context", "lead")]
     requests = {n: dict(catalogue[n].report_options) for n in always + names}
     with warnings.catch_warnings(record=True) as caught:

@@ -136,7 +136,7 @@ def gpu_idle_host_bound(results: Mapping[str, Any]) -> list[Finding]:
         return []
     evidence = [f"temporal_breakdown: idle {_ranks(idle, temporal['rank'])}",
                 f"idle_time_breakdown: host_wait is {host:.0f} % of the idle time"]
-    launches = results.get("kernel_launch_stats")
+    launches = results.get("cuda_kernel_launch_stats")
     if isinstance(launches, Mapping) and launches:
         frame = pd.concat(list(launches.values()), ignore_index=True)
         if len(frame):
@@ -145,7 +145,7 @@ def gpu_idle_host_bound(results: Mapping[str, Any]) -> list[Finding]:
                 f"kernel_launch_stats: median launch call {frame['cpu_duration'].median():.1f} µs "
                 f"vs median kernel {frame['gpu_duration'].median():.1f} µs; {short:.0f} % of "
                 "kernels run shorter than their own launch call")
-    queues = results.get("queue_length")
+    queues = results.get("queue_length_stream_summary")
     if isinstance(queues, pd.DataFrame) and len(queues) and "empty_idle" in queues:
         empty = 100.0 * float(queues["empty_idle"].sum()) / max(float(queues["span"].sum()), 1.0)
         evidence.append(f"queue_length: the launch queue was empty while its stream sat idle "
@@ -270,9 +270,9 @@ def host_to_device_copies(results: Mapping[str, Any]) -> list[Finding]:
     """Host-to-device copies take time on the GPU, or come from pageable memory."""
     temporal = _need(results, "temporal_breakdown")
     try:
-        copies = _need(results, "memory_bandwidth")
+        copies = _need(results, "memcpy_summary")
     except Silent:  # no bytes (the copy args are read from the trace file): names and times only
-        copies = _copies_from_kernel_names(_need(results, "kernel_breakdown")[1])
+        copies = _copies_from_kernel_names(_need(results, "gpu_kernel_breakdown")[1])
     htod = copies[(copies["kind"] == "Memcpy") & (copies["direction"] == "HtoD")]
     if htod.empty:
         return []
@@ -288,7 +288,7 @@ def host_to_device_copies(results: Mapping[str, Any]) -> list[Finding]:
             f"{ms:.2f} ms in all. A pageable copy is "
             "staged and synchronous, so it cannot overlap with compute.",
             "pageable_htod_ms", round(ms, 3), 0.0,
-            "memory_bandwidth (memory copies): " + ", ".join(
+            "memcpy_summary (memory copies): " + ", ".join(
                 f"rank {r.rank}: {r.time / 1000:.2f} ms" + (
                     f", {r.count} copies, {_size(r.bytes)} at {r.achieved_gbps:.2f} GB/s"
                     if r.bytes == r.bytes else "") for r in pageable.head(4).itertuples()),
@@ -394,7 +394,7 @@ def step_time_variance(results: Mapping[str, Any]) -> list[Finding]:
 
 def data_loading_stall(results: Mapping[str, Any]) -> list[Finding]:
     """Steps start with a long CPU-only stretch before the first launch: input pipeline stalls."""
-    gaps = _need(results, "step_start_gap")
+    gaps = _need(results, "step_start_gaps")
     analysed = set(_need(results, "profiler_steps"))
     gaps = gaps[gaps["step"].isin(analysed)]
     if gaps.empty:
@@ -550,7 +550,7 @@ def tensor_cores_unused(results: Mapping[str, Any]) -> list[Finding]:
 
 def launch_overhead(results: Mapping[str, Any]) -> list[Finding]:
     """CUDA launch calls take a large share of the steps (the plugin's Runtime category)."""
-    launches = _need(results, "kernel_launch_stats")
+    launches = _need(results, "cuda_kernel_launch_stats")
     steps = _need(results, "profiler_step_table")
     analysed = set(_need(results, "profiler_steps"))
     steps = steps[steps["step"].isin(analysed)]
@@ -663,15 +663,15 @@ RULES: dict[str, Callable[[Mapping[str, Any]], list[Finding]]] = {
 REQUIRES: dict[str, dict[str, Any]] = {
     "temporal_breakdown": {},
     "idle_time_breakdown": {},
-    "kernel_launch_stats": {},
+    "cuda_kernel_launch_stats": {},
     "comm_comp_overlap": {},
-    "kernel_breakdown": {},
-    "memory_bandwidth": {},
+    "gpu_kernel_breakdown": {},
+    "memcpy_summary": {},
     "trace_health": {},
-    "queue_length": {},
+    "queue_length_stream_summary": {},
     "profiler_step_table": {},
     "profiler_steps": {},
-    "step_start_gap": {},
+    "step_start_gaps": {},
     "operator_roofline": {},
     "step_breakdown": {},
     "stragglers": {},

@@ -6,7 +6,7 @@ order. The top-level catalogue (:mod:`analysis.analyses`) registers them; the ma
 from __future__ import annotations
 
 from analysis.metrics.inference import iterations
-from analysis.registry import Analysis, Param
+from analysis.registry import Analysis, ranks_param
 
 ENTRIES = (
     Analysis(
@@ -18,7 +18,8 @@ ENTRIES = (
             "between iterations (µs), and whether each is in the steady-state window.",
         rank_step=iterations.iterations_rank,
         combine=iterations.combine,
-        params=(Param("ranks", "all", role="ranks"),),
+        params=(ranks_param("all"),),
+        columns=tuple(iterations.COLUMNS),
         window="full",
         placement="section",
         title="Inference iterations",

@@ -137,8 +137,8 @@ def results(ranks) -> dict[str, object]:
         "temporal_breakdown": temporal_df(ranks),
         "idle_time_breakdown": (idle_df(ranks), stats_df(ranks)),
         "comm_comp_overlap": overlap_df(ranks),
-        "kernel_launch_stats": launch_stats(ranks),
-        "kernel_breakdown": (kernel_type_df(), kernel_metrics_df(ranks)),
+        "cuda_kernel_launch_stats": launch_stats(ranks),
+        "gpu_kernel_breakdown": (kernel_type_df(), kernel_metrics_df(ranks)),
     }
 
 
