@@ -12,6 +12,7 @@ and :func:`analyses`, :func:`get`, :func:`run_on_rank` and the other lookups bel
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from analysis.metrics.compare import catalogue as compare
@@ -69,14 +70,27 @@ section_names = CATALOGUE.section_names
 requests_by_window = CATALOGUE.requests_by_window
 
 
-def run_on_rank(rt, requests: list[tuple[str, dict[str, Any]]], context: dict[str, Any]) -> dict:
+def run_on_rank(rt, requests: list[tuple[str, dict[str, Any]]], context: dict[str, Any],
+                read_extras: Callable[..., Any] | None = None) -> dict:
     """The per-rank task of the engines: ``requests`` ``(name, options)`` on rank ``rt``
-    (:func:`analysis.registry.run_on_rank`, reading the extras an analysis declares with
-    :func:`analysis.kineto.extras.attach_extras`); module-level, so importable on workers."""
-    return CATALOGUE.run_on_rank(rt, requests, context, _attach_extras)
+    (:func:`analysis.registry.run_on_rank`); the extras an analysis declares are attached by
+    ``read_extras(rt, kinds)``, the reader of the engine that loaded the rank (``engine.read_extras``;
+    None: :class:`analysis.kineto.extras.ExtrasReader` with the default load options).
+    Module-level, so importable on workers."""
+    return CATALOGUE.run_on_rank(rt, requests, context, read_extras or _read_extras)
 
 
-def _attach_extras(rt, kinds, **source_options) -> None:
-    from analysis.kineto.extras import attach_extras  # reads files: imported only when needed
+def _persisted_module(name: str) -> str | None:
+    """The metric module of ``name`` when its per-rank part may be kept in the trace cache
+    (``Analysis.persist``), else None: read by the local engine (``run_on_rank.persisted_module``)."""
+    spec = CATALOGUE.get(name)
+    return spec.rank_step.__module__ if spec.persist and spec.rank_step is not None else None
 
-    attach_extras(rt, kinds, **source_options)
+
+run_on_rank.persisted_module = _persisted_module
+
+
+def _read_extras(rt, kinds) -> None:
+    from analysis.kineto.extras import ExtrasReader  # reads files: imported only when needed
+
+    ExtrasReader()(rt, kinds)

@@ -9,6 +9,7 @@ from typing import Any, Literal
 import pandas as pd
 
 from analysis.engines import Engine
+from analysis.io import LoadOptions
 from analysis.kineto.model import Trace
 from analysis.metrics.compare.trace_diff import RankProfile
 from analysis.metrics.critical_path.critical_path import CriticalPathGraph
@@ -41,6 +42,11 @@ class TraceAnalysis:
             and TraceLens's view), ``"all"`` (also those nothing in the trace launched: the tail of
             an iteration the profiler did not capture), or ``"hta"`` (HTA 0.5.0's rule, the
             default with ``kernel_patterns="hta"``). A warning counts what is left out or kept.
+        window: what the analysed window is cut at (``analysis.kineto.window``): ``"steps"``
+            (complete profiler steps, HTA's rule), ``"iterations"`` (a serving engine's
+            steady-state iterations, warm-up left out: ``analysis.kineto.iterations``), or
+            ``"auto"`` (the default: profiler steps when the traces have any, else iterations).
+            Every windowed analysis then covers that window.
         storage_options: passed to fsspec/gcsfs (credentials, project, endpoint...).
         cache_dir, use_cache: the local cache of parsed traces (second opens read only the cache).
         on_error: ``"raise"`` (default) or ``"skip"`` files that fail to load (a warning lists them).
@@ -52,15 +58,22 @@ class TraceAnalysis:
         max_memory: bytes the ranks held in this process may take at once (default: an eighth of
             the available memory, at most 512 MiB). Ranks beyond it are released and read back from
             the cache when asked again; results stay memoised (``analysis.engines.local``).
+        capture_trace: the graph-capture trace of a CUDA/HIP graph replay trace (a file, or a
+            folder of capture traces), merged into every replay trace loaded so that each
+            replayed kernel is attributed to its captured operator and shapes
+            (``analysis.kineto.cuda_graphs``). Default: the ``capture_traces/`` folder that vLLM
+            and SGLang write beside the replay trace, when there is one.
+        options: the load options above as one :class:`~analysis.io.LoadOptions` (e.g. shared by
+            several analyses); a keyword above given too (not left at its default) replaces its
+            field. Checked once here, then passed as it is to the engine and the loader
+            (``self.options``, ``self.engine.options``).
     """
 
     patterns: KernelPatterns
     time_rounding: Rounding
     gpu_events: str
     include_last_profiler_step: bool
-    storage_options: dict[str, Any]
-    cache_dir: str | os.PathLike | None
-    use_cache: bool
+    window: str
     engine: Engine
 
     def __init__(
@@ -72,6 +85,7 @@ class TraceAnalysis:
         kernel_patterns: str | KernelPatterns = 'default',
         time_rounding: Rounding | None = None,
         gpu_events: str | None = None,
+        window: str = 'auto',
         storage_options: dict[str, Any] | None = None,
         cache_dir: str | os.PathLike | None = None,
         use_cache: bool = True,
@@ -81,6 +95,8 @@ class TraceAnalysis:
         client: Any = None,
         timeout: float | None = None,
         max_memory: int | None = None,
+        capture_trace: str | os.PathLike | None = None,
+        options: LoadOptions | None = None,
     ) -> None:
         ...
 
@@ -93,6 +109,7 @@ class TraceAnalysis:
         kernel_patterns: str | KernelPatterns = 'default',
         time_rounding: Rounding | None = None,
         gpu_events: str | None = None,
+        window: str = 'auto',
     ) -> TraceAnalysis:
         """Analyse a :class:`~analysis.kineto.model.Trace` already in memory (e.g. one built by
         hand or by ``analysis.kineto.loader.load_trace``), with the same options as the constructor.
@@ -107,11 +124,28 @@ class TraceAnalysis:
         time_rounding: Rounding | None = None,
         gpu_events: str = 'hta',
         include_last_profiler_step: bool = False,
+        window: str = 'auto',
     ) -> TraceAnalysis:
         """The facade over an engine already loaded (``analysis.engines.load_engine``); its window
-        was cut when it loaded, so ``gpu_events`` and ``include_last_profiler_step`` only record
-        how (pass what it was loaded with).
+        was cut when it loaded, so ``gpu_events``, ``include_last_profiler_step`` and ``window``
+        only record how (pass what it was loaded with).
         """
+
+    @property
+    def options(self) -> LoadOptions:
+        """How the traces were read: the engine's :class:`~analysis.io.LoadOptions`."""
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        """What fsspec/gcsfs got (``options.storage_options``)."""
+
+    @property
+    def cache_dir(self) -> str | None:
+        """The cache of parsed traces given (``options.cache_dir``; None: the default one)."""
+
+    @property
+    def use_cache(self) -> bool:
+        """Whether that cache is read and written (``options.use_cache``)."""
 
     @property
     def ranks(self) -> list[int]:
@@ -123,7 +157,9 @@ class TraceAnalysis:
 
     @property
     def trace(self) -> Trace:
-        """The analysed window (complete profiler steps) of every rank, in this process."""
+        """The analysed window (complete profiler steps, or a serving engine's steady-state
+        iterations: ``window``) of every rank, in this process.
+        """
 
     def run(self, name: str, ranks: RankSpec = None, **options: Any) -> Any:
         """The result of the registered analysis ``name`` for ``ranks`` (``None``: the analysis's
@@ -137,6 +173,7 @@ class TraceAnalysis:
         *,
         errors: str = 'raise',
         failures: list | None = None,
+        left_out: list | None = None,
     ) -> dict[str, Any]:
         """Several registered analyses at once, ``{name: options}`` → ``{name: result}``.
 
@@ -149,10 +186,17 @@ class TraceAnalysis:
         those), and for each analysis that failed with an ``AnalysisFailedError``: an exception
         that is not the project's own, raised inside the analysis (a bug). An analysis the traces
         cannot give (no GPU events, no shapes) is not a failure: its error is its result.
+        ``left_out``, a list, gets a ``registry.Failure`` for each rank left out of a result the
+        other ranks give because it has nothing the analysis reads (no GPU events), instead of
+        a warning (``registry.left_out_notes`` words them).
         """
 
     def summary(self, ranks: RankSpec = 'all') -> Any:
-        """The headline numbers per rank: every analysis's headline columns, merged on ``rank``."""
+        """The headline numbers per rank: every analysis's headline columns, merged on ``rank``.
+
+        Ranks an analysis left out (no GPU events) come with the table, as data:
+        ``table.attrs["left_out"]`` is ``{analysis: [ranks]}``.
+        """
 
     def export_merged_trace(
         self,
@@ -639,23 +683,27 @@ class TraceAnalysis:
     def get_operator_table(
         self,
         ranks: int | Iterable[int] | Literal['all'] | None = None,
-        group_by: Literal['name', 'name_and_input_shape'] = 'name',
+        group_by: Literal['name', 'name_and_input_shape', 'name_and_stack', 'name_and_input_shape_and_stack'] = 'name',
         visualize: bool = True,
         top: int = 20,
     ) -> pd.DataFrame:
         """Per rank and operator name (``group_by="name"``) or name and input shapes
-        (``"name_and_input_shape"``): calls, host self/total and device self/total time (µs),
-        tensor-core eligibility and the share of device time on tensor cores, as the TensorBoard
-        plugin's operator view. Device times need 2021-schema traces (the plugin's limit). Window: the
-        whole trace.
+        (``"name_and_input_shape"``), or either and the call stack (``"name_and_stack"``,
+        ``"name_and_input_shape_and_stack"``: the plugin's stack view, ``call_stack`` column; empty with
+        a warning on traces without ``Call stack`` args): calls, host self/total and device self/total
+        time (µs), tensor-core eligibility and the share of device time on tensor cores, as the
+        TensorBoard plugin's operator view. Device times need 2021-schema traces (the plugin's limit).
+        Window: the whole trace.
 
         Args:
             ranks (int | Iterable[int] | Literal['all'] | None, default None): The ranks to analyse: one
                 rank, a list of ranks, ``'all'``, or ``None``; the default gives the first loaded rank
                 (HTA's default).
-            group_by (Literal['name', 'name_and_input_shape'], default 'name'): Group the operators by
-                name, or by name and input shapes (``'name_and_input_shape'``: adds the ``input_shape``
-                column; shapes need ``record_shapes=True``).
+            group_by (Literal['name', 'name_and_input_shape', 'name_and_stack', 'name_and_input_shape_and_stack'], default 'name'): Group
+                the operators by name, or by name and input shapes (``'name_and_input_shape'``: adds the
+                ``input_shape`` column; shapes need ``record_shapes=True``), or either and the call
+                stack (``'name_and_stack'``, ``'name_and_input_shape_and_stack'``: adds the
+                ``call_stack`` column; only calls with a ``Call stack`` arg).
             visualize (bool, default True): Show the analysis's figures (plotly) after computing the
                 result.
             top (int, default 20): The number of operators in the figure.
@@ -856,21 +904,27 @@ class TraceAnalysis:
     def get_inference_iterations(
         self,
         ranks: int | Iterable[int] | Literal['all'] | None = 'all',
+        visualize: bool = False,
     ) -> pd.DataFrame:
         """Per rank: the serving engine's iterations found without ProfilerSteps (vLLM/SGLang batch
         annotations), their phase (prefill / decode / mixed), tokens and batch size, CPU time, GPU busy
-        time (union of their kernels), idle inside the iteration and between iterations (µs), and
-        whether each is in the steady-state window.
+        time (union of their kernels), idle inside the iteration and between iterations (µs), whether
+        each is in the steady-state window, the GPU time of its attention and GEMM operators and its top
+        operators; ``attrs['operators']``: the per-iteration operator split. With visualize=True, the
+        iterations over time and the per-phase split.
 
         Args:
             ranks (int | Iterable[int] | Literal['all'] | None, default 'all'): The ranks to analyse:
                 one rank, a list of ranks, ``'all'``, or ``None``; the default gives every loaded rank.
+            visualize (bool, default False): Show the analysis's figures (plotly) after computing the
+                result.
 
         Returns:
             pd.DataFrame: columns ``rank``, ``iteration``, ``name``, ``phase``, ``tokens``,
                 ``batch_size``, ``cpu_start_us`` (µs), ``cpu_us`` (µs), ``gpu_start_us`` (µs),
                 ``gpu_end_us`` (µs), ``gpu_busy_us`` (µs), ``idle_inside_us`` (µs), ``idle_before_us``
-                (µs), ``kernels``, ``steady``.
+                (µs), ``kernels``, ``steady``, ``attention_us`` (µs), ``gemm_us`` (µs),
+                ``top_operators``.
 
         The registered analysis ``inference_iterations`` (its name in ``TraceAnalysis.run``, the report
         and ``trace-analysis report --analyses``). Its definition is the docstring of
@@ -1095,8 +1149,9 @@ class TraceAnalysis:
         *,
         ranks: int | Iterable[int] | Literal['all'] | None = 'all',
     ) -> pd.DataFrame:
-        """Per rank and profiler step: step time, computation, exposed communication, memory, other GPU
-        work and idle time by cause (µs), with each step's slowest rank and its margin over the median
+        """Per rank and profiler step: step time, the computation, exposed communication, memory and other
+        GPU work launched in the step (wherever it ran; how far past the step's end), the GPU's idle
+        time in the step by cause (µs), with each step's slowest rank and its margin over the median
         (µs).
 
         Args:
@@ -1112,8 +1167,8 @@ class TraceAnalysis:
             pd.DataFrame: columns ``rank``, ``step``, ``step_time_us`` (µs), ``computation_us`` (µs),
                 ``exposed_comm_us`` (µs), ``memory_us`` (µs), ``other_us`` (µs),
                 ``step_idle_host_wait_us`` (µs), ``step_idle_kernel_wait_us`` (µs),
-                ``step_idle_other_us`` (µs), ``step_idle_us`` (µs), ``step_slowest_rank``,
-                ``step_margin_us`` (µs).
+                ``step_idle_other_us`` (µs), ``step_idle_us`` (µs), ``past_step_end_us`` (µs),
+                ``step_slowest_rank``, ``step_margin_us`` (µs).
 
         The registered analysis ``step_breakdown`` (its name in ``TraceAnalysis.run``, the report and
         ``trace-analysis report --analyses``). Its definition is the docstring of

@@ -30,6 +30,7 @@ _HEADER_IMPORTS = {
     "Any": "typing", "Literal": "typing",
     "pd": "pandas",
     "Engine": "analysis.engines",
+    "LoadOptions": "analysis.io",
     "Trace": "analysis.kineto.model",
     "KernelPatterns": "analysis.metrics.kernel_types",
     "Rounding": "analysis.metrics.timebase",

@@ -22,6 +22,9 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.kineto.iterations import serving_iterations
+from analysis.kineto.window import uses_iterations
+
 # Timestamps above this (ns) read as a date: 2001-09-09. Older clocks (a trace starting at 0) do not.
 _EPOCH_NS_FLOOR = 10**18
 _HTML_ROWS = 64  # per-rank rows shown before "... n more" in the HTML table
@@ -37,18 +40,25 @@ class RankOverview:
     first_ns: int | None  # first event start, ns
     last_ns: int | None  # last event end, ns
     steps: list[int]  # ProfilerStep numbers in the whole trace
+    # serving-engine iterations (analysis.kineto.iterations): their number, and the indices of
+    # the steady-state ones
+    iterations: int = 0
+    steady: list[int] = field(default_factory=list)
 
 
 def rank_overview(rt) -> RankOverview:
-    """Events, time range (ns) and profiler steps of one rank's whole trace."""
+    """Events, time range (ns), profiler steps and serving iterations of one rank's whole trace."""
     ev = rt.events
     steps = rt.profiler_steps()["step"]
+    spans = serving_iterations(rt)
     return RankOverview(
         rank=rt.rank,
         events=len(ev),
         first_ns=int(ev["ts"].min()) if len(ev) else None,
         last_ns=int((ev["ts"] + ev["dur"]).max()) if len(ev) else None,
         steps=sorted({int(s) for s in steps}),
+        iterations=len(spans),
+        steady=[int(i) for i in spans.index[spans["steady"].astype(bool).to_numpy()]],
     )
 
 
@@ -73,6 +83,9 @@ class Overview:
     findings: list[tuple[str, str, str]] = field(default_factory=list)  # severity, title, detail
     findings_error: str | None = None  # why the findings could not be made
     formats: list[str] = field(default_factory=list)  # profilers that wrote the files (kineto...)
+    # the analysed window is cut at serving iterations (window="iterations", or "auto" without
+    # profiler steps): per rank, (iterations, steady-state iteration indices)
+    iterations: dict[int, tuple[int, list[int]]] | None = None
 
     @property
     def duration_ms(self) -> float | None:
@@ -135,6 +148,8 @@ def _overview(ta) -> Overview:
         time_rounding=str(ta.time_rounding),
         per_rank=per_rank,
         skipped=[(str(p), str(reason)) for p, reason in (engine.skipped or [])],
+        iterations=({r: (p.iterations, p.steady) for r, p in parts.items() if p.iterations}
+                    if uses_iterations(getattr(ta, "window", "auto"), len(all_steps)) else None),
         **_findings(ta),
     )
 
@@ -182,6 +197,23 @@ def steps_analysed(analysed: list[int], dropped: list[int]) -> str:
     return f"#{_ranges(analysed)} ({len(analysed)} of {len(analysed) + len(dropped)})"
 
 
+def _iteration_rows(ov: Overview) -> list[tuple[str, str]]:
+    """The analysed window when it is cut at serving iterations: the steady-state iterations
+    (``first–last``, the window spans them) of each distinct per-rank layout."""
+    layouts: dict[str, list[int]] = {}
+    for rank, (n, steady) in sorted((ov.iterations or {}).items()):
+        span = f"#{steady[0]}–{steady[-1]}" if len(steady) > 1 else (
+            f"#{steady[0]}" if steady else "none")
+        left = n - len(steady)
+        text = f"{span} of {n}" + (f" ({left} warm-up left out)" if left else "")
+        layouts.setdefault(text, []).append(rank)
+    value = "; ".join(text if len(layouts) == 1 else f"rank {_ranges(ranks)}: {text}"
+                      for text, ranks in layouts.items())
+    return [("Serving iterations analysed",
+             value + " (no ProfilerStep: the window is the steady-state iterations; "
+             "ta.get_inference_iterations())")]
+
+
 def _when(ns: int | None) -> str:
     if ns is None:
         return "-"
@@ -206,10 +238,11 @@ def _rows(ov: Overview) -> list[tuple[str, str]]:
         ("World size", ", ".join(map(str, ov.world_size)) or "not recorded"),
         ("GPUs", gpus),
         ("Backend", ", ".join(ov.backends) or "-"),
-        ("Profiler steps analysed", steps_analysed(ov.steps_analysed, ov.steps_dropped)),
-        ("Profiler steps dropped", _ranges(ov.steps_dropped)
-         + (" (incomplete last step; include_last_profiler_step=True keeps it)"
-            if ov.steps_dropped else "")),
+        *(_iteration_rows(ov) if ov.iterations else [
+            ("Profiler steps analysed", steps_analysed(ov.steps_analysed, ov.steps_dropped)),
+            ("Profiler steps dropped", _ranges(ov.steps_dropped)
+             + (" (incomplete last step; include_last_profiler_step=True keeps it)"
+                if ov.steps_dropped else ""))]),
         ("Time range", f"{_when(ov.first_ns)} → {_when(ov.last_ns)} ({duration})"),
         ("Events", f"{sum(r['events'] for r in ov.per_rank):,} "
                    f"({_events_spread(ov)} per rank)"),

@@ -116,7 +116,12 @@ class Analysis:
             ``FormatNotSupportedError``.
         extras: kinds of event args the rank step reads that the parser does not keep
             (:mod:`analysis.kineto.extras`, e.g. ``"op_shapes"``): attached to each rank, read
-            from the cache or the trace file once, before the rank step runs.
+            from the cache or the trace file once, before the rank step runs; or a function of
+            the options giving them (kinds only some options read).
+        persist: the per-rank part is a function of the file alone (``window="full"``; a
+            DataFrame or a tuple of them): the local engine keeps it in the rank's trace cache
+            entry, so a later process reads it instead of computing it again (keyed by the options,
+            the rank and the source of the metric's family; :mod:`analysis.engines.local`).
         returns: the facade method's return annotation as written in source (``"pd.DataFrame"``,
             ``"dict[int, pd.DataFrame]"``, ``"RooflineResult"``; names from
             :data:`ANNOTATION_NAMES`).
@@ -152,8 +157,9 @@ class Analysis:
     key_numbers: Callable[[Any], list[tuple[str, str]]] | None = None
     requires: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     derive: Callable[..., Any] | None = None
-    extras: tuple[str, ...] = ()
+    extras: tuple[str, ...] | Callable[[Mapping[str, Any]], tuple[str, ...]] = ()
     needs: tuple[str, ...] = ()
+    persist: bool = False
     returns: str = "pd.DataFrame"
     columns: tuple[str, ...] = ()
     units: Mapping[str, str] = field(default_factory=dict)
@@ -174,7 +180,10 @@ class Analysis:
         if self.params:
             lines.append("Args:")
             for p in self.params:
-                lines += _wrap(f"{p.name} ({p.type}, default {p.default!r}): {p.description}", 4, 8)
+                # "name (type, default value): First" stays on one line, however long the type
+                first, _, rest = " ".join(p.description.split()).partition(" ")
+                head = f"{p.name} ({p.type}, default {p.default!r}): {first}".replace(" ", "\0")
+                lines += [line.replace("\0", " ") for line in _wrap(f"{head} {rest}", 4, 8)]
             lines.append("")
         returned = f"{self.returns}: " + (self.columns_text("``") or "as described above.")
         lines += ["Returns:", *_wrap(returned, 4, 8), ""]
@@ -385,9 +394,14 @@ class RankFailure:
 
 @dataclass(frozen=True)
 class Failure:
-    """A row of the "could not run" table: ``analysis`` on ``rank`` (None: not one rank's, e.g.
-    the combine step or a figure) failed with ``error`` (the project's error; a foreign exception
-    arrives as :class:`AnalysisFailedError`, a bug)."""
+    """``analysis`` gave no part for ``rank`` (None: not one rank's, e.g. the combine step or a
+    figure), because of ``error`` (the project's error; a foreign exception arrives as
+    :class:`AnalysisFailedError`, a bug).
+
+    ``run_many(failures=)`` collects the rows of the "could not run" table; ``run_many(left_out=)``
+    the ranks left out of a result the other ranks give because they have nothing the analysis
+    reads (``error`` a ``NoGPUEventsError``): not failures, notes (:func:`left_out_notes`).
+    """
 
     analysis: str
     rank: int | None
@@ -411,6 +425,34 @@ def failures_table(failures: Iterable[Failure]):
     return pd.DataFrame(rows, columns=["analysis", "rank", "message"])
 
 
+def left_out_notes(left_out: Iterable[Failure]) -> dict[str, str]:
+    """``{analysis: "<title>: rank(s) [2, 3] left out: no GPU events (why)"}``, one line per
+    analysis of ``left_out`` (rows of ``run_many(left_out=)``), ranks in order."""
+    rows: dict[str, list[Failure]] = {}
+    for row in left_out:
+        rows.setdefault(row.analysis, []).append(row)
+    return {name: _left_out_note(group) for name, group in rows.items()}
+
+
+def left_out_ranks(left_out: Iterable[Failure]) -> dict[str, list[int]]:
+    """``{analysis: [ranks left out]}`` from rows of ``run_many(left_out=)``."""
+    out: dict[str, set[int]] = {}
+    for row in left_out:
+        out.setdefault(row.analysis, set()).update(() if row.rank is None else (row.rank,))
+    return {name: sorted(ranks) for name, ranks in out.items()}
+
+
+def _left_out_note(rows: list[Failure]) -> str:
+    error = rows[0].error
+    ranks = sorted({r.rank for r in rows if r.rank is not None})
+    if isinstance(error, NoGPUEventsError):
+        what = error.what
+        reason = "no GPU events" + (f" ({error.detail})" if error.detail else "")
+    else:
+        what, reason = rows[0].analysis, " ".join(str(error).splitlines())
+    return f"{what}: rank(s) {ranks} left out: {reason}"
+
+
 def log_failure(failure: Failure) -> None:
     """Log ``failure`` (with the original traceback of a bug) on the ``analysis`` logger at DEBUG
     level: ``trace-analysis --debug`` shows it."""
@@ -428,12 +470,12 @@ def run_on_rank(
 ) -> dict:
     """The per-rank task: each requested ``(entry, options)``'s rank step on ``rt``.
 
-    ``context`` holds what every step may take (``patterns``, ``rounding``) and
-    ``source_options`` (``storage_options``, ``cache_dir``, ``use_cache``) for reading the extras
-    an analysis declares, which ``attach_extras(rt, kinds, **source_options)`` attaches
-    (:func:`analysis.kineto.extras.attach_extras`; this module reads no file). Returns ``{name:
-    part}``; an analysis that cannot run on this rank (no GPU events, or another of the project's
-    errors) gives a :class:`RankFailure` instead, so the other analyses of the batch still run.
+    ``context`` holds what every step may take (``patterns``, ``rounding``). The extras an
+    analysis declares are attached by ``attach_extras(rt, kinds)``: the reader of the engine that
+    loaded the rank (``engine.read_extras``, an :class:`analysis.kineto.extras.ExtrasReader` bound
+    to the engine's load options; this module reads no file). Returns ``{name: part}``; an
+    analysis that cannot run on this rank (no GPU events, or another of the project's errors)
+    gives a :class:`RankFailure` instead, so the other analyses of the batch still run.
     """
     out: dict[str, Any] = {}
     for spec, options in requests:
@@ -446,10 +488,11 @@ def run_on_rank(
                 )
             if spec.needs_gpu and not has_gpu_events(rt.events):
                 raise NoGPUEventsError([rt.rank], spec.title or name)
-            if spec.extras:
+            kinds = spec.extras(options) if callable(spec.extras) else spec.extras
+            if kinds:
                 if attach_extras is None:
-                    raise ConfigError(f"{name} needs trace extras {spec.extras}: no reader given")
-                attach_extras(rt, spec.extras, **context.get("source_options", {}))
+                    raise ConfigError(f"{name} needs trace extras {kinds}: no reader given")
+                attach_extras(rt, kinds)
             kwargs = _accepted(spec.rank_step, {**context, **options})
             out[name] = spec.rank_step(rt, **kwargs)
         except NoGPUEventsError as exc:
@@ -468,12 +511,14 @@ def combine_parts(
     context: Mapping[str, Any],
     explain_no_gpu: Callable[[list[int]], str | None] | None = None,
     failures: list[Failure] | None = None,
+    left_out: list[Failure] | None = None,
 ) -> Any:
     """Combine one analysis's per-rank parts (rank order kept), or raise why it cannot.
 
-    Ranks without GPU events are left out with a warning naming them; if no rank is left, the
-    ``NoGPUEventsError`` names all of them, with ``explain_no_gpu(ranks)``'s account of why when
-    it has one (e.g. "the kernels exist but none falls inside the analysed steps"). Any other
+    Ranks without GPU events are left out: with a ``left_out`` list, as its :class:`Failure` rows
+    (data the report and the summary read), else with a warning naming them; if no rank is left,
+    the ``NoGPUEventsError`` names all of them, with ``explain_no_gpu(ranks)``'s account of why
+    when it has one (e.g. "the kernels exist but none falls inside the analysed steps"). Any other
     per-rank failure is raised as it was, unless a ``failures`` list is given: then the failed
     ranks are appended to it as :class:`Failure` rows and left out (raised only when no rank is
     left). A foreign exception of the combine step is raised as :class:`AnalysisFailedError`.
@@ -499,12 +544,14 @@ def combine_parts(
     what = spec.title or spec.name
     if no_gpu:
         why = explain_no_gpu(no_gpu) if explain_no_gpu else None
+        error = NoGPUEventsError(no_gpu, what, detail=why)
         if not ok:
-            raise NoGPUEventsError(no_gpu, what, detail=why)
-        warnings.warn(
-            f"{what}: rank(s) {no_gpu} left out: no GPU events" + (f" ({why})" if why else ""),
-            stacklevel=3,
-        )
+            raise error
+        rows = [Failure(spec.name, rank, error) for rank in no_gpu]
+        if left_out is None:
+            warnings.warn(_left_out_note(rows), stacklevel=3)
+        else:
+            left_out.extend(rows)
     try:
         return spec.combine(ok, **_accepted(spec.combine, {**context, **options}))
     except TraceAnalysisError:

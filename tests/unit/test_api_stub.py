@@ -214,6 +214,6 @@ def test_mypy_reads_the_stub_and_catches_wrong_calls(tmp_path):
     assert good.returncode == 0, good.stdout
     bad = mypy(BAD)
     assert bad.returncode == 1
-    for expected in ('Unexpected keyword argument "bogus"', "Literal['name', 'name_and_input_shape']",
+    for expected in ('Unexpected keyword argument "bogus"', "Literal['name', 'name_and_input_shape', 'name_and_stack',",
                      'has no attribute "get_no_such_analysis"', 'variable has type "list[str]"'):
         assert expected in bad.stdout, bad.stdout

@@ -641,6 +641,63 @@ def launch_bound_decode(results: Mapping[str, Any]) -> list[Finding]:
     )]
 
 
+# Prefill: one operator family (attention, GEMM) takes at least this share (%) of the steady
+# prefill iterations' GPU time; the split is said only when operators account for at least
+# ATTRIBUTED_PCT of that time (graph replays without their capture traces do not).
+PREFILL_DOMINANT_PCT = 50.0
+ATTRIBUTED_PCT = 50.0
+_UNATTRIBUTED = ("(no operator)", "CUDA graph (")
+
+
+def prefill_attention_vs_gemm(results: Mapping[str, Any]) -> list[Finding]:
+    """Serving traces: whether attention or GEMM operators dominate the steady prefill
+    iterations' GPU time (``inference_iterations``' operator split; families as TraceLens's
+    categories). Nothing on traces without serving iterations; silent (with the reason) when
+    there is no steady prefill or its GPU time is not attributed to operators."""
+    table = _need(results, "inference_iterations")
+    if table.empty:
+        return []
+    prefill = table[table["steady"].astype(bool) & (table["phase"] == "prefill")
+                    & (table["kernels"] > 0)]
+    if prefill.empty:
+        raise Silent("no steady-state prefill iterations in the trace (decode only)")
+    ops = table.attrs.get("operators")
+    if ops is None:
+        raise Silent("inference_iterations carries no operator split")
+    ops = ops.merge(prefill[["rank", "iteration"]], on=["rank", "iteration"])
+    total = float(ops["gpu_us"].sum())
+    named = ~ops["name"].astype(str).str.startswith(_UNATTRIBUTED)
+    attributed = 100.0 * float(ops.loc[named, "gpu_us"].sum()) / total if total > 0 else 0.0
+    if attributed < ATTRIBUTED_PCT:
+        raise Silent(f"only {attributed:.1f} % of the prefill GPU time is attributed to operators "
+                     "(graph replays: load them with their capture traces)")
+    share = ops.groupby("family")["gpu_us"].sum() * 100.0 / total
+    attention, gemm = float(share.get("attention", 0.0)), float(share.get("gemm", 0.0))
+    family, value = ("attention", attention) if attention >= gemm else ("GEMM", gemm)
+    if value < PREFILL_DOMINANT_PCT:
+        return []
+    top = (ops[ops["family"] == family.lower()].groupby("name")["gpu_us"].sum()
+           .sort_values(ascending=False).head(3))
+    suggestion = (
+        "Long prompts make attention quadratic: use the fastest attention backend for the GPU "
+        "(FlashAttention / FlashInfer / AITER), chunked prefill, and prefix caching to skip "
+        "recomputing shared prefixes." if family == "attention" else
+        "Prefill is compute-bound in its GEMMs, as expected: lower-precision GEMMs (FP8), tuned "
+        "GEMM kernels for these shapes (hipBLASLt / cuBLASLt tuning), and batching prefills "
+        "raise throughput; see the operator roofline for how close they run to peak.")
+    return [Finding(
+        "info", f"Prefill is dominated by {family}",
+        f"In the {len(prefill)} steady-state prefill iterations {value:.1f} % of the GPU time is "
+        f"in {family} operators (attention {attention:.1f} %, GEMM {gemm:.1f} %, MoE "
+        f"{float(share.get('moe', 0.0)):.1f} %).",
+        f"prefill_{family.lower()}_pct", round(value, 2), PREFILL_DOMINANT_PCT,
+        "inference_iterations (operator split): " + ", ".join(
+            f"{n} {v / 1000:.2f} ms" for n, v in top.items())
+        + f"; {attributed:.1f} % of prefill GPU time attributed to operators",
+        suggestion,
+    )]
+
+
 RULES: dict[str, Callable[[Mapping[str, Any]], list[Finding]]] = {
     "trace_health_errors": trace_health_errors,
     "gpu_idle_host_bound": gpu_idle_host_bound,
@@ -657,6 +714,7 @@ RULES: dict[str, Callable[[Mapping[str, Any]], list[Finding]]] = {
     "low_gpu_utilization": low_gpu_utilization,
     "idle_between_iterations": idle_between_iterations,
     "launch_bound_decode": launch_bound_decode,
+    "prefill_attention_vs_gemm": prefill_attention_vs_gemm,
 }
 
 # What the rules read, with the options they need (the registry runs these first).

@@ -60,6 +60,7 @@ ENTRIES = (
         params=(ranks_param("all"), VISUALIZE),
         figures="analysis.figures.gpu_summary",
         window="full",
+        persist=True,
         needs_gpu=True,
         extras=KERNEL_ARGS,
         needs=KINETO,
@@ -86,6 +87,7 @@ ENTRIES = (
         params=(ranks_param("all"), VISUALIZE),
         figures="analysis.figures.gpu_utilization_timeline",
         window="full",
+        persist=True,
         needs_gpu=True,
         extras=KERNEL_ARGS,
         needs=KINETO,
@@ -107,6 +109,7 @@ ENTRIES = (
         params=(ranks_param("all"), VISUALIZE),
         figures="analysis.figures.step_time_breakdown",
         window="full",
+        persist=True,
         extras=KERNEL_ARGS,
         needs=KINETO,
         title="Step time breakdown (TensorBoard)",
@@ -136,6 +139,7 @@ ENTRIES = (
         figures="analysis.figures.kernel_table",
         default_ranks="first",
         window="full",
+        persist=True,
         needs_gpu=True,
         extras=KERNEL_ARGS,
         needs=KINETO,
@@ -151,26 +155,35 @@ ENTRIES = (
         name="operator_table",
         method="get_operator_table",
         doc="Per rank and operator name (``group_by=\"name\"``) or name and input shapes "
-            "(``\"name_and_input_shape\"``): calls, host self/total and device self/total time "
+            "(``\"name_and_input_shape\"``), or either and the call stack (``\"name_and_stack\"``, "
+            "``\"name_and_input_shape_and_stack\"``: the plugin's stack view, ``call_stack`` "
+            "column; empty with a warning on traces without ``Call stack`` args): calls, host "
+            "self/total and device self/total time "
             "(µs), tensor-core eligibility and the share of device time on tensor cores, as the "
             "TensorBoard plugin's operator view. Device times need 2021-schema traces (the plugin's "
             "limit). Window: the whole trace.",
         rank_step=operator_table.operator_table_rank,
         combine=operator_table.combine,
         params=(ranks_param(None),
-                Param("group_by", "name", type="Literal['name', 'name_and_input_shape']",
+                Param("group_by", "name",
+                      type="Literal['name', 'name_and_input_shape', 'name_and_stack', "
+                           "'name_and_input_shape_and_stack']",
                       description="Group the operators by name, or by name and input shapes "
                                   "(``'name_and_input_shape'``: adds the ``input_shape`` "
-                                  "column; shapes need ``record_shapes=True``)."),
+                                  "column; shapes need ``record_shapes=True``), or either and "
+                                  "the call stack (``'name_and_stack'``, "
+                                  "``'name_and_input_shape_and_stack'``: adds the ``call_stack`` "
+                                  "column; only calls with a ``Call stack`` arg)."),
                 VISUALIZE,
                 Param("top", 20, role="figure", type="int",
                       description="The number of operators in the figure.")),
-        # group_by="name" (the default) leaves the input_shape column out
-        columns=tuple(c for c in operator_table.COLUMNS if c != "input_shape"),
+        # group_by="name" (the default) leaves the input_shape and call_stack columns out
+        columns=tuple(c for c in operator_table.COLUMNS if c not in ("input_shape", "call_stack")),
         figures="analysis.figures.operator_table",
         default_ranks="first",
         window="full",
-        extras=("kernel_args", "op_shapes"),
+        persist=True,
+        extras=operator_table.extras,
         needs=KINETO,
         title="Operators (TensorBoard)",
         how_to_read=(
@@ -194,6 +207,7 @@ ENTRIES = (
         figures="analysis.figures.module_summary",
         default_ranks="first",
         window="full",
+        persist=True,
         extras=("kernel_args", "python_functions"),
         needs=KINETO,
         title="Modules (TensorBoard)",
