@@ -4,9 +4,10 @@ Parametrized over ``analysis.analyses`` (not a hand list), so an analysis added 
 ``catalogue.py`` is checked without being named here:
 
 - the local engine and the Dask engine (the session's cluster) give the same result, value for
-  value (or the same error), on the sample traces and on two small hand-made traces that have
-  what the sample traces lack (memory profile and modules; recorded shapes), and each analysis
-  gives a result on at least one of them;
+  value (or the same error), on the sample traces and on three small hand-made traces that have
+  what the sample traces lack (memory profile, modules and call stacks; recorded shapes; a serving
+  engine's iterations), and each analysis gives a result on at least one of them; each other
+  value of a ``Literal`` option (the operator view's stack groupings) is checked the same way;
 - its figures have a title, and every numeric axis (and colour bar) says its unit;
 - a report section has a title and a "how to read it";
 - where HTA 0.5.0's ``TraceAnalysis`` has the method, ours takes HTA's arguments, in HTA's order,
@@ -15,6 +16,7 @@ Parametrized over ``analysis.analyses`` (not a hand list), so an analysis added 
 
 from __future__ import annotations
 
+import ast
 import gzip
 import inspect
 import json
@@ -29,24 +31,46 @@ from roofline_traces import trace_events
 from analysis import analyses as catalogue
 from analysis.api import TraceAnalysis
 from analysis.testing import tensorboard_traces
+from analysis.testing.graph_traces import serving_events
 
 NAMES = list(catalogue.analyses())
+
+
+def _variants() -> dict[str, tuple[str, dict]]:
+    """Each other value of an analysis's ``Literal`` options (the TensorBoard operator view's stack
+    groupings, ...): ``{"name[param=value]": (name, options)}``; they may read other extras."""
+    out = {}
+    for name, options in every_analysis().items():
+        for p in catalogue.get(name).params:
+            if p.role != "option" or not p.type.startswith("Literal["):
+                continue
+            for value in ast.literal_eval(p.type.removeprefix("Literal")):
+                if value != options.get(p.name, p.default):
+                    out[f"{name}[{p.name}={value}]"] = (name, {**options, p.name: value})
+    return out
+
+
+VARIANTS = _variants()
 TIMEOUT_S = 120
 
 
 @pytest.fixture(scope="module")
 def inputs(sample_traces_dir, tmp_path_factory) -> dict:
     """The traces the contract runs on: the sample traces (8 ranks), a TensorBoard-style trace with
-    memory events and modules, and a two-rank trace with recorded shapes (the roofline's input)."""
+    memory events, modules and call stacks, a two-rank trace with recorded shapes (the roofline's input) and a
+    serving trace (vLLM-style iterations: prefill, decode, mixed)."""
     tb = tmp_path_factory.mktemp("contract-tensorboard")
-    tensorboard_traces.write(tb / "rank-0.pt.trace.json", memory=True, modules=True)
+    tensorboard_traces.write(tb / "rank-0.pt.trace.json", memory=True, modules=True, stacks=True)
     shapes = tmp_path_factory.mktemp("contract-shapes")
     for rank in (0, 1):
         trace = {"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
                  "distributedInfo": {"rank": rank, "world_size": 2}, "traceEvents": trace_events()}
         (shapes / f"rank{rank}.pt.trace.json.gz").write_bytes(
             gzip.compress(json.dumps(trace).encode(), mtime=0))
-    return {"sample": sample_traces_dir, "tensorboard": tb, "shapes": shapes}
+    serving = tmp_path_factory.mktemp("contract-serving")
+    (serving / "serving.json").write_text(json.dumps(
+        {"traceEvents": serving_events(["prefill", "decode", "decode", "mixed", "decode"])}))
+    return {"sample": sample_traces_dir, "tensorboard": tb, "shapes": shapes, "serving": serving}
 
 
 def _run_all(path, label: str, **options) -> dict:
@@ -55,7 +79,10 @@ def _run_all(path, label: str, **options) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ta = TraceAnalysis(path, progress=False, gpu_events=gpu_events, **options)
-        return ta.run_many(every_analysis(), "all", errors="return")
+        results = ta.run_many(every_analysis(), "all", errors="return")
+        for key, (name, opts) in VARIANTS.items():
+            results[key] = ta.run_many({name: opts}, "all", errors="return")[name]
+        return results
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +101,7 @@ def dask_results(inputs, dask_client) -> dict:
 # Local equals Dask
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", NAMES + list(VARIANTS))
 def test_local_equals_dask(name, local_results, dask_results):
     results = 0
     for label, local in local_results.items():
