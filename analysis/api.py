@@ -11,11 +11,12 @@ docs/deviations.md.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import os
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,9 @@ class TraceAnalysis:
             the available memory, at most 512 MiB). Ranks beyond it are released and read back from
             the cache when asked again; results stay memoised (``analysis.engines.local``).
     """
+
+    # where collect_failures() puts the (analysis, rank) units that failed; None: raise them
+    _failure_sink: list | None = None
 
     def __init__(
         self,
@@ -230,7 +234,10 @@ class TraceAnalysis:
         those), and for each analysis that failed with an ``AnalysisFailedError``: an exception
         that is not the project's own, raised inside the analysis (a bug). An analysis the traces
         cannot give (no GPU events, no shapes) is not a failure: its error is its result.
+        Inside ``with ta.collect_failures()`` the failures go to its list when none is given.
         """
+        if failures is None:
+            failures = self._failure_sink
         derived = {n: o for n, o in requests.items() if catalogue.get(n).derive is not None}
         if derived:
             return self._run_with_derived(requests, derived, ranks, errors, failures)
@@ -261,6 +268,22 @@ class TraceAnalysis:
                         if failures is not None and isinstance(exc, AnalysisFailedError):
                             failures.append(registry.Failure(name, None, exc))
         return {name: results[name] for name in requests}
+
+    @contextlib.contextmanager
+    def collect_failures(self) -> Iterator[list]:
+        """Within the block, every analysis run (``get_*`` methods, ``run``, ``run_many``) leaves
+        out the ranks it failed on and appends a ``registry.Failure`` for each to the list this
+        yields, instead of raising (the other ranks' result is returned; an analysis that failed
+        on every rank still raises). ``trace-analysis check`` runs ``ta.check()`` so::
+
+            with ta.collect_failures() as failures:
+                findings = ta.check()
+        """
+        previous, self._failure_sink = self._failure_sink, []
+        try:
+            yield self._failure_sink
+        finally:
+            self._failure_sink = previous
 
     def _run_with_derived(self, requests, derived, ranks, errors: str, failures) -> dict[str, Any]:
         """``run_many`` when some requests read other analyses' results (``Analysis.derive``):
