@@ -20,6 +20,7 @@ ENTRIES = (
         window="full",
         placement="context",
         title="Trace metadata",
+        tables=lambda df: {"trace_metadata": df[trace_metadata.REPORT_COLUMNS]},
         headline=trace_metadata.headline,
         key_numbers=trace_metadata.key_numbers,
     ),

@@ -7,7 +7,8 @@ Per rank (``window="full"``: the whole trace):
   another profiler's file which process/GPU it is, e.g. ``nsys: process 111, GPU 0``),
   ``gpu`` (device names from ``deviceProperties``), ``world_size``, ``events`` (rows);
 - ``steps``: the profiler step numbers (``analysis.kineto.steps``), ``"-"`` without a schedule;
-- ``duration_ms``: first event start to last event end (ms);
+- ``duration_ms``: first event start to last event end (ms); ``start(us)``, ``end(us)``: those two
+  instants in the trace's own clock (absolute epoch µs as written, as the profiler step table);
 - ``gpu_events``: GPU events (kernels, memcpy, memset, syncs) in the trace;
 - ``graph_launches``, ``graph_launches_unmatched``: CUDA/HIP graph launches, and those whose
   kernels no capture trace attributed to operators (all of them without capture traces);
@@ -27,8 +28,11 @@ from analysis.kineto.model import RankTrace
 from analysis.kineto.steps import profiler_steps
 from analysis.kineto.window import unlaunched_mask
 
-COLUMNS = ["rank", "file", "format", "rank_from", "gpu", "world_size", "events", "steps", "duration_ms", "gpu_events",
-           "unlaunched_gpu_events", "unlaunched_gpu_ms", "graph_launches", "graph_launches_unmatched"]
+COLUMNS = ["rank", "file", "format", "rank_from", "gpu", "world_size", "events", "steps", "duration_ms",
+           "start(us)", "end(us)", "gpu_events", "unlaunched_gpu_events", "unlaunched_gpu_ms",
+           "graph_launches", "graph_launches_unmatched"]
+# The columns of the report's table (the time range is in the profiler step table and the figures).
+REPORT_COLUMNS = [c for c in COLUMNS if c not in ("start(us)", "end(us)")]
 
 
 def trace_metadata_rank(rt: RankTrace) -> dict:
@@ -48,6 +52,8 @@ def trace_metadata_rank(rt: RankTrace) -> dict:
         "events": len(ev),
         "steps": ", ".join(str(s) for s in steps["step"]) if len(steps) else "-",
         "duration_ms": None if start is None else round((end - start) / 1e6, 3),
+        "start(us)": None if start is None else start / 1000.0,
+        "end(us)": None if end is None else end / 1000.0,
         "gpu_events": int(gpu_mask(ev).sum()),
         "unlaunched_gpu_events": int(unlaunched.sum()),
         "unlaunched_gpu_ms": round(int(ev["dur"].to_numpy()[unlaunched].sum()) / 1e6, 3),
