@@ -12,6 +12,7 @@ and :func:`analyses`, :func:`get`, :func:`run_on_rank` and the other lookups bel
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from analysis.metrics.compare import catalogue as compare
@@ -34,18 +35,18 @@ FAMILIES = (steps, compare, health, findings, gpu_time, operators, tensorboard, 
 # sections, sections; API-only entries next to their kin. An entry not named here follows these,
 # in FAMILIES order.
 REPORT_ORDER = (
-    "trace_metadata", "profiler_step_table", "profiler_steps", "trace_diff", "step_start_gap",
+    "trace_metadata", "profiler_step_table", "profiler_steps", "step_profile", "step_start_gaps",
     "trace_health", "findings",
-    "temporal_breakdown", "idle_time_breakdown", "comm_comp_overlap", "kernel_launch_stats",
-    "kernel_breakdown", "operator_summary",
+    "temporal_breakdown", "idle_time_breakdown", "comm_comp_overlap", "cuda_kernel_launch_stats",
+    "gpu_kernel_breakdown", "operator_summary",
     "gpu_summary", "gpu_utilization_timeline", "step_time_breakdown", "kernel_table",
     "operator_table", "module_summary", "memory_timeline", "memory_peaks", "operator_memory", "memory_events",
     "memory_view",
     "operator_roofline", "inference_iterations",
-    "queue_length", "queue_length_summary", "queue_length_time_series",
-    "memory_bandwidth", "memory_bw_summary", "memory_bw_time_series",
+    "queue_length_stream_summary", "queue_length_summary", "queue_length_time_series",
+    "memcpy_summary", "memory_bw_summary", "memory_bw_time_series",
     "collectives", "collective_summary", "stragglers", "step_breakdown",
-    "critical_path", "critical_path_graph",
+    "critical_path_summary", "critical_path_analysis",
 )
 
 
@@ -69,14 +70,27 @@ section_names = CATALOGUE.section_names
 requests_by_window = CATALOGUE.requests_by_window
 
 
-def run_on_rank(rt, requests: list[tuple[str, dict[str, Any]]], context: dict[str, Any]) -> dict:
+def run_on_rank(rt, requests: list[tuple[str, dict[str, Any]]], context: dict[str, Any],
+                read_extras: Callable[..., Any] | None = None) -> dict:
     """The per-rank task of the engines: ``requests`` ``(name, options)`` on rank ``rt``
-    (:func:`analysis.registry.run_on_rank`, reading the extras an analysis declares with
-    :func:`analysis.kineto.extras.attach_extras`); module-level, so importable on workers."""
-    return CATALOGUE.run_on_rank(rt, requests, context, _attach_extras)
+    (:func:`analysis.registry.run_on_rank`); the extras an analysis declares are attached by
+    ``read_extras(rt, kinds)``, the reader of the engine that loaded the rank (``engine.read_extras``;
+    None: :class:`analysis.kineto.extras.ExtrasReader` with the default load options).
+    Module-level, so importable on workers."""
+    return CATALOGUE.run_on_rank(rt, requests, context, read_extras or _read_extras)
 
 
-def _attach_extras(rt, kinds, **source_options) -> None:
-    from analysis.kineto.extras import attach_extras  # reads files: imported only when needed
+def _persisted_module(name: str) -> str | None:
+    """The metric module of ``name`` when its per-rank part may be kept in the trace cache
+    (``Analysis.persist``), else None: read by the local engine (``run_on_rank.persisted_module``)."""
+    spec = CATALOGUE.get(name)
+    return spec.rank_step.__module__ if spec.persist and spec.rank_step is not None else None
 
-    attach_extras(rt, kinds, **source_options)
+
+run_on_rank.persisted_module = _persisted_module
+
+
+def _read_extras(rt, kinds) -> None:
+    from analysis.kineto.extras import ExtrasReader  # reads files: imported only when needed
+
+    ExtrasReader()(rt, kinds)

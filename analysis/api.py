@@ -11,18 +11,17 @@ docs/deviations.md.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import inspect
 import os
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 from analysis import analyses as catalogue
-from analysis import registry
-from analysis.arguments import load_options as check_load_options
+from analysis import arguments, registry
 from analysis.engines import Engine, load_engine
 from analysis.errors import (
     AnalysisFailedError,
@@ -30,13 +29,15 @@ from analysis.errors import (
     FormatNotSupportedError,
     TraceAnalysisError,
 )
+from analysis.io import LoadOptions
+from analysis.io.options import FIELDS as _LOAD_FIELDS
 from analysis.kineto.model import Trace
-from analysis.kineto.window import check_gpu_events
+from analysis.kineto.window import check_gpu_events, check_window
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.timebase import Rounding
+from analysis.registry import Failure
 
 RankSpec = int | Iterable[int] | str | None
-_LOAD_OPTIONS = check_load_options.__kwdefaults__  # the arguments it checks, by name
 
 
 class TraceAnalysis:
@@ -58,6 +59,11 @@ class TraceAnalysis:
             and TraceLens's view), ``"all"`` (also those nothing in the trace launched: the tail of
             an iteration the profiler did not capture), or ``"hta"`` (HTA 0.5.0's rule, the
             default with ``kernel_patterns="hta"``). A warning counts what is left out or kept.
+        window: what the analysed window is cut at (``analysis.kineto.window``): ``"steps"``
+            (complete profiler steps, HTA's rule), ``"iterations"`` (a serving engine's
+            steady-state iterations, warm-up left out: ``analysis.kineto.iterations``), or
+            ``"auto"`` (the default: profiler steps when the traces have any, else iterations).
+            Every windowed analysis then covers that window.
         storage_options: passed to fsspec/gcsfs (credentials, project, endpoint...).
         cache_dir, use_cache: the local cache of parsed traces (second opens read only the cache).
         on_error: ``"raise"`` (default) or ``"skip"`` files that fail to load (a warning lists them).
@@ -69,10 +75,26 @@ class TraceAnalysis:
         max_memory: bytes the ranks held in this process may take at once (default: an eighth of
             the available memory, at most 512 MiB). Ranks beyond it are released and read back from
             the cache when asked again; results stay memoised (``analysis.engines.local``).
+        capture_trace: the graph-capture trace of a CUDA/HIP graph replay trace (a file, or a
+            folder of capture traces), merged into every replay trace loaded so that each
+            replayed kernel is attributed to its captured operator and shapes
+            (``analysis.kineto.cuda_graphs``). Default: the ``capture_traces/`` folder that vLLM
+            and SGLang write beside the replay trace, when there is one.
+        options: the load options above as one :class:`~analysis.io.LoadOptions` (e.g. shared by
+            several analyses); a keyword above given too (not left at its default) replaces its
+            field. Checked once here, then passed as it is to the engine and the loader
+            (``self.options``, ``self.engine.options``).
     """
 
     # where collect_failures() puts the (analysis, rank) units that failed; None: raise them
-    _failure_sink: list | None = None
+    _failure_sink = None
+    # What a TraceAnalysis holds (also the attributes ``analysis/api.pyi`` declares).
+    patterns: KernelPatterns
+    time_rounding: Rounding
+    gpu_events: str
+    include_last_profiler_step: bool
+    window: str  # what the analysed window is cut at: "auto", "steps" or "iterations"
+    engine: Engine  # its LoadOptions are ``options`` (storage_options, cache_dir, use_cache...)
 
     def __init__(
         self,
@@ -83,6 +105,7 @@ class TraceAnalysis:
         kernel_patterns: str | KernelPatterns = "default",
         time_rounding: Rounding | None = None,
         gpu_events: str | None = None,
+        window: str = "auto",
         storage_options: dict[str, Any] | None = None,
         cache_dir: str | os.PathLike | None = None,
         use_cache: bool = True,
@@ -92,8 +115,14 @@ class TraceAnalysis:
         client: Any = None,
         timeout: float | None = None,
         max_memory: int | None = None,
+        capture_trace: str | os.PathLike | None = None,
+        options: LoadOptions | None = None,
     ) -> None:
-        check_load_options(**{k: v for k, v in locals().items() if k in _LOAD_OPTIONS})
+        arguments.trace_source(trace_dir, trace_files)
+        arguments.flag("include_last_profiler_step", include_last_profiler_step)
+        given = {k: v for k, v in locals().items()
+                 if k in _LOAD_FIELDS and v is not _INIT_DEFAULTS[k]}
+        load_options = LoadOptions.of(options, **given)  # every load option checked, once
         self.patterns = resolve_patterns(kernel_patterns)
         if time_rounding is None:
             time_rounding = "hta" if self.patterns.name == "hta" else "exact"
@@ -104,9 +133,7 @@ class TraceAnalysis:
             gpu_events = "hta" if self.patterns.name == "hta" else "launched"
         self.gpu_events = check_gpu_events(gpu_events)
         self.include_last_profiler_step = include_last_profiler_step
-        self.storage_options = dict(storage_options or {})
-        self.cache_dir = cache_dir
-        self.use_cache = use_cache
+        self.window = check_window(window)
         # Where the per-rank work runs: this process (client=None) or the Dask cluster; the
         # engine also cuts the analysed window (complete profiler steps only), as HTA does.
         self.engine: Engine = load_engine(
@@ -115,14 +142,8 @@ class TraceAnalysis:
             client=client,
             include_last_profiler_step=include_last_profiler_step,
             gpu_events=self.gpu_events,
-            storage_options=self.storage_options,
-            cache_dir=cache_dir,
-            use_cache=use_cache,
-            on_error=on_error,
-            max_workers=max_workers,
-            progress=progress,
-            timeout=timeout,
-            max_memory=max_memory,
+            window=self.window,
+            options=load_options,
         )
         self._hta = None
         self._warn_unlaunched()
@@ -136,6 +157,7 @@ class TraceAnalysis:
         kernel_patterns: str | KernelPatterns = "default",
         time_rounding: Rounding | None = None,
         gpu_events: str | None = None,
+        window: str = "auto",
     ) -> TraceAnalysis:
         """Analyse a :class:`~analysis.kineto.model.Trace` already in memory (e.g. one built by
         hand or by ``analysis.kineto.loader.load_trace``), with the same options as the constructor."""
@@ -144,10 +166,12 @@ class TraceAnalysis:
         patterns = resolve_patterns(kernel_patterns)
         if gpu_events is None:
             gpu_events = "hta" if patterns.name == "hta" else "launched"
-        engine = LocalEngine(trace, include_last_profiler_step, check_gpu_events(gpu_events))
+        engine = LocalEngine(trace, include_last_profiler_step, check_gpu_events(gpu_events),
+                             window=check_window(window))
         return cls.from_engine(engine, kernel_patterns=patterns, time_rounding=time_rounding,
                                gpu_events=gpu_events,
-                               include_last_profiler_step=include_last_profiler_step)
+                               include_last_profiler_step=include_last_profiler_step,
+                               window=window)
 
     @classmethod
     def from_engine(
@@ -158,17 +182,19 @@ class TraceAnalysis:
         time_rounding: Rounding | None = None,
         gpu_events: str = "hta",
         include_last_profiler_step: bool = False,
+        window: str = "auto",
     ) -> TraceAnalysis:
         """The facade over an engine already loaded (``analysis.engines.load_engine``); its window
-        was cut when it loaded, so ``gpu_events`` and ``include_last_profiler_step`` only record
-        how (pass what it was loaded with)."""
+        was cut when it loaded, so ``gpu_events``, ``include_last_profiler_step`` and ``window``
+        only record how (pass what it was loaded with)."""
         self = cls.__new__(cls)
         self.patterns = resolve_patterns(kernel_patterns)
         self.time_rounding = time_rounding or ("hta" if self.patterns.name == "hta" else "exact")
         self.gpu_events = check_gpu_events(gpu_events)
         self.include_last_profiler_step = include_last_profiler_step
-        self.storage_options, self.cache_dir, self._hta = {}, None, None
-        self.engine = engine
+        self.window = check_window(window)
+        self._hta = None
+        self.engine = engine  # its load options are this facade's (``options``)
         self._warn_unlaunched()
         return self
 
@@ -180,7 +206,28 @@ class TraceAnalysis:
 
     # ----------------------------------------------------------------------------------- helpers
     @property
+    def options(self) -> LoadOptions:
+        """How the traces were read: the engine's :class:`~analysis.io.LoadOptions`."""
+        return self.engine.options
+
+    @property
+    def storage_options(self) -> dict[str, Any]:
+        """What fsspec/gcsfs got (``options.storage_options``)."""
+        return self.options.storage_options
+
+    @property
+    def cache_dir(self) -> str | None:
+        """The cache of parsed traces given (``options.cache_dir``; None: the default one)."""
+        return self.options.cache_dir
+
+    @property
+    def use_cache(self) -> bool:
+        """Whether that cache is read and written (``options.use_cache``)."""
+        return self.options.use_cache
+
+    @property
     def ranks(self) -> list[int]:
+        """The loaded ranks."""
         return self.engine.ranks
 
     @property
@@ -190,7 +237,8 @@ class TraceAnalysis:
 
     @property
     def trace(self) -> Trace:
-        """The analysed window (complete profiler steps) of every rank, in this process."""
+        """The analysed window (complete profiler steps, or a serving engine's steady-state
+        iterations: ``window``) of every rank, in this process."""
         return self._local_trace("trace")
 
     def _local_trace(self, name: str) -> Trace:
@@ -203,15 +251,10 @@ class TraceAnalysis:
         return getattr(self.engine, name)
 
     def _context(self) -> dict[str, Any]:
-        """What every per-rank step may take (each gets the keys its signature names), and where
-        to read the event args that some analyses need beyond the parsed tables (extras)."""
-        source_options = {
-            "storage_options": getattr(self, "storage_options", {}),
-            "cache_dir": getattr(self, "cache_dir", None),
-            "use_cache": getattr(self, "use_cache", True),
-        }
-        return {"patterns": self.patterns, "rounding": self.time_rounding,
-                "source_options": source_options}
+        """What every per-rank step may take (each gets the keys its signature names). The event
+        args that some analyses need beyond the parsed tables (extras) are not the facade's
+        business: the engine that loaded a rank reads them (``engine.read_extras``)."""
+        return {"patterns": self.patterns, "rounding": self.time_rounding}
 
     # -------------------------------------------------------------------------------- analyses
     def run(self, name: str, ranks: RankSpec = None, **options: Any) -> Any:
@@ -221,7 +264,7 @@ class TraceAnalysis:
 
     def run_many(
         self, requests: Mapping[str, Mapping[str, Any]], ranks: RankSpec = None, *,
-        errors: str = "raise", failures: list | None = None,
+        errors: str = "raise", failures: list | None = None, left_out: list | None = None,
     ) -> dict[str, Any]:
         """Several registered analyses at once, ``{name: options}`` → ``{name: result}``.
 
@@ -234,13 +277,21 @@ class TraceAnalysis:
         those), and for each analysis that failed with an ``AnalysisFailedError``: an exception
         that is not the project's own, raised inside the analysis (a bug). An analysis the traces
         cannot give (no GPU events, no shapes) is not a failure: its error is its result.
+        ``left_out``, a list, gets a ``registry.Failure`` for each rank left out of a result the
+        other ranks give because it has nothing the analysis reads (no GPU events), instead of
+        a warning (``registry.left_out_notes`` words them).
         Inside ``with ta.collect_failures()`` the failures go to its list when none is given.
         """
         if failures is None:
             failures = self._failure_sink
+        names = {n: catalogue.get(n).name for n in requests}  # earlier names accepted
+        if any(n != name for n, name in names.items()):
+            results = self.run_many({names[n]: o for n, o in requests.items()}, ranks,
+                                    errors=errors, failures=failures, left_out=left_out)
+            return {n: results[names[n]] for n in requests}
         derived = {n: o for n, o in requests.items() if catalogue.get(n).derive is not None}
         if derived:
-            return self._run_with_derived(requests, derived, ranks, errors, failures)
+            return self._run_with_derived(requests, derived, ranks, errors, failures, left_out)
         specs = {name: catalogue.get(name) for name in requests}
         by_ranks: dict[tuple[int, ...], list[str]] = {}
         for name, spec in specs.items():
@@ -252,14 +303,15 @@ class TraceAnalysis:
             batch = [(n, dict(requests[n])) for n in names]
             for window, reqs in catalogue.requests_by_window(batch).items():
                 parts = self.engine.map_ranks(
-                    catalogue.run_on_rank, chosen, window=window, requests=reqs, context=context
+                    catalogue.run_on_rank, chosen, window=window, requests=reqs, context=context,
+                    read_extras=self.engine.read_extras,
                 )
                 for name, options in reqs:
                     try:
                         results[name] = registry.combine_parts(
                             specs[name], {r: parts[r][name] for r in parts}, options, context,
                             explain_no_gpu=self._explain_no_gpu if window == "steps" else None,
-                            failures=failures,
+                            failures=failures, left_out=left_out,
                         )
                     except TraceAnalysisError as exc:
                         if errors != "return":
@@ -269,8 +321,7 @@ class TraceAnalysis:
                             failures.append(registry.Failure(name, None, exc))
         return {name: results[name] for name in requests}
 
-    @contextlib.contextmanager
-    def collect_failures(self) -> Iterator[list]:
+    def collect_failures(self) -> AbstractContextManager[list[Failure]]:
         """Within the block, every analysis run (``get_*`` methods, ``run``, ``run_many``) leaves
         out the ranks it failed on and appends a ``registry.Failure`` for each to the list this
         yields, instead of raising (the other ranks' result is returned; an analysis that failed
@@ -279,20 +330,17 @@ class TraceAnalysis:
             with ta.collect_failures() as failures:
                 findings = ta.check()
         """
-        previous, self._failure_sink = self._failure_sink, []
-        try:
-            yield self._failure_sink
-        finally:
-            self._failure_sink = previous
+        return _collecting_failures(self)
 
-    def _run_with_derived(self, requests, derived, ranks, errors: str, failures) -> dict[str, Any]:
+    def _run_with_derived(self, requests, derived, ranks, errors: str, failures,
+                          left_out) -> dict[str, Any]:
         """``run_many`` when some requests read other analyses' results (``Analysis.derive``):
         their requirements join the same batch, then each derived result is computed from them."""
         base = {n: dict(o) for n, o in requests.items() if n not in derived}
         for name in derived:
             for required, options in catalogue.get(name).requires.items():
                 base.setdefault(required, dict(options))
-        results = self.run_many(base, ranks, errors="return", failures=failures)
+        results = self.run_many(base, ranks, errors="return", failures=failures, left_out=left_out)
         for name, options in derived.items():
             spec = catalogue.get(name)
             inputs = {r: results[r] for r in spec.requires}
@@ -348,10 +396,17 @@ class TraceAnalysis:
         show(fig, renderer)
 
     def summary(self, ranks: RankSpec = "all") -> Any:
-        """The headline numbers per rank: every analysis's headline columns, merged on ``rank``."""
+        """The headline numbers per rank: every analysis's headline columns, merged on ``rank``.
+
+        Ranks an analysis left out (no GPU events) come with the table, as data:
+        ``table.attrs["left_out"]`` is ``{analysis: [ranks]}``."""
         names = catalogue.headline_names()
-        return catalogue.headline_table(self.run_many(dict.fromkeys(names, {}), ranks,
-                                                     errors="return"))
+        left_out: list[registry.Failure] = []
+        table = catalogue.headline_table(self.run_many(dict.fromkeys(names, {}), ranks,
+                                                       errors="return", left_out=left_out))
+        if table is not None:
+            table.attrs["left_out"] = registry.left_out_ranks(left_out)
+        return table
 
     def export_merged_trace(
         self,
@@ -437,34 +492,50 @@ class TraceAnalysis:
         return overview_html(self)
 
 
-def _facade_method(spec: registry.Analysis):
-    """``TraceAnalysis.<spec.method>``: HTA's signature from the entry's params, ``_call`` body."""
+# the constructor's defaults: a load keyword still at its default does not replace ``options``
+_INIT_DEFAULTS = TraceAnalysis.__init__.__kwdefaults__
+
+
+def _facade_method(spec: registry.Analysis, name: str | None = None):
+    """``TraceAnalysis.<spec.method>`` (or the alias ``name``): HTA's signature from the entry's
+    params, with their types; the docstring from the entry (``Analysis.method_doc``); ``_call``
+    body."""
+    name = name or spec.method
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     for p in spec.params:
         kind = inspect.Parameter.KEYWORD_ONLY if p.keyword_only else inspect.Parameter.POSITIONAL_OR_KEYWORD
-        params.append(inspect.Parameter(p.name, kind, default=p.default))
-    signature = inspect.Signature(params)
+        params.append(inspect.Parameter(p.name, kind, default=p.default, annotation=p.type))
+    signature = inspect.Signature(params, return_annotation=spec.returns)
+    plain = inspect.Signature([p.replace(annotation=p.empty) for p in params])  # for errors
 
     def method(self, *args, **kwargs):
         try:
             bound = signature.bind(self, *args, **kwargs)
         except TypeError as exc:
-            raise ConfigError(f"{spec.method}{signature}: {exc}") from None
+            raise ConfigError(f"{name}{plain}: {exc}") from None
         bound.apply_defaults()
         arguments = dict(bound.arguments)
         del arguments["self"]
         return self._call(spec, arguments)
 
-    method.__name__ = spec.method
-    method.__qualname__ = f"TraceAnalysis.{spec.method}"
+    method.__name__ = name
+    method.__qualname__ = f"TraceAnalysis.{name}"
     method.__signature__ = signature
-    metric = (spec.rank_step or spec.derive).__module__
-    method.__doc__ = (
-        f"{spec.doc}\n\nThe registered analysis ``{spec.name}``: its definition is the docstring "
-        f"of ``{metric}`` (entry in ``{metric.rpartition('.')[0]}.catalogue``)."
-    )
+    method.__annotations__ = {p.name: p.type for p in spec.params} | {"return": spec.returns}
+    method.__doc__ = spec.method_doc(alias=name if name != spec.method else None)
     return method
 
 
 for _spec in catalogue.analyses().values():
-    setattr(TraceAnalysis, _spec.method, _facade_method(_spec))
+    for _name in (_spec.method, *_spec.method_aliases):
+        setattr(TraceAnalysis, _name, _facade_method(_spec, _name))
+
+
+@contextmanager
+def _collecting_failures(ta: TraceAnalysis) -> Iterator[list[Failure]]:
+    """:meth:`TraceAnalysis.collect_failures`: a fresh list as the failure sink in the block."""
+    previous, ta._failure_sink = ta._failure_sink, []
+    try:
+        yield ta._failure_sink
+    finally:
+        ta._failure_sink = previous

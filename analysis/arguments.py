@@ -147,28 +147,3 @@ def formats(value: Any, allowed: Iterable[str] = REPORT_FORMATS) -> tuple[str, .
     if bad:
         raise ConfigError(f"unknown format(s) {', '.join(bad)}; use {', '.join(allowed)}")
     return out
-
-
-def load_options(
-    *,
-    trace_dir: Any = None,
-    trace_files: Any = None,
-    include_last_profiler_step: Any = False,
-    storage_options: Any = None,
-    cache_dir: Any = None,
-    use_cache: Any = True,
-    on_error: Any = "raise",
-    max_workers: Any = None,
-    progress: Any = None,
-    timeout: Any = None,
-) -> None:
-    """Every argument of ``TraceAnalysis`` / ``load_trace`` that says what to load and how."""
-    trace_source(trace_dir, trace_files)
-    flag("include_last_profiler_step", include_last_profiler_step)
-    mapping("storage_options", storage_options)
-    optional_path("cache_dir", cache_dir)
-    flag("use_cache", use_cache)
-    on_error_choice(on_error)
-    positive_int("max_workers", max_workers)
-    optional_flag("progress", progress)
-    positive_number("timeout", timeout)

@@ -1,7 +1,7 @@
 """``compare(base, test)``: what changed between two runs, where, and (down to operators) why.
 
 A :class:`TraceComparison` holds two :class:`~analysis.api.TraceAnalysis` objects and the per-rank
-profiles of each (the registry entry ``trace_diff``, i.e. ``ta.get_step_profile()``: computed where
+profiles of each (the registry entry ``step_profile``, i.e. ``ta.get_step_profile()``: computed where
 the ranks live, this process or the Dask cluster). Every table is a pure function of those profiles
 (:mod:`analysis.metrics.compare.trace_diff`); HTA's ``TraceDiff`` outputs come from
 :mod:`analysis.metrics.compare.trace_diff_hta`. All times are µs per profiler step unless stated.
@@ -173,9 +173,9 @@ class TraceComparison:
 
 
 def _profiles(ta: Run, ranks: list[int]) -> dict[int, _diff.RankProfile]:
-    # through the registry (entry "trace_diff"): same per-rank task, memoised work and extras
+    # through the registry (entry "step_profile"): same per-rank task, memoised work and extras
     # as every other analysis of the run
-    return ta.run("trace_diff", ranks)
+    return ta.run("step_profile", ranks)
 
 
 def _as_list(value, default: list[int], what: str, present: Iterable[int]) -> list[int]:

@@ -25,6 +25,9 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.kineto.window import uses_iterations
+from analysis.metrics.steps.trace_metadata import ITERATION_COLUMNS
+
 # Timestamps above this (ns) read as a date: 2001-09-09. Older clocks (a trace starting at 0) do not.
 _EPOCH_NS_FLOOR = 10**18
 _HTML_ROWS = 64  # per-rank rows shown before "... n more" in the HTML table
@@ -52,6 +55,10 @@ class Overview:
     findings: list[tuple[str, str, str]] = field(default_factory=list)  # severity, title, detail
     findings_error: str | None = None  # why the findings could not be made
     formats: list[str] = field(default_factory=list)  # profilers that wrote the files (kineto...)
+    # the analysed window is cut at serving iterations (window="iterations", or "auto" without
+    # profiler steps): per rank, (iterations, steady-state ones, first and last steady index),
+    # trace_metadata's columns
+    iterations: dict[int, tuple[int, int, int | None, int | None]] | None = None
 
     @property
     def duration_ms(self) -> float | None:
@@ -126,6 +133,9 @@ def _overview(ta) -> Overview:
         time_rounding=str(ta.time_rounding),
         per_rank=per_rank,
         skipped=[(str(p), str(reason)) for p, reason in (engine.skipped or [])],
+        iterations=({r: tuple(None if pd.isna(v) else int(v) for v in meta.loc[r, ITERATION_COLUMNS])
+                     for r in ranks if meta.at[r, "iterations"]}
+                    if uses_iterations(getattr(ta, "window", "auto"), len(all_steps)) else None),
         **_findings(results["trace_health"]),
     )
 
@@ -177,6 +187,22 @@ def steps_analysed(analysed: list[int], dropped: list[int]) -> str:
     return f"#{_ranges(analysed)} ({len(analysed)} of {len(analysed) + len(dropped)})"
 
 
+def _iteration_rows(ov: Overview) -> list[tuple[str, str]]:
+    """The analysed window when it is cut at serving iterations: the steady-state iterations
+    (``first–last``, the window spans them) of each distinct per-rank layout."""
+    layouts: dict[str, list[int]] = {}
+    for rank, (n, steady, first, last) in sorted((ov.iterations or {}).items()):
+        span = "none" if first is None else (f"#{first}–{last}" if first != last else f"#{first}")
+        left = n - steady
+        text = f"{span} of {n}" + (f" ({left} warm-up left out)" if left else "")
+        layouts.setdefault(text, []).append(rank)
+    value = "; ".join(text if len(layouts) == 1 else f"rank {_ranges(ranks)}: {text}"
+                      for text, ranks in layouts.items())
+    return [("Serving iterations analysed",
+             value + " (no ProfilerStep: the window is the steady-state iterations; "
+             "ta.get_inference_iterations())")]
+
+
 def _when(ns: int | None) -> str:
     if ns is None:
         return "-"
@@ -201,10 +227,11 @@ def _rows(ov: Overview) -> list[tuple[str, str]]:
         ("World size", ", ".join(map(str, ov.world_size)) or "not recorded"),
         ("GPUs", gpus),
         ("Backend", ", ".join(ov.backends) or "-"),
-        ("Profiler steps analysed", steps_analysed(ov.steps_analysed, ov.steps_dropped)),
-        ("Profiler steps dropped", _ranges(ov.steps_dropped)
-         + (" (incomplete last step; include_last_profiler_step=True keeps it)"
-            if ov.steps_dropped else "")),
+        *(_iteration_rows(ov) if ov.iterations else [
+            ("Profiler steps analysed", steps_analysed(ov.steps_analysed, ov.steps_dropped)),
+            ("Profiler steps dropped", _ranges(ov.steps_dropped)
+             + (" (incomplete last step; include_last_profiler_step=True keeps it)"
+                if ov.steps_dropped else ""))]),
         ("Time range", f"{_when(ov.first_ns)} → {_when(ov.last_ns)} ({duration})"),
         ("Events", f"{sum(r['events'] for r in ov.per_rank):,} "
                    f"({_events_spread(ov)} per rank)"),

@@ -30,6 +30,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
+import re
+import textwrap
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -59,12 +61,19 @@ class Param:
     ``role``: ``"option"`` goes to the metric (per-rank step and combine, each getting the options
     its signature names); ``"ranks"`` selects ranks; ``"visualize"`` shows the figures;
     ``"figure"`` goes to the figure module's ``draw`` only; ``"renderer"`` is a plotly renderer.
+    ``type``: the argument's annotation as it is written in source (``"int | None"``,
+    ``"Literal['name', 'name_and_input_shape']"``; names from :data:`ANNOTATION_NAMES`): the
+    generated method's signature, its docstring, ``analysis/api.pyi`` and ``docs/api.md`` show it.
+    ``description``: one or two sentences for the docstring's ``Args:`` (unit and meaning of the
+    default included).
     """
 
     name: str
     default: Any = None
     role: Role = "option"
     keyword_only: bool = False
+    type: str = "Any"
+    description: str = ""
 
 
 @dataclass(frozen=True)
@@ -107,7 +116,25 @@ class Analysis:
             ``FormatNotSupportedError``.
         extras: kinds of event args the rank step reads that the parser does not keep
             (:mod:`analysis.kineto.extras`, e.g. ``"op_shapes"``): attached to each rank, read
-            from the cache or the trace file once, before the rank step runs.
+            from the cache or the trace file once, before the rank step runs; or a function of
+            the options giving them (kinds only some options read).
+        persist: the per-rank part is a function of the file alone (``window="full"``; a
+            DataFrame or a tuple of them): the local engine keeps it in the rank's trace cache
+            entry, so a later process reads it instead of computing it again (keyed by the options,
+            the rank and the source of the metric's family; :mod:`analysis.engines.local`).
+        returns: the facade method's return annotation as written in source (``"pd.DataFrame"``,
+            ``"dict[int, pd.DataFrame]"``, ``"RooflineResult"``; names from
+            :data:`ANNOTATION_NAMES`).
+        columns: the returned DataFrame's columns (of its first frame, for a tuple or a
+            ``{rank: DataFrame}``), taken from the metric module's constants; units are in the
+            names (``_us``, ``(us)``, ``_pct``) and in ``doc``. Empty: not a plain table.
+        units: the unit of each column whose name does not say it (``{"idle_time": "µs"}``);
+            names ending ``_us``/``(us)``, ``_ms``, ``_pct``/``_pctg``, ``_gbps``, ``_bytes`` ...
+            say it themselves (:func:`column_unit`).
+        aliases: earlier names of this analysis, still accepted wherever a name is (``get``,
+            ``TraceAnalysis.run``, ``trace-analysis report --analyses``).
+        method_aliases: earlier facade method names, kept on ``TraceAnalysis`` as aliases of
+            ``method``.
     """
 
     name: str
@@ -130,11 +157,59 @@ class Analysis:
     key_numbers: Callable[[Any], list[tuple[str, str]]] | None = None
     requires: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     derive: Callable[..., Any] | None = None
-    extras: tuple[str, ...] = ()
+    extras: tuple[str, ...] | Callable[[Mapping[str, Any]], tuple[str, ...]] = ()
     needs: tuple[str, ...] = ()
+    persist: bool = False
+    returns: str = "pd.DataFrame"
+    columns: tuple[str, ...] = ()
+    units: Mapping[str, str] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+    method_aliases: tuple[str, ...] = ()
 
     def param(self, role: Role) -> Param | None:
         return next((p for p in self.params if p.role == role), None)
+
+    def method_doc(self, alias: str | None = None) -> str:
+        """The facade method's docstring: ``doc``, then ``Args:`` (each param's type, default and
+        description) and ``Returns:`` (``returns`` and ``columns``), then where the analysis is
+        defined. ``alias``: for the docstring of that earlier method name (``method_aliases``)."""
+        module = (self.rank_step or self.derive).__module__
+        lines = [f"``{alias}`` is the earlier name of ``{self.method}``, kept working: the same "
+                 "method.", ""] if alias else []
+        lines += [*_wrap(self.doc, 0), ""]
+        if self.params:
+            lines.append("Args:")
+            for p in self.params:
+                # "name (type, default value): First" stays on one line, however long the type
+                first, _, rest = " ".join(p.description.split()).partition(" ")
+                head = f"{p.name} ({p.type}, default {p.default!r}): {first}".replace(" ", "\0")
+                lines += [line.replace("\0", " ") for line in _wrap(f"{head} {rest}", 4, 8)]
+            lines.append("")
+        returned = f"{self.returns}: " + (self.columns_text("``") or "as described above.")
+        lines += ["Returns:", *_wrap(returned, 4, 8), ""]
+        earlier = (" Earlier names, still accepted: "
+                   + ", ".join(f"``{a}``" for a in self.aliases) + ".") if self.aliases else ""
+        lines += _wrap(
+            f"The registered analysis ``{self.name}`` (its name in ``TraceAnalysis.run``"
+            + (", the report and ``trace-analysis report --analyses``"
+               if self.placement == "section" else "" if self.placement == "none"
+               else " and the report") + f").{earlier} Its definition is the "
+            f"docstring of ``{module}`` (entry in ``{module.rpartition('.')[0]}.catalogue``).", 0)
+        return "\n".join(lines)
+
+    def columns_text(self, quote: str = "`") -> str:
+        """``"columns `a`, `b` (µs)."``: the returned table's columns (of each table of a
+        ``{rank: DataFrame}``, of the first of a tuple), with their units; ``""`` without."""
+        if not self.columns:
+            return ""
+        which = ("columns" if self.returns == "pd.DataFrame" else "each DataFrame's columns"
+                 if self.returns.startswith("dict[") else "the first DataFrame's columns")
+        return f"{which} " + ", ".join(self.column_list(quote)) + "."
+
+    def column_list(self, quote: str = "`") -> list[str]:
+        """Each of ``columns`` quoted, with its unit when it has one: ``"`idle_time` (µs)"``."""
+        return [f"{quote}{c}{quote}" + (f" ({u})" if (u := column_unit(c, self.units)) else "")
+                for c in self.columns]
 
     def report_tables(self, result) -> dict[str, Any]:
         return self.tables(result) if self.tables else {self.name: result}
@@ -147,35 +222,105 @@ class Analysis:
         return module.draw(result, **_accepted(module.draw, figure_options))
 
 
+def _wrap(text: str, indent: int, subsequent: int | None = None) -> list[str]:
+    """``text`` wrapped at 96 columns, the first line indented by ``indent``, the others by
+    ``subsequent`` (default: the same)."""
+    return textwrap.wrap(" ".join(text.split()), 96, initial_indent=" " * indent,
+                         subsequent_indent=" " * (indent if subsequent is None else subsequent),
+                         break_on_hyphens=False, break_long_words=False)
+
+
+# Units said by a column's name (the project's and HTA's conventions), first match wins.
+_UNIT_SUFFIXES = (
+    (r"(_us|\(us\)|_us_(sum|mean|median|max|min))$", "µs"), (r"_ms$", "ms"),
+    (r"(_pct|_pctg|^percentage|_pct_of_\w+)$|^pct_of_", "%"), (r"_gbps$", "GB/s"),
+    (r"(^|_)bytes$", "bytes"), (r"_mb$", "MiB"), (r"^gflops$", "GFLOP"),
+    (r"^tflops_per_s$", "TFLOP/s"), (r"^tb_per_s$", "TB/s"),
+)
+
+
+def column_unit(column: str, units: Mapping[str, str] | None = None) -> str | None:
+    """The unit of ``column``: ``units[column]``, else what its name says (``_us`` → µs), else
+    None (a count, a name, a flag)."""
+    if units and column in units:
+        return units[column]
+    return next((unit for pattern, unit in _UNIT_SUFFIXES if re.search(pattern, column)), None)
+
+
+# The names a ``Param.type`` or ``Analysis.returns`` annotation may use, and where they come from
+# (``analysis/api.pyi`` imports them; ``tests/unit/test_api_stub.py`` evaluates every annotation).
+ANNOTATION_NAMES = {
+    "Any": "typing", "Literal": "typing", "AbstractContextManager": "contextlib",
+    "Failure": "analysis.registry",
+    "Iterable": "collections.abc", "Mapping": "collections.abc", "Sequence": "collections.abc",
+    "pd": "pandas",
+    "CriticalPathGraph": "analysis.metrics.critical_path.critical_path",
+    "GpuSpec": "analysis.metrics.roofline.gpu_specs",
+    "LaunchApis": "analysis.metrics.gpu_time.kernel_launch_stats",
+    "RankProfile": "analysis.metrics.compare.trace_diff",
+    "RooflineResult": "analysis.metrics.roofline.operator_roofline",
+    "KernelTables": "analysis.metrics.tensorboard.kernel_table",
+    "MemoryReport": "analysis.metrics.tensorboard.memory_view",
+}
+
+RANKS_TYPE = "int | Iterable[int] | Literal['all'] | None"
+
+
+def ranks_param(default: Literal["all"] | None = "all", *, keyword_only: bool = False,
+                name: str = "ranks") -> Param:
+    """The ranks argument: ``"all"`` by default, or ``None`` (HTA's: the first rank)."""
+    what = "every loaded rank" if default == "all" else "the first loaded rank (HTA's default)"
+    return Param(name, default, role="ranks", keyword_only=keyword_only, type=RANKS_TYPE,
+                 description="The ranks to analyse: one rank, a list of ranks, ``'all'``, or "
+                             f"``None``; the default gives {what}.")
+
+
+def visualize_param(default: bool = True) -> Param:
+    """The visualize argument: show the analysis's figures (plotly) in the notebook."""
+    return Param("visualize", default, role="visualize", type="bool",
+                 description="Show the analysis's figures (plotly) after computing the result.")
+
+
 # Parameters many facade methods share.
-RANKS_ALL = Param("ranks", "all", role="ranks", keyword_only=True)
-VISUALIZE = Param("visualize", True, role="visualize")
+RANKS_ALL = ranks_param("all", keyword_only=True)
+VISUALIZE = visualize_param(True)
 
 
 class Catalogue:
     """Analyses by name, in report order: the lookup, and what is read across the entries.
 
-    Names and facade methods are unique (``ConfigError`` otherwise).
+    Names, their aliases and facade methods (with theirs) are unique (``ConfigError`` otherwise).
     """
 
     def __init__(self, entries: Iterable[Analysis]):
         self.specs: dict[str, Analysis] = {}
+        self.aliases: dict[str, str] = {}  # an earlier name -> the analysis's name
         methods: set[str] = set()
         for spec in entries:
-            if spec.name in self.specs:
-                raise ConfigError(f"analysis {spec.name!r} is registered twice")
-            if spec.method in methods:
-                raise ConfigError(f"facade method {spec.method!r} is registered twice")
+            names = (spec.name, *spec.aliases)
+            for name in names:
+                if name in self.specs or name in self.aliases or names.count(name) > 1:
+                    raise ConfigError(f"analysis {name!r} is registered twice")
+            for method in (spec.method, *spec.method_aliases):
+                if method in methods:
+                    raise ConfigError(f"facade method {method!r} is registered twice")
+                methods.add(method)
             self.specs[spec.name] = spec
-            methods.add(spec.method)
+            self.aliases.update(dict.fromkeys(spec.aliases, spec.name))
 
     def get(self, name: str) -> Analysis:
+        """The entry named ``name`` (or one of its earlier names, ``Analysis.aliases``)."""
         try:
-            return self.specs[name]
+            return self.specs[self.aliases.get(name, name)]
         except KeyError:
             raise ConfigError(
                 f"unknown analysis {name!r}; choose from {sorted(self.specs)}"
             ) from None
+
+    def canonical(self, name: str) -> str:
+        """The analysis's name for ``name``, which may be an earlier one (``ConfigError`` if
+        neither)."""
+        return self.get(name).name
 
     def headline_names(self) -> list[str]:
         """The analyses that contribute columns to the headline table (``Analysis.headline``)."""
@@ -197,6 +342,17 @@ class Catalogue:
     def section_names(self) -> list[str]:
         """The analyses that are report sections, in report order (what ``--analyses`` accepts)."""
         return [n for n, s in self.specs.items() if s.placement == "section"]
+
+    def sections(self, names: Iterable[str]) -> list[str]:
+        """``names`` of report sections (earlier names accepted) as the sections' names, in the
+        order given; ``ConfigError`` naming the unknown ones and the choices."""
+        names = list(names)
+        chosen = [self.aliases.get(n, n) for n in names]
+        sections = self.section_names()
+        unknown = [n for n, c in zip(names, chosen, strict=True) if c not in sections]
+        if unknown:
+            raise ConfigError(f"unknown report analyses {unknown}; choose from {sections}")
+        return chosen
 
     def requests_by_window(
         self, requests: Iterable[tuple[str, dict[str, Any]]],
@@ -239,9 +395,14 @@ class RankFailure:
 
 @dataclass(frozen=True)
 class Failure:
-    """A row of the "could not run" table: ``analysis`` on ``rank`` (None: not one rank's, e.g.
-    the combine step or a figure) failed with ``error`` (the project's error; a foreign exception
-    arrives as :class:`AnalysisFailedError`, a bug)."""
+    """``analysis`` gave no part for ``rank`` (None: not one rank's, e.g. the combine step or a
+    figure), because of ``error`` (the project's error; a foreign exception arrives as
+    :class:`AnalysisFailedError`, a bug).
+
+    ``run_many(failures=)`` collects the rows of the "could not run" table; ``run_many(left_out=)``
+    the ranks left out of a result the other ranks give because they have nothing the analysis
+    reads (``error`` a ``NoGPUEventsError``): not failures, notes (:func:`left_out_notes`).
+    """
 
     analysis: str
     rank: int | None
@@ -265,6 +426,34 @@ def failures_table(failures: Iterable[Failure]):
     return pd.DataFrame(rows, columns=["analysis", "rank", "message"])
 
 
+def left_out_notes(left_out: Iterable[Failure]) -> dict[str, str]:
+    """``{analysis: "<title>: rank(s) [2, 3] left out: no GPU events (why)"}``, one line per
+    analysis of ``left_out`` (rows of ``run_many(left_out=)``), ranks in order."""
+    rows: dict[str, list[Failure]] = {}
+    for row in left_out:
+        rows.setdefault(row.analysis, []).append(row)
+    return {name: _left_out_note(group) for name, group in rows.items()}
+
+
+def left_out_ranks(left_out: Iterable[Failure]) -> dict[str, list[int]]:
+    """``{analysis: [ranks left out]}`` from rows of ``run_many(left_out=)``."""
+    out: dict[str, set[int]] = {}
+    for row in left_out:
+        out.setdefault(row.analysis, set()).update(() if row.rank is None else (row.rank,))
+    return {name: sorted(ranks) for name, ranks in out.items()}
+
+
+def _left_out_note(rows: list[Failure]) -> str:
+    error = rows[0].error
+    ranks = sorted({r.rank for r in rows if r.rank is not None})
+    if isinstance(error, NoGPUEventsError):
+        what = error.what
+        reason = "no GPU events" + (f" ({error.detail})" if error.detail else "")
+    else:
+        what, reason = rows[0].analysis, " ".join(str(error).splitlines())
+    return f"{what}: rank(s) {ranks} left out: {reason}"
+
+
 def log_failure(failure: Failure) -> None:
     """Log ``failure`` (with the original traceback of a bug) on the ``analysis`` logger at DEBUG
     level: ``trace-analysis --debug`` shows it."""
@@ -282,12 +471,12 @@ def run_on_rank(
 ) -> dict:
     """The per-rank task: each requested ``(entry, options)``'s rank step on ``rt``.
 
-    ``context`` holds what every step may take (``patterns``, ``rounding``) and
-    ``source_options`` (``storage_options``, ``cache_dir``, ``use_cache``) for reading the extras
-    an analysis declares, which ``attach_extras(rt, kinds, **source_options)`` attaches
-    (:func:`analysis.kineto.extras.attach_extras`; this module reads no file). Returns ``{name:
-    part}``; an analysis that cannot run on this rank (no GPU events, or another of the project's
-    errors) gives a :class:`RankFailure` instead, so the other analyses of the batch still run.
+    ``context`` holds what every step may take (``patterns``, ``rounding``). The extras an
+    analysis declares are attached by ``attach_extras(rt, kinds)``: the reader of the engine that
+    loaded the rank (``engine.read_extras``, an :class:`analysis.kineto.extras.ExtrasReader` bound
+    to the engine's load options; this module reads no file). Returns ``{name: part}``; an
+    analysis that cannot run on this rank (no GPU events, or another of the project's errors)
+    gives a :class:`RankFailure` instead, so the other analyses of the batch still run.
     """
     out: dict[str, Any] = {}
     for spec, options in requests:
@@ -300,10 +489,11 @@ def run_on_rank(
                 )
             if spec.needs_gpu and not has_gpu_events(rt.events):
                 raise NoGPUEventsError([rt.rank], spec.title or name)
-            if spec.extras:
+            kinds = spec.extras(options) if callable(spec.extras) else spec.extras
+            if kinds:
                 if attach_extras is None:
-                    raise ConfigError(f"{name} needs trace extras {spec.extras}: no reader given")
-                attach_extras(rt, spec.extras, **context.get("source_options", {}))
+                    raise ConfigError(f"{name} needs trace extras {kinds}: no reader given")
+                attach_extras(rt, kinds)
             kwargs = _accepted(spec.rank_step, {**context, **options})
             out[name] = spec.rank_step(rt, **kwargs)
         except NoGPUEventsError as exc:
@@ -322,12 +512,14 @@ def combine_parts(
     context: Mapping[str, Any],
     explain_no_gpu: Callable[[list[int]], str | None] | None = None,
     failures: list[Failure] | None = None,
+    left_out: list[Failure] | None = None,
 ) -> Any:
     """Combine one analysis's per-rank parts (rank order kept), or raise why it cannot.
 
-    Ranks without GPU events are left out with a warning naming them; if no rank is left, the
-    ``NoGPUEventsError`` names all of them, with ``explain_no_gpu(ranks)``'s account of why when
-    it has one (e.g. "the kernels exist but none falls inside the analysed steps"). Any other
+    Ranks without GPU events are left out: with a ``left_out`` list, as its :class:`Failure` rows
+    (data the report and the summary read), else with a warning naming them; if no rank is left,
+    the ``NoGPUEventsError`` names all of them, with ``explain_no_gpu(ranks)``'s account of why
+    when it has one (e.g. "the kernels exist but none falls inside the analysed steps"). Any other
     per-rank failure is raised as it was, unless a ``failures`` list is given: then the failed
     ranks are appended to it as :class:`Failure` rows and left out (raised only when no rank is
     left). A foreign exception of the combine step is raised as :class:`AnalysisFailedError`.
@@ -353,12 +545,14 @@ def combine_parts(
     what = spec.title or spec.name
     if no_gpu:
         why = explain_no_gpu(no_gpu) if explain_no_gpu else None
+        error = NoGPUEventsError(no_gpu, what, detail=why)
         if not ok:
-            raise NoGPUEventsError(no_gpu, what, detail=why)
-        warnings.warn(
-            f"{what}: rank(s) {no_gpu} left out: no GPU events" + (f" ({why})" if why else ""),
-            stacklevel=3,
-        )
+            raise error
+        rows = [Failure(spec.name, rank, error) for rank in no_gpu]
+        if left_out is None:
+            warnings.warn(_left_out_note(rows), stacklevel=3)
+        else:
+            left_out.extend(rows)
     try:
         return spec.combine(ok, **_accepted(spec.combine, {**context, **options}))
     except TraceAnalysisError:

@@ -4,13 +4,20 @@ Runs torch-tb-profiler 0.4.3 (the oracle; build its venv with ``scripts/make-tb-
 headless on every Kineto trace under ``../shared/traces`` and writes, per trace, a compact JSON
 file ``tests/data/tb_oracle/<trace-id>.json`` with the plugin's raw (unrounded) numbers: overview
 steps, GPU summary, tensor-core share, kernel table, kernel x operator table, operator tables by
-name and by name + input shape, memory peaks / curve / operator stats / events, and module view.
+name and by name + input shape, the stack view (operators by name [+ input shape] + call stack),
+memory peaks / curve / operator stats / events, and module view.
 The tests read the snapshots (no TensorBoard in the project's venv, fast) and skip when
 ``../shared`` is absent.
 
 Usage (the oracle venv's python runs this file):
     VENV=$(scripts/make-tb-oracle-venv.sh)
     $VENV/bin/python scripts/tb_oracle_snapshot.py [--traces ../shared/traces] [--out tests/data/tb_oracle] [ID ...]
+
+No shared trace has a non-empty ``Call stack`` arg (the plugin's stack view), so that view is also
+snapshotted on synthetic traces (``tests/data/tb_oracle_synthetic``, read by
+``tests/parity/test_tensorboard_stacks.py``, which says how they are written):
+    $VENV/bin/python scripts/tb_oracle_snapshot.py --out tests/data/tb_oracle_synthetic \
+        --file stacks=/tmp/stacks/rank0.json --file stacks_legacy=/tmp/stacks_legacy/rank0.json
 """
 
 from __future__ import annotations
@@ -57,14 +64,42 @@ def _num(x):
     return None if math.isnan(x) else round(x, 6)
 
 
+def _stack_view(d) -> dict:
+    """The stack view: per operator name (and input shape), one row per distinct "Call stack"."""
+    stacks: dict = {}
+    for key, table in (("op_stack_by_name", d.stack_lists_group_by_name),
+                       ("op_stack_by_name_input", d.stack_lists_group_by_name_input)):
+        rows = sorted((agg for aggs in (table or {}).values() for agg in aggs),
+                      key=lambda o: (-o.self_device_duration, -o.self_host_duration))
+        stacks[key] = {
+            "n_rows": len(rows),
+            "rows": [
+                {
+                    "name": o.name,
+                    "input_shape": str(o.input_shape) if key == "op_stack_by_name_input" else None,
+                    "call_stack": next(iter(o.callstacks)),
+                    "calls": o.calls,
+                    "host_total": _num(o.host_duration),
+                    "host_self": _num(o.self_host_duration),
+                    "device_total": _num(o.device_duration),
+                    "device_self": _num(o.self_device_duration),
+                    "tc_eligible": bool(o.tc_eligible),
+                }
+                for o in rows[:400]
+            ],
+        }
+    return stacks
+
+
 def _snapshot(path: str) -> dict:
     from torch_tb_profiler.profiler.data import RunProfileData
     from torch_tb_profiler.profiler.run_generator import RunGenerator
 
     with tempfile.TemporaryDirectory() as tmp:
         d = RunProfileData.parse("worker0", None, path, tmp)  # parse() processes and analyses
+        stacks = _stack_view(d)  # before the generator, which pops the aggregates' stacks
         p = RunGenerator("worker0", None, d).generate_run_profile()
-    out: dict = {"file": path}
+    out: dict = {"file": path, **stacks}
     steps = p.overview["steps"]
     names = [c["name"] for c in steps["columns"] if c.get("role") != "tooltip"]
     out["overview_steps"] = {
@@ -174,12 +209,18 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--traces", default="../shared/traces")
     ap.add_argument("--out", default="tests/data/tb_oracle")
+    ap.add_argument("--file", action="append", default=[], metavar="ID=PATH",
+                    help="snapshot this trace file as <out>/ID.json instead of the traces folder "
+                         "(e.g. the synthetic traces of analysis.testing)")
     ap.add_argument("ids", nargs="*", help="only these trace ids")
     a = ap.parse_args(argv)
     root, out = Path(a.traces), Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     jobs = []
-    for path in kineto_traces(root):
+    for item in a.file:
+        tid, _, path = item.partition("=")
+        jobs.append((Path(path), Path(path).name, out / f"{tid}.json"))
+    for path in kineto_traces(root) if not a.file else []:
         tid = trace_id(path, root)
         if a.ids and tid not in a.ids:
             continue

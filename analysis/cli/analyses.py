@@ -7,10 +7,12 @@ import click
 
 @click.command("analyses")
 def command() -> None:
-    """List the analyses (names usable with `report --analyses`)."""
+    """List the analyses (names usable with `report --analyses`; earlier names still work)."""
     from analysis.analyses import analyses
 
     for name, spec in analyses().items():
         where = {"section": "report section", "lead": "report lead", "context": "report table",
                  "none": "API only"}[spec.placement]
-        click.echo(f"{name:<24} ta.{spec.method:<32} {where:<15} {spec.title}")
+        earlier = [*spec.aliases, *(f"ta.{m}" for m in spec.method_aliases)]
+        click.echo(f"{name:<28} ta.{spec.method:<32} {where:<15} {spec.title}"
+                   + (f" (earlier: {', '.join(earlier)})" if earlier else ""))

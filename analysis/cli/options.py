@@ -21,7 +21,8 @@ def int_list(ctx, param, value: str | None) -> list[int] | None:
 
 
 def trace_loading_options(func):
-    """--patterns, --no-cache, --cache-dir, --on-error, --include-last-step, --quiet."""
+    """--patterns, --no-cache, --cache-dir, --on-error, --include-last-step, --gpu-events,
+    --window, --capture-trace, --quiet."""
     options = [
         click.option(
             "--patterns",
@@ -48,6 +49,21 @@ def trace_loading_options(func):
             help="GPU events analysed: 'launched' in the window (default), 'all' (also those no "
                  "call in the trace launched), 'hta' (HTA's rule; default with --patterns hta).",
         ),
+        click.option(
+            "--window",
+            type=click.Choice(["auto", "steps", "iterations"]),
+            default="auto",
+            show_default=True,
+            help="What the analysed window is cut at: profiler steps, a serving engine's "
+                 "steady-state iterations, or 'auto' (steps when the traces have any).",
+        ),
+        click.option(
+            "--capture-trace",
+            type=click.Path(exists=True),
+            default=None,
+            help="Graph-capture trace (file or folder) of CUDA/HIP graph replay traces (default: "
+                 "the capture_traces/ folder beside each).",
+        ),
         click.option("-q", "--quiet", is_flag=True, help="No progress bars or notes."),
     ]
     for option in reversed(options):
@@ -56,7 +72,8 @@ def trace_loading_options(func):
 
 
 def open_analysis(traces: str, kernel_patterns: str, no_cache: bool, cache_dir, on_error: str,
-                  include_last_step: bool, quiet: bool, gpu_events: str | None = None):
+                  include_last_step: bool, quiet: bool, gpu_events: str | None = None,
+                  window: str = "auto", capture_trace: str | None = None):
     """Build the TraceAnalysis the options describe."""
     from analysis.api import TraceAnalysis
 
@@ -65,6 +82,8 @@ def open_analysis(traces: str, kernel_patterns: str, no_cache: bool, cache_dir, 
         include_last_profiler_step=include_last_step,
         kernel_patterns=kernel_patterns,
         gpu_events=gpu_events,
+        window=window,
+        capture_trace=capture_trace,
         use_cache=not no_cache,
         cache_dir=cache_dir,
         on_error=on_error,

@@ -32,13 +32,16 @@ def _analyses(ctx, param, value: str | None) -> list[str] | None:
     if value is None:
         return None
     from analysis import analyses as catalogue
+    from analysis.errors import ConfigError
 
     names = [a.strip() for a in value.split(",") if a.strip()]
-    unknown = [n for n in names if n not in catalogue.section_names()]
-    if unknown or not names:
-        raise click.BadParameter(f"unknown {unknown or value!r}; choose from "
+    if not names:
+        raise click.BadParameter(f"unknown {value!r}; choose from "
                                  f"{', '.join(catalogue.section_names())}")
-    return names
+    try:
+        return catalogue.CATALOGUE.sections(names)  # earlier names accepted, as the sections'
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @click.command("report")

@@ -21,8 +21,9 @@ from analysis.cli.options import (
 def command(traces: str, wide: bool, strict: bool, **options) -> None:
     """Findings, then the headline numbers per rank, for TRACES (a directory, a file or a gs:// URL).
 
-    Analyses that cannot run are listed at the end ("could not run"); the exit status is 0 once
-    the traces loaded (1 with --strict when something could not run)."""
+    Ranks an analysis left out (no GPU events) are named under the table; analyses that cannot
+    run are listed at the end ("could not run"); the exit status is 0 once the traces loaded (1
+    with --strict when something could not run)."""
     from analysis import analyses as catalogue
     from analysis import registry
     from analysis.cli import terminal
@@ -31,8 +32,9 @@ def command(traces: str, wide: bool, strict: bool, **options) -> None:
     ta = open_analysis(traces, **options)
     # one batch: the findings and the headline columns share their analyses (stragglers, ...)
     failures: list[registry.Failure] = []
+    left_out: list[registry.Failure] = []
     results = ta.run_many(dict.fromkeys(["findings", *catalogue.headline_names()], {}), "all",
-                          errors="return", failures=failures)
+                          errors="return", failures=failures, left_out=left_out)
     found = results["findings"]
     lines = []
     if isinstance(found, Exception):
@@ -52,5 +54,7 @@ def command(traces: str, wide: bool, strict: bool, **options) -> None:
     except Exception as exc:  # noqa: BLE001 - the table's bug leaves the findings printed
         failures.append(registry.Failure("headline", None, AnalysisFailedError.wrap("headline", None, exc)))
         lines.append("no headline numbers")
+    for note in registry.left_out_notes(left_out).values():
+        lines += terminal.wrap(note, indent="    ", first="[left out] ")
     click.echo("\n".join(lines))
     report_failures(failures, strict, echo_table=True)

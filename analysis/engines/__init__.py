@@ -15,7 +15,8 @@ holds the loaded ranks and runs per-rank steps over them; the facade combines wh
 
 Both give identical results, rank numbers, errors and warnings. ``map_ranks(..., window="steps")``
 (the default) runs over HTA's analysed window (complete profiler steps and the chosen GPU events, :mod:`analysis.kineto.window`),
-``window="full"`` over the whole trace.
+``window="full"`` over the whole trace. What the analysed window is cut at (profiler steps or
+a serving engine's steady-state iterations) is chosen when loading (``load_engine(window=...)``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
+from analysis.io import LoadOptions
 from analysis.kineto.model import RankMeta
 from analysis.kineto.window import Window, WindowStats
 
@@ -35,6 +37,10 @@ class Engine(Protocol):
     skipped: list[tuple[str, str]]  # (file, reason) of the files not loaded
     metas: dict[int, RankMeta]  # each loaded rank's metadata, on the caller
     window_stats: dict[int, WindowStats]  # what the analysed window did to each rank's GPU events
+    options: LoadOptions  # how the ranks were read (and how their extras are read)
+    # attaches extras kinds to a rank, read as the engine read the rank: ``read_extras(rt, kinds)``
+    # (picklable: the per-rank task takes it to a Dask worker)
+    read_extras: Callable[[Any, Iterable[str]], Any]
 
     @property
     def ranks(self) -> list[int]: ...
@@ -57,41 +63,30 @@ def load_engine(
     client: Any = None,
     include_last_profiler_step: bool = False,
     gpu_events: str = "hta",
-    storage_options: Mapping[str, Any] | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-    on_error: str = "raise",
-    max_workers: int | None = None,
-    progress: bool | None = None,
-    timeout: float | None = None,
-    max_memory: int | None = None,
+    window: str = "auto",
+    options: LoadOptions | None = None,
+    **load_options: Any,
 ) -> Engine:
     """Load the traces into a :class:`LocalEngine` (``client=None``) or a :class:`DaskEngine`.
 
     ``client``: a ``dask.distributed.Client``; the traces are then read, parsed and kept on its
     workers (which must be able to read the files: gs:// URLs, or a shared file system).
-    ``timeout`` (s) bounds each wait on the cluster (None: no bound); ``max_workers`` applies to
-    the local pool only; ``max_memory`` (bytes) bounds the ranks the local engine holds at once
-    (:mod:`analysis.engines.local`; a Dask cluster's workers manage their own memory). The other arguments are :func:`analysis.kineto.loader.load_trace`'s.
+    ``options``: how to read them (:class:`~analysis.io.LoadOptions`), ``load_options`` its fields
+    as keywords (replacing those of ``options``); the engine keeps the one value as
+    ``engine.options``. ``timeout`` bounds each wait on the cluster; ``max_workers`` applies to
+    the local pool only; ``max_memory`` bounds the ranks the local engine holds at once
+    (:mod:`analysis.engines.local`; a Dask cluster's workers manage their own memory).
     """
-    options = dict(
-        include_last_profiler_step=include_last_profiler_step,
-        gpu_events=gpu_events,
-        storage_options=storage_options,
-        cache_dir=cache_dir,
-        use_cache=use_cache,
-        on_error=on_error,
-        progress=progress,
-    )
+    opts = LoadOptions.of(options, **load_options)
+    window = dict(include_last_profiler_step=include_last_profiler_step, gpu_events=gpu_events,
+                  window=window)
     if client is None:
         from analysis.engines.local import LocalEngine
 
-        return LocalEngine.load(
-            trace_dir, trace_files, max_workers=max_workers, max_memory=max_memory, **options
-        )
+        return LocalEngine.load(trace_dir, trace_files, options=opts, **window)
     from analysis.engines.dask import DaskEngine
 
-    return DaskEngine.load(client, trace_dir, trace_files, timeout=timeout, **options)
+    return DaskEngine.load(client, trace_dir, trace_files, options=opts, **window)
 
 
-__all__ = ["Engine", "Window", "load_engine"]
+__all__ = ["Engine", "LoadOptions", "Window", "load_engine"]

@@ -36,7 +36,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from analysis.arguments import on_error_choice
 from analysis.errors import (
     ConfigError,
     InputFileError,
@@ -45,6 +44,7 @@ from analysis.errors import (
     TraceLoadWarning,
     UnknownRankError,
 )
+from analysis.io import LoadOptions
 from analysis.kineto.cache import TraceCache, cache_key
 from analysis.kineto.loader import (
     WorkerTraceback,
@@ -57,7 +57,7 @@ from analysis.kineto.loader import (
 from analysis.kineto.model import EVENT_COLUMNS, RankMeta, RankTrace, Trace, empty_frame
 from analysis.kineto.sources import TraceFile, find_trace_files, rank_from_file_name
 from analysis.kineto.steps import step_numbers
-from analysis.kineto.window import Window, rank_window, window_stats
+from analysis.kineto.window import Window, check_window, rank_window, window_stats
 
 try:
     from distributed import KilledWorker, as_completed, wait
@@ -72,23 +72,21 @@ WINDOWS = ("steps", "full")
 # ---------------------------------------------------------------------------------------------
 # Tasks: these run on the workers.
 
-def load_rank(
-    file: TraceFile,
-    storage_options: Mapping[str, Any] | None,
-    cache_dir: str | None,
-    use_cache: bool,
-) -> tuple[RankTrace, list[str]]:
-    """Read and parse one file on a worker, through the worker's trace cache.
+def load_rank(file: TraceFile, options: LoadOptions) -> tuple[RankTrace, list[str]]:
+    """Read and parse one file on a worker, through the worker's trace cache, with the engine's
+    load ``options`` (``cache_dir`` is a path on the worker).
 
     Returns the trace (rank not yet assigned) and notes for the caller to warn about; raises the
     file's :class:`TraceLoadError`, as :func:`analysis.kineto.loader.load_trace` would.
     """
-    key = cache_key(file.url, file.size, file.version) if use_cache and file.version else None
-    cached = TraceCache(cache_dir).get_parts(key) if key is not None else None
+    use = options.use_cache and file.version
+    key = cache_key(file.url, file.size, file.version, options.capture_trace) if use else None
+    cached = TraceCache(options.cache_dir).get_parts(key) if key is not None else None
     if cached is not None:
         traces, notes = cached, []
     else:
-        outcome = load_file(file.url, storage_options, cache_dir, key, True)
+        outcome = load_file(file.url, options.storage_options, options.cache_dir, key, True,
+                            capture=options.capture_trace)
         if outcome[0] == "error":
             raise error_from(outcome)
         traces, notes = outcome[1], outcome[2]
@@ -184,17 +182,17 @@ class DaskEngine:
         *,
         source: str = "",
         skipped: list[tuple[str, str]] | None = None,
-        on_error: str = "raise",
-        timeout: float | None = None,
+        options: LoadOptions | None = None,
     ) -> None:
         self.client = client
+        self.options = LoadOptions.of(options)  # how the ranks were read: their extras too
         self._full = full  # rank → Future[RankTrace], the whole trace
         self._window = window  # rank → Future[RankTrace], the analysed steps
         self.metas = metas
         self.source = source
         self.skipped = list(skipped or [])
-        self.on_error = on_error
-        self.timeout = timeout
+        self.on_error = self.options.on_error
+        self.timeout = self.options.timeout
         self.window_stats: dict[int, Any] = {}
 
     # ------------------------------------------------------------------------------- loading
@@ -207,27 +205,25 @@ class DaskEngine:
         *,
         include_last_profiler_step: bool = False,
         gpu_events: str = "hta",
-        storage_options: Mapping[str, Any] | None = None,
-        cache_dir: str | os.PathLike | None = None,
-        use_cache: bool = True,
-        on_error: str = "raise",
-        progress: bool | None = None,
-        timeout: float | None = None,
+        window: str = "auto",
+        options: LoadOptions | None = None,
+        **load_options: Any,
     ) -> DaskEngine:
-        """Load every file on ``client``'s workers (arguments as :func:`analysis.load_trace`).
+        """Load every file on ``client``'s workers (``options``, a :class:`~analysis.io.LoadOptions`,
+        or its fields as keywords, as :func:`analysis.load_trace`); each ``load_rank`` task gets
+        the same options.
 
         ``cache_dir`` is a path on the workers (default: each worker's
         ``$TRACE_ANALYSIS_CACHE`` or ``~/.cache/trace-analysis``). ``timeout`` (s) bounds each
         wait on the cluster; None waits as long as it takes.
         """
-        on_error_choice(on_error)
+        opts = LoadOptions.of(options, **load_options)
+        on_error, progress, timeout = opts.on_error, opts.progress, opts.timeout
         source = os.fspath(trace_dir) if trace_dir is not None else "trace_files"
-        options = dict(storage_options or {})
-        files = find_trace_files(trace_dir, trace_files, options)
-        cache_dir_str = os.fspath(cache_dir) if cache_dir is not None else None
+        files = find_trace_files(trace_dir, trace_files, opts.storage_options)
 
         def submit(file: TraceFile, attempt: str):
-            load = client.submit(load_rank, file, options, cache_dir_str, use_cache,
+            load = client.submit(load_rank, file, opts,
                                  key=_task_key("load_rank", attempt), pure=False)
             info = client.submit(rank_info, load, key=_task_key("rank_info", attempt), pure=False)
             return load, info
@@ -301,7 +297,8 @@ class DaskEngine:
             numbers |= steps
         window = {
             rank: client.submit(rank_window, fut, len(numbers), include_last_profiler_step,
-                                gpu_events, key=_task_key("rank_window", rank), pure=False)
+                                gpu_events, check_window(window),
+                                key=_task_key("rank_window", rank), pure=False)
             for rank, fut in full.items()
         }
         stats = {
@@ -311,14 +308,21 @@ class DaskEngine:
         }
         loads.clear()  # the placed tables keep what they need; Dask frees the rest
         metas = {rank: rt.meta for rank, rt in by_rank.items()}
-        engine = cls(client, full, window, metas, source=source, skipped=skipped,
-                     on_error=on_error, timeout=timeout)
+        engine = cls(client, full, window, metas, source=source, skipped=skipped, options=opts)
         what = f"{source}: preparing the ranks on the Dask cluster"
         _wait(list(window.values()) + list(stats.values()), timeout, what)
         engine.window_stats = {rank: _outcome(f, timeout, what) for rank, f in stats.items()}
         return engine
 
     # ------------------------------------------------------------------------------ analysis
+    @property
+    def read_extras(self):
+        """Attaches extras to a rank as this engine read it, on the worker that holds the rank
+        (``ExtrasReader(self.options)``: its ``cache_dir`` is a path on the workers)."""
+        from analysis.kineto.extras import ExtrasReader  # reads files: imported when needed
+
+        return ExtrasReader(self.options)
+
     @property
     def ranks(self) -> list[int]:
         return sorted(self._full)

@@ -12,7 +12,12 @@ parsed traces). The engine then keeps per-rank *results*, not per-rank traces:
   least recently used ones first;
 - the parts of a ``run_on_rank`` step (:func:`analysis.registry.run_on_rank`) are memoised per (analysis, options, context,
   window, rank): asking the same question again runs nothing, and a batch runs only the analyses
-  a rank has not answered yet.
+  a rank has not answered yet;
+- the parts of analyses declared ``persist`` (a function of the file alone) are also kept in the
+  rank's trace cache entry (:func:`analysis.kineto.cache.put_result`), keyed by the analysis, its
+  options and context, the rank and a hash of the metric family's source (:func:`_source_hash`:
+  editing the family's code is enough to compute them again): a later process that asks again
+  reads them, without reading the rank's tables.
 
 ``max_memory`` defaults to :func:`default_max_memory` (an eighth of the memory available when the
 engine starts, at most 512 MiB, at least 128 MiB). The sizes counted are the tables' bytes (the
@@ -23,6 +28,8 @@ frames and arrays the analyses memoised on the rank.
 from __future__ import annotations
 
 import gc
+import hashlib
+import importlib.util
 import os
 import pickle
 from collections import OrderedDict
@@ -34,13 +41,16 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ConfigError
-from analysis.kineto.cache import TraceCache
+from analysis.io import LoadOptions
+from analysis.kineto.cache import TraceCache, get_result, put_result
 from analysis.kineto.loader import load_trace
 from analysis.kineto.model import RankMeta, RankTrace, Trace
 from analysis.kineto.window import (
     GpuEvents,
     Window,
+    WindowSource,
     WindowStats,
+    check_window,
     count_steps,
     rank_window,
     window_stats,
@@ -91,6 +101,33 @@ def _memo_key(value: Any) -> bytes | None:
         return None
 
 
+def _source_hash(module: str) -> str:
+    """A hash of the source files a persisted part depends on: the metric's family package (all
+    its modules), the shared metric modules and the extras' builders."""
+    return _package_hash(module.rsplit(".", 1)[0])
+
+
+_HASHES: dict[str, str] = {}
+
+
+def _package_hash(package: str) -> str:
+    if package not in _HASHES:
+        digest = hashlib.sha256()
+        for name in (package, "analysis.metrics", "analysis.kineto.extras"):
+            spec = importlib.util.find_spec(name)
+            origin = spec.origin if spec is not None else None
+            if origin is None:
+                continue
+            files = (sorted(os.path.join(os.path.dirname(origin), f)
+                            for f in os.listdir(os.path.dirname(origin)) if f.endswith(".py"))
+                     if origin.endswith("__init__.py") else [origin])
+            for path in files:
+                with open(path, "rb") as f:
+                    digest.update(path.encode() + b"\0" + f.read())
+        _HASHES[package] = digest.hexdigest()
+    return _HASHES[package]
+
+
 class LocalEngine:
     """Runs per-rank steps in this process over the loaded ranks (see the module docstring).
 
@@ -107,12 +144,17 @@ class LocalEngine:
         *,
         max_memory: int | None = None,
         release_loaded: bool = False,
+        window: WindowSource = "auto",
+        options: LoadOptions | None = None,
     ) -> None:
-        if max_memory is not None and (not isinstance(max_memory, int) or max_memory <= 0):
-            raise ConfigError(f"max_memory must be a positive number of bytes, not {max_memory!r}")
-        self.max_memory = max_memory if max_memory is not None else default_max_memory()
+        # the options the ranks were read with (read_extras reads with them too); max_memory,
+        # when given, replaces theirs
+        self.options = LoadOptions.of(
+            options, **({} if max_memory is None else {"max_memory": max_memory}))
+        self.max_memory = self.options.max_memory or default_max_memory()
         self.include_last_profiler_step = include_last_profiler_step
         self.gpu_events = gpu_events
+        self.window = check_window(window)  # what the analysed window is cut at
         self.source = full_trace.source
         self.skipped = full_trace.skipped
         self._ranks = full_trace.rank_list()
@@ -151,19 +193,30 @@ class LocalEngine:
         *,
         include_last_profiler_step: bool = False,
         gpu_events: GpuEvents = "hta",
-        max_memory: int | None = None,
+        window: WindowSource = "auto",
+        options: LoadOptions | None = None,
         **load_options: Any,
     ) -> LocalEngine:
-        """Load with :func:`analysis.kineto.loader.load_trace` (``load_options`` are its keywords)."""
+        """Load with :func:`analysis.kineto.loader.load_trace`, which gets the same ``options``
+        (a :class:`~analysis.io.LoadOptions`; ``load_options``: its fields as keywords)."""
+        opts = LoadOptions.of(options, **load_options)
         trace = load_trace(
-            None if trace_dir is None else os.fspath(trace_dir), trace_files, **load_options
+            None if trace_dir is None else os.fspath(trace_dir), trace_files, options=opts
         )
-        return cls(trace, include_last_profiler_step, gpu_events, max_memory=max_memory,
-                   release_loaded=True)
+        return cls(trace, include_last_profiler_step, gpu_events, options=opts,
+                   release_loaded=True, window=window)
+
+    @property
+    def read_extras(self):
+        """Attaches extras to a rank as this engine read it (``ExtrasReader(self.options)``)."""
+        from analysis.kineto.extras import ExtrasReader  # reads files: imported when needed
+
+        return ExtrasReader(self.options)
 
     # ------------------------------------------------------------------------------ ranks held
     def _window_of(self, full: RankTrace) -> RankTrace:
-        return rank_window(full, self._n_steps, self.include_last_profiler_step, self.gpu_events)
+        return rank_window(full, self._n_steps, self.include_last_profiler_step, self.gpu_events,
+                           self.window)
 
     def _hold(self, rank: int, views: dict[str, RankTrace]) -> None:
         self._held[rank] = views
@@ -287,11 +340,40 @@ class LocalEngine:
             if (k := keys[spec if isinstance(spec, str) else spec.name]) is None
             or k not in self._results
         ]
+        module_of = getattr(func, "persisted_module", None)
+        stored = {}
+        for spec, _ in missing if module_of is not None else ():
+            name = spec if isinstance(spec, str) else spec.name
+            key = self._stored_key(module_of(name), keys[name], rank, window)
+            if key is not None:
+                stored[name] = key
+        for name, key in stored.items():
+            part = get_result(self._entries[rank], key)
+            if part is not None:
+                self._results[keys[name]] = part
+        missing = [(spec, o) for spec, o in missing
+                   if (k := keys[spec if isinstance(spec, str) else spec.name]) is None
+                   or k not in self._results]
         fresh = func(self.rank_trace(rank, window), **{**kw, "requests": missing}) if missing else {}
         for name, part in fresh.items():
             if keys[name] is not None:
                 self._results[keys[name]] = part
+            if name in stored:
+                try:
+                    put_result(self._entries[rank], stored[name], part)
+                except OSError:  # a read-only cache: computed again next time
+                    pass
         return {name: fresh[name] if name in fresh else self._results[keys[name]] for name in keys}
+
+    def _stored_key(self, module: str | None, memo_key, rank: int, window: Window) -> str | None:
+        """Where the part of ``rank`` of an analysis whose metric ``module`` is kept in its cache
+        entry (None: not kept: not a ``persist`` analysis, another window, no entry, or options
+        that cannot be keyed)."""
+        if module is None or window != "full" or memo_key is None or rank not in self._entries:
+            return None
+        text = pickle.dumps((memo_key[1:4], self.metas[rank].rank, _source_hash(module)),
+                            protocol=pickle.HIGHEST_PROTOCOL)
+        return hashlib.sha256(text).hexdigest()[:32]
 
     def __repr__(self) -> str:
         return f"LocalEngine(source={self.source!r}, ranks={self.ranks})"

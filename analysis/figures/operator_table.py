@@ -16,8 +16,10 @@ def operator_table(df: pd.DataFrame, top: int = 20) -> go.Figure:
         return no_data_figure(title, "No CPU operators")
     rank = int(df["rank"].iloc[0])
     d = df[df["rank"] == rank].nlargest(top, "host_self_us")[::-1]
-    labels = unique_truncated(d["name"] if "input_shape" not in d
-                              else d["name"] + " " + d["input_shape"].astype(str))
+    labels = d["name"] if "input_shape" not in d else d["name"] + " " + d["input_shape"].astype(str)
+    if "call_stack" in d:  # the innermost frame tells the calls apart
+        labels = labels + " @ " + d["call_stack"].astype(str).str.split("\n").str[0]
+    labels = unique_truncated(labels)
     fig = go.Figure()
     fig.add_bar(name="host self", y=labels, x=d["host_self_us"] / 1000, orientation="h",
                 marker_color="#0072B2", customdata=d[["calls"]].to_numpy(),

@@ -24,8 +24,8 @@ import msgspec
 
 from analysis.errors import CorruptTraceError, NotATraceError
 from analysis.formats.frame import rank_trace
+from analysis.io import gunzip_bounded
 from analysis.kineto.model import RankMeta, RankTrace
-from analysis.kineto.sources import gunzip_bounded
 
 _COPY_NAMES = {
     "MEMORY_COPY_HOST_TO_DEVICE": "Memcpy HtoD (Host -> Device)",

@@ -9,12 +9,18 @@ Layout of an entry ``<cache_dir>/<key>/``: ``events.arrow``, ``flows.arrow``, ``
 (Arrow IPC files; categoricals stay dictionary-encoded) and ``meta.json`` (the :class:`RankMeta`,
 the pandas dtypes to restore, and the key itself). Entries are written into a temporary directory
 inside ``cache_dir`` and renamed into place, so a reader never sees half an entry.
+
+Beside them: ``extras/`` (event args decoded on demand, or by the parser:
+:mod:`analysis.kineto.extras`) and ``results/`` (per-rank parts of analyses that depend on the
+file alone, stored by the engine under a key it chooses: :func:`put_result`, :func:`get_result`;
+this module does not know what they are).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import os
 import re
 import shutil
@@ -34,7 +40,10 @@ from analysis.kineto.model import RankMeta, RankTrace
 # old entries then miss and are re-parsed.
 # 2: collectives gained kernel and gloo rows and "seq"; 3: wait_on_stream / wait_on_record columns;
 # 4: negative dur set to 0, RankMeta anomalies and negative_durations (the branches merged: 5)
-PARSER_VERSION = 6
+# 7: the parser reads the kernel_args extra (kept in the entry's extras/)
+PARSER_VERSION = 7
+# The extras the parser itself builds (analysis.kineto.kernel_args), stored in the entry
+PARSED_EXTRAS = ("kernel_args",)
 
 CACHE_ENV = "TRACE_ANALYSIS_CACHE"
 DEFAULT_CACHE_DIR = Path("~/.cache/trace-analysis")
@@ -47,12 +56,17 @@ class CacheWarning(UserWarning):
     """A cache entry could not be read or written; the trace is parsed from its source instead."""
 
 
-def cache_key(source: str, size: int | None, version: str | None) -> str:
-    """The entry name for one trace file: a hash of what identifies its content and the parser."""
+def cache_key(
+    source: str, size: int | None, version: str | None, capture: str | None = None
+) -> str:
+    """The entry name for one trace file: a hash of what identifies its content and the parser
+    (and the capture traces merged into it: ``capture``, the ``capture_trace=`` argument, else
+    those beside it)."""
     from analysis.kineto.cuda_graphs import capture_signature
 
-    # a replay trace's parse depends on the capture traces beside it
-    text = f"{PARSER_VERSION}\n{source}\n{size}\n{version}\n{capture_signature(source)}"
+    # a replay trace's parse depends on its capture traces
+    text = (f"{PARSER_VERSION}\n{source}\n{size}\n{version}\n"
+            f"{capture_signature(source, capture)}")
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -102,6 +116,31 @@ def _read_table(path: Path) -> pd.DataFrame:
     with pa.memory_map(str(path), "r") as source:
         table = pa.ipc.open_file(source).read_all()
         return table.to_pandas(split_blocks=True, self_destruct=True)
+
+
+def parsed_extra_path(entry: str | os.PathLike, name: str) -> Path:
+    """Where the entry keeps the parser's extra table ``name`` (:data:`PARSED_EXTRAS`); the
+    entry's key already names the parser version."""
+    return Path(entry) / "extras" / f"{name}-parsed.arrow"
+
+
+def write_extra_table(df: pd.DataFrame, path: Path) -> None:
+    """An extra table (indexed by event row labels) as an Arrow IPC file, written atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=path.parent)
+    os.close(fd)
+    try:
+        _write_table(df.rename_axis("row").reset_index(), Path(tmp))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def read_extra_table(path: Path) -> pd.DataFrame:
+    with pa.memory_map(str(path), "r") as source:
+        table = pa.ipc.open_file(source).read_all()
+    return table.to_pandas().set_index("row").rename_axis(None)
 
 
 def _meta_to_dict(meta: RankMeta) -> dict[str, Any]:
@@ -193,6 +232,9 @@ class TraceCache:
                 df = getattr(trace, name)
                 record["dtypes"][name] = _dtype_record(df)
                 _write_table(df, tmp / f"{name}.arrow")
+            for name in PARSED_EXTRAS:  # the parser's extra tables travel with the entry
+                if name in trace.extras:
+                    write_extra_table(trace.extras[name], parsed_extra_path(tmp, name))
             # meta.json last: an entry without it is never read.
             (tmp / "meta.json").write_bytes(msgspec.json.encode(record))
             target = self.entry_dir(key)
@@ -252,3 +294,77 @@ class TraceCache:
             freed += self._size(path)
             shutil.rmtree(path, ignore_errors=True)
         return freed
+
+
+# --- per-rank results kept beside the tables ------------------------------------------------------
+
+RESULTS = "results"
+
+
+def _frames_of(value: Any) -> list[pd.DataFrame] | None:
+    """The frames of a storable result (a DataFrame, or a tuple of them, each with a plain
+    0..n-1 index and text column names); None when it is something else."""
+    frames = [value] if isinstance(value, pd.DataFrame) else list(value) if isinstance(
+        value, tuple) else None
+    if not frames or not all(isinstance(f, pd.DataFrame) for f in frames):
+        return None
+    for f in frames:
+        if not (isinstance(f.index, pd.RangeIndex) and f.index.start == 0 and f.index.step == 1):
+            return None
+        if not all(isinstance(c, str) for c in f.columns) or f.columns.has_duplicates:
+            return None
+    return frames
+
+
+def put_result(entry: str | os.PathLike, key: str, value: Any) -> bool:
+    """Store ``value`` (a DataFrame or a tuple of them, a ``NamedTuple`` of this package
+    included) in the entry directory under ``key``; False when it is not storable. Raises
+    OSError when the entry cannot be written."""
+    frames = _frames_of(value)
+    if frames is None or not _KEY_RE.fullmatch(key):
+        return False
+    folder = Path(entry) / RESULTS
+    folder.mkdir(parents=True, exist_ok=True)
+    kind = type(value)
+    record = {
+        "frames": len(frames),
+        "type": f"{kind.__module__}:{kind.__qualname__}" if isinstance(value, tuple) else None,
+        "dtypes": [_dtype_record(f) for f in frames],
+    }
+    for i, f in enumerate(frames):
+        tmp = folder / f"{_TMP_PREFIX}{key}.{i}.arrow"
+        try:
+            _write_table(f, tmp)
+        except pa.ArrowException:  # a column Arrow cannot hold (mixed objects): not stored
+            tmp.unlink(missing_ok=True)
+            return False
+        os.replace(tmp, folder / f"{key}.{i}.arrow")
+    tmp = folder / f"{_TMP_PREFIX}{key}.json"
+    tmp.write_bytes(msgspec.json.encode(record))
+    os.replace(tmp, folder / f"{key}.json")  # last: a result without it is never read
+    return True
+
+
+def get_result(entry: str | os.PathLike, key: str) -> Any | None:
+    """The value :func:`put_result` stored under ``key``, or None (absent or unreadable)."""
+    folder = Path(entry) / RESULTS
+    try:
+        record = msgspec.json.decode((folder / f"{key}.json").read_bytes())
+        frames = []
+        for i in range(record["frames"]):
+            with pa.memory_map(str(folder / f"{key}.{i}.arrow"), "r") as source:
+                df = pa.ipc.open_file(source).read_all().to_pandas()
+            frames.append(_restore_dtypes(df, record["dtypes"][i]))
+        if record["type"] is None:
+            return frames[0]
+        module, _, name = record["type"].partition(":")
+        kind = tuple
+        if module.startswith("analysis."):  # only this package's types are rebuilt
+            kind = getattr(importlib.import_module(module), name, tuple)
+        return kind._make(frames) if hasattr(kind, "_make") else tuple(frames)
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # damaged: computed again (and stored again)
+        warnings.warn(f"ignoring unreadable cached result {folder / key} ({exc})", CacheWarning,
+                      stacklevel=2)
+        return None

@@ -23,6 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from operator import attrgetter, itemgetter
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -31,6 +32,10 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from analysis.errors import CorruptTraceError
+from analysis.kineto import kernel_args
+from analysis.kineto.ints import I64_MAX as _I64_MAX
+from analysis.kineto.ints import I64_MIN as _I64_MIN
+from analysis.kineto.ints import int_or_none
 from analysis.kineto.model import (
     COLLECTIVE_COLUMNS,
     EVENT_COLUMNS,
@@ -40,8 +45,6 @@ from analysis.kineto.model import (
 )
 
 _NULL = msgspec.Raw(b"null")
-_I64_MAX = 2**63 - 1
-_I64_MIN = -(2**63)
 # The largest |µs| whose ×1000 still fits in int64 (about year 2262 as an epoch time).
 _US_LIMIT = _I64_MAX // 1000
 _COLLECTIVE_EVENT = "record_param_comms"
@@ -74,6 +77,17 @@ class _Args(msgspec.Struct, gc=False):
     # distributedInfo.pg_config gives it by name, and every field here costs every event time
     seq: _Num = msgspec.field(default=-1, name="Seq")
     pg_ranks: msgspec.Raw = msgspec.field(default=_NULL, name="Process Group Ranks")
+    # kernels: launch configuration and CUPTI's occupancy estimates (the ``kernel_args`` table);
+    # any JSON value is accepted (a odd value is a missing number, never a rejected file)
+    blocks_per_sm: Any = msgspec.field(default=None, name="blocks per SM")
+    warps_per_sm: Any = msgspec.field(default=None, name="warps per SM")
+    occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
+    grid: msgspec.Raw = _NULL
+    block: msgspec.Raw = _NULL
+    registers: Any = msgspec.field(default=None, name="registers per thread")
+    shared_memory: Any = msgspec.field(default=None, name="shared memory")
+    # Kineto's 2021 GPU and runtime events write "external id" (the model reads "External id")
+    external_id_lower: Any = msgspec.field(default=None, name="external id")
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -121,6 +135,7 @@ class EventChunk:
     events: dict
     flows: dict
     collectives: dict
+    kernel_args: dict = field(default_factory=dict)  # ``row`` as positions among kept events
     # data anomalies, counted (see ``anomaly_notes``): events dropped for lack of cat / ts (and
     # how many of those are GPU events), negative durations by name and the lowest one (ns)
     no_cat: tuple[int, int] = (0, 0)
@@ -244,6 +259,18 @@ def _column_ns(rows: list[_Event], field: str, events: list[_Event], source: str
 # --- one chunk -------------------------------------------------------------------------------
 
 _get_ts = attrgetter("ts")
+_get_cat = attrgetter("cat")
+
+
+def _normalised(raw: Codes) -> Codes:
+    """Category codes with Kineto's 2021 names mapped to today's (distinct names merged, in
+    order of first appearance, as if the mapped column had been coded)."""
+    names, codes = raw
+    mapped = [LEGACY_CATEGORIES.get(n, n) for n in names]
+    categories = list(dict.fromkeys(mapped))
+    position = {c: i for i, c in enumerate(categories)}
+    remap = np.array([position[m] for m in mapped], dtype=np.int32)
+    return categories, remap[codes] if len(codes) else codes
 
 
 def chunk_columns(events: list[_Event], source: str) -> EventChunk:
@@ -280,6 +307,7 @@ def chunk_columns(events: list[_Event], source: str) -> EventChunk:
         events=columns,
         flows=_flow_columns(flows, flow_ts),
         collectives=_collective_columns(args, columns, keep),
+        kernel_args=_kernel_arg_columns(kept, args, columns),
         no_cat=no_cat,
         no_ts=no_ts,
         negative=negative,
@@ -373,10 +401,12 @@ def _event_columns(
 ) -> dict:
     if not kept:
         return {}
+    raw_cats = _codes(list(map(_get_cat, kept)))
     return {
         "ts": ts_ns,
         "dur": _column_ns(kept, "dur", events, source),
-        "cat": _codes([LEGACY_CATEGORIES.get(e.cat, e.cat) for e in kept]),
+        "cat": _normalised(raw_cats),
+        "raw_cat": raw_cats,  # as written: taken out by _kernel_arg_columns
         "name": _codes([e.name if e.name is not None else "" for e in kept]),
         "pid": _int_column(kept, "pid"),
         "tid": _int_column(kept, "tid"),
@@ -422,9 +452,9 @@ def _collective_columns(all_args: list[_Args], columns: dict, keep: list[int]) -
     kernel_rows = np.flatnonzero(cat_codes == cats.index("kernel")).tolist() if "kernel" in cats else []
     if kernel_rows:
         # Kineto writes "In msg nelems" with "Collective name": an int test is the cheap one
-        kernel_args = _pick(all_args, kernel_rows)
-        described = (_int_column(kernel_args, "in_nelems") >= 0) | (
-            _int_column(kernel_args, "group_size") >= 0
+        on_kernels = _pick(all_args, kernel_rows)
+        described = (_int_column(on_kernels, "in_nelems") >= 0) | (
+            _int_column(on_kernels, "group_size") >= 0
         )
         rows_mask[np.array(kernel_rows)[described]] = True
     rows = np.flatnonzero(rows_mask)
@@ -447,30 +477,23 @@ def _collective_columns(all_args: list[_Args], columns: dict, keep: list[int]) -
     }
 
 
+def _kernel_arg_columns(kept: list[_Event], args: list[_Args], columns: dict) -> dict:
+    """The chunk's part of the ``kernel_args`` table (:mod:`analysis.kineto.kernel_args`): its
+    kernels, and its runtime / Python events written under the 2021 names."""
+    if not columns:
+        return {}
+    raw, codes = columns.pop("raw_cat")
+    wanted = np.array([c in kernel_args.RAW_CATEGORIES for c in raw], dtype=bool)
+    rows = np.flatnonzero(wanted[codes]).tolist() if wanted.any() else []
+    return kernel_args.chunk_columns(_pick(raw, codes[rows].tolist()), rows, _pick(args, rows))
+
+
 def _pick(items: list, indices: list[int]) -> list:
     """``[items[i] for i in indices]``, in C."""
     if not indices:
         return []
     picked = itemgetter(*indices)(items)
     return [picked] if len(indices) == 1 else list(picked)
-
-
-def int_or_none(value) -> int | None:
-    """An int, an integral float or a numeric string as an int64 value; anything else None.
-
-    This is HTA's ``int(stream)`` (with -1 for failures applied by ``_as_int``), also used for ids.
-    """
-    if type(value) is int:
-        return value if _I64_MIN <= value <= _I64_MAX else None
-    if type(value) is float:
-        return int(value) if value.is_integer() and _I64_MIN <= value <= _I64_MAX else None
-    if type(value) is str:
-        try:
-            number = int(value)
-        except ValueError:
-            return None
-        return number if _I64_MIN <= number <= _I64_MAX else None
-    return None  # bool, null, lists, objects
 
 
 def _as_int(value) -> int:
@@ -535,6 +558,7 @@ class Tables:
     gloo_events: np.ndarray
     anomalies: list[str] = field(default_factory=list)  # see ``anomaly_notes``
     negative_durations: dict = field(default_factory=dict)
+    kernel_args: pd.DataFrame | None = None  # analysis.kineto.kernel_args
 
 
 def has_gloo(chunks: list[EventChunk]) -> bool:
@@ -579,6 +603,7 @@ def assemble(chunks: list[EventChunk], process_groups: list) -> Tables:
         gloo_events=gloo[gloo >= 0],
         anomalies=notes,
         negative_durations=negative,
+        kernel_args=kernel_args.table([c.kernel_args for c in chunks], kept_offsets.tolist()),
     )
 
 

@@ -23,9 +23,12 @@ from __future__ import annotations
 import bisect
 import gzip
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from analysis.errors import InputFileError
 
 GRAPH_LAUNCH_SUFFIX = "GraphLaunch"  # cudaGraphLaunch, hipGraphLaunch
 CAPTURE_FOLDER = "capture_traces"
@@ -58,16 +61,29 @@ def find_capture_folder(trace_path: str) -> Path | None:
     return folder if folder.is_dir() else None
 
 
-def capture_signature(url: str) -> str:
-    """What identifies the capture traces beside a local trace (names, sizes, mtimes), for cache
-    keys; empty when there are none."""
+def capture_location(url: str, capture: str | os.PathLike | None = None) -> Path | None:
+    """The capture trace(s) to merge into the trace at ``url``: ``capture`` when given (a file
+    or a folder of capture traces, the ``capture_trace=`` argument; ``InputFileError`` when it
+    does not exist), else the ``capture_traces/`` folder beside a local trace, or None."""
+    if capture is not None:
+        path = Path(os.fspath(capture)).expanduser()
+        if not path.exists():
+            raise InputFileError(os.fspath(capture), "capture_trace: no such file or folder")
+        return path
     if "://" in url and not url.startswith("file://"):
+        return None
+    return find_capture_folder(url.removeprefix("file://"))
+
+
+def capture_signature(url: str, capture: str | os.PathLike | None = None) -> str:
+    """What identifies the capture traces of a trace (:func:`capture_location`: path, names,
+    sizes, mtimes), for cache keys; empty when there are none."""
+    location = capture_location(url, capture)
+    if location is None:
         return ""
-    folder = find_capture_folder(url.removeprefix("file://"))
-    if folder is None:
-        return ""
-    parts = []
-    for p in sorted(folder.iterdir()):
+    files = sorted(location.iterdir()) if location.is_dir() else [location]
+    parts = [str(location.resolve())] if capture is not None else []
+    for p in files:
         st = p.stat()
         parts.append(f"{p.name}:{st.st_size}:{st.st_mtime_ns}")
     return ";".join(parts)
@@ -281,14 +297,15 @@ def merge_trace_bytes(data: bytes, capture: str | Path) -> tuple[bytes, GraphMer
     return json.dumps(top).encode(), stats
 
 
-def with_graph_capture(data: bytes, url: str) -> tuple[bytes, list[str]]:
-    """A local replay trace's bytes merged with the ``capture_traces/`` folder beside it, and a
-    note when some graph launches matched no capture; other traces' bytes unchanged. The loader
-    and the on-demand args tables (``analysis.kineto.extras``) both read a trace through it, so
-    that their rows agree."""
-    if "://" in url and not url.startswith("file://"):
-        return data, []
-    folder = find_capture_folder(url.removeprefix("file://"))
+def with_graph_capture(
+    data: bytes, url: str, capture: str | os.PathLike | None = None
+) -> tuple[bytes, list[str]]:
+    """A replay trace's bytes merged with its capture traces (:func:`capture_location`:
+    ``capture``, else the ``capture_traces/`` folder beside a local trace), and a note when some
+    graph launches matched no capture; other traces' bytes unchanged. The loader and the
+    on-demand args tables (``analysis.kineto.extras``) both read a trace through it, so that
+    their rows agree."""
+    folder = capture_location(url, capture)
     if folder is None:
         return data, []
     merged, stats = merge_trace_bytes(data, folder)

@@ -24,10 +24,9 @@ with a ``build`` function, and :func:`register` it.
 from __future__ import annotations
 
 import os
-import tempfile
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -35,11 +34,22 @@ from typing import Any
 import msgspec
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from analysis.errors import ConfigError, CorruptTraceError
-from analysis.kineto.cache import PARSER_VERSION, CacheWarning, TraceCache, cache_key
+from analysis.io import LoadOptions
+from analysis.kineto import kernel_args
+from analysis.kineto.cache import (
+    PARSER_VERSION,
+    CacheWarning,
+    TraceCache,
+    cache_key,
+    parsed_extra_path,
+    read_extra_table,
+    write_extra_table,
+)
 from analysis.kineto.cuda_graphs import with_graph_capture
+from analysis.kineto.ints import int_or_none
+from analysis.kineto.kernel_args import number
 from analysis.kineto.model import LEGACY_CATEGORIES, RankTrace
 from analysis.kineto.parse import _decode_top, _decompress, kept_rows
 from analysis.kineto.sources import find_trace_files, read_trace_bytes
@@ -60,6 +70,10 @@ class ExtraKind:
 
     A kind with ``instant`` set reads no rows of the model: it gets the instant events (``"ph":
     "i"``) named ``instant`` instead (``build(ts_ns, pid, tid, args)``, file order), indexed 0..n-1.
+
+    A ``parsed`` kind is read by the parser itself (``RankTrace.extras`` of a fresh parse) and
+    stored with the trace's cache entry (:func:`analysis.kineto.cache.parsed_extra_path`); its
+    ``args`` and ``build`` serve only other profilers' files (an empty table).
     """
 
     name: str
@@ -69,6 +83,7 @@ class ExtraKind:
     build: Callable[..., pd.DataFrame]
     raw_categories: bool = False
     instant: str | None = None
+    parsed: bool = False
 
 
 KINDS: dict[str, ExtraKind] = {}
@@ -153,41 +168,25 @@ def _instant_table(events: list, kind: ExtraKind, source: str) -> pd.DataFrame:
 def _cache_path(rt: RankTrace, kind: ExtraKind, storage_options, cache_dir) -> Path | None:
     """Where the kind's table of this rank is cached: inside the rank's trace cache entry, which
     must exist (a trace loaded with ``use_cache=False`` has none, and its extras are not cached)."""
-    try:
-        files = find_trace_files(rt.meta.source, None, storage_options)
-    except Exception:  # the source vanished or is unreachable: nothing to key a cache entry on
-        return None
-    if len(files) != 1 or files[0].version is None:
-        return None
-    entry = TraceCache(cache_dir).entry_dir(
-        cache_key(files[0].url, files[0].size, files[0].version)
-    )
+    if rt.cache_entry is not None and rt.meta.source_format == "kineto":
+        entry = Path(rt.cache_entry)  # read from the cache: no need to find the file again
+    else:
+        try:
+            files = find_trace_files(rt.meta.source, None, storage_options)
+        except Exception:  # the source vanished or is unreachable: nothing to key an entry on
+            return None
+        if len(files) != 1 or files[0].version is None:
+            return None
+        entry = TraceCache(cache_dir).entry_dir(
+            cache_key(files[0].url, files[0].size, files[0].version, rt.meta.capture_trace)
+        )
     if not (entry / "meta.json").is_file():
         return None
+    if kind.parsed and rt.meta.source_format == "kineto":
+        return parsed_extra_path(entry, kind.name)
     # a file of another profiler may hold several ranks, all in the first rank's entry
     part = f"-part{rt.meta.other.get('part', 0)}" if rt.meta.source_format != "kineto" else ""
     return entry / "extras" / f"{kind.name}-v{kind.version}-p{PARSER_VERSION}{part}.arrow"
-
-
-def _read(path: Path) -> pd.DataFrame:
-    with pa.memory_map(str(path), "r") as source:
-        table = pa.ipc.open_file(source).read_all()
-    df = table.to_pandas()
-    return df.set_index("row").rename_axis(None)
-
-
-def _write(df: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    os.close(fd)
-    try:
-        table = pa.Table.from_pandas(df.rename_axis("row").reset_index(), preserve_index=False)
-        with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def extra_table(
@@ -206,7 +205,7 @@ def extra_table(
     table = None
     if path is not None and path.is_file():
         try:
-            table = _read(path)
+            table = read_extra_table(path)
         except Exception as exc:  # a damaged file: decode the source again
             warnings.warn(
                 f"ignoring unreadable cached {name} table {path} ({exc}); reading {rt.meta.source}",
@@ -215,19 +214,24 @@ def extra_table(
             )
     if table is None:
         data = read_trace_bytes(rt.meta.source, storage_options)
-        data, _ = with_graph_capture(data, rt.meta.source)  # rows as the loader numbered them
+        # rows as the loader numbered them
+        data, _ = with_graph_capture(data, rt.meta.source, rt.meta.capture_trace)
         if rt.meta.source_format != "kineto":
             from analysis.formats.readers import (
                 foreign_extra,  # another profiler's file: its reader
             )
 
             table = foreign_extra(rt, kind, data)
+        elif kind.parsed:  # its entry lost the table (or there is none): the parser's again
+            from analysis.kineto.parse import parse_trace_bytes
+
+            table = parse_trace_bytes(data, rt.meta.source).extras[kind.name]
         else:
             table = extract(data, rt.meta.source, kind)
         del data
         if path is not None:
             try:
-                _write(table, path)
+                write_extra_table(table, path)
             except OSError as exc:
                 warnings.warn(
                     f"could not cache the {name} table at {path} ({exc})",
@@ -244,6 +248,20 @@ def attach_extras(rt: RankTrace, names: Sequence[str], **source_options: Any) ->
     for name in names:
         extra_table(rt, name, **source_options)
     return rt
+
+
+@dataclass(frozen=True)
+class ExtrasReader:
+    """An engine's reader of extras: attaches kinds to a rank it loaded, reading the source file
+    and the cache with the :class:`~analysis.io.LoadOptions` it loaded the rank with (an engine's
+    ``read_extras``). Picklable, so the per-rank task takes it to a Dask worker."""
+
+    options: LoadOptions = field(default_factory=LoadOptions)
+
+    def __call__(self, rt: RankTrace, names: Sequence[str]) -> RankTrace:
+        o = self.options
+        return attach_extras(rt, names, storage_options=o.storage_options,
+                             cache_dir=o.cache_dir, use_cache=o.use_cache)
 
 
 # --- the operator shapes kind --------------------------------------------------------------------
@@ -300,6 +318,49 @@ OP_SHAPES = register(
 trace does not have it)."""
 
 
+# --- the operator call stacks kind (with_stack=True, as PyTorch wrote it until ~1.10) -------------
+
+
+class _StackArgs(msgspec.Struct, gc=False):
+    """The ``Call stack`` arg of a ``cpu_op`` event (innermost frame first, one per line)."""
+
+    call_stack: msgspec.Raw = msgspec.field(default=_NULL, name="Call stack")
+
+
+def _build_op_stacks(rows: np.ndarray, args: list[_StackArgs]) -> pd.DataFrame:
+    raws = [a.call_stack for a in args]
+    has = np.array([r != _NULL for r in raws], dtype=bool)
+    texts = [_stack_text(r) for r, h in zip(raws, has.tolist(), strict=True) if h]
+    keep = np.array([t != "" for t in texts], dtype=bool)
+    rows = rows[has][keep] if len(rows) else rows
+    return pd.DataFrame({"call_stack": pd.Categorical([t for t in texts if t])},
+                        index=pd.Index(rows, dtype="int64"))
+
+
+def _stack_text(raw: msgspec.Raw) -> str:
+    """A JSON string's value; any other JSON value as written."""
+    text = bytes(raw)
+    try:
+        value = msgspec.json.decode(text)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return text.decode("utf-8", "replace")
+    return value if isinstance(value, str) else text.decode("utf-8", "replace")
+
+
+OP_STACKS = register(
+    ExtraKind(
+        name="op_stacks",
+        version=1,
+        args=_StackArgs,
+        categories=("cpu_op",),
+        build=_build_op_stacks,
+    )
+)
+"""``op_stacks``: one row per ``cpu_op`` event with a non-empty ``Call stack`` arg (PyTorch's
+``with_stack=True`` before stacks became ``python_function`` events): ``call_stack``
+(categorical text, as written)."""
+
+
 # --- the memory operations kind ------------------------------------------------------------------
 
 
@@ -313,30 +374,13 @@ class _MemoryArgs(msgspec.Struct, gc=False):
 MEMORY_OP_COLUMNS = {"bytes": "int64", "bandwidth_gbps": "float64"}
 
 
-def _number(value: Any, missing: float) -> float:
-    """An int/float or numeric string as a float; ``missing`` for anything else."""
-    if isinstance(value, bool):
-        return missing
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return missing
-    return missing
-
-
-_PLAIN_NUMBERS = frozenset((int, float))
-
-
 def _build_memory_ops(rows: np.ndarray, args: list[_MemoryArgs]) -> pd.DataFrame:
     return pd.DataFrame(
         {
-            "bytes": np.array([_number(a.nbytes, -1) for a in args], dtype=np.float64).astype(
+            "bytes": np.array([number(a.nbytes, -1) for a in args], dtype=np.float64).astype(
                 np.int64
             ),
-            "bandwidth_gbps": np.array([_number(a.bandwidth, np.nan) for a in args],
+            "bandwidth_gbps": np.array([number(a.bandwidth, np.nan) for a in args],
                                        dtype=np.float64),
         },
         index=pd.Index(rows, dtype="int64"),
@@ -360,109 +404,24 @@ MEMORY_OPS = register(
 # --- the kernel launch args kind (the TensorBoard plugin's kernel view) --------------------------
 
 
-class _KernelArgs(msgspec.Struct, gc=False):
-    """A kernel's launch configuration and CUPTI's occupancy estimates, as Kineto writes them."""
-
-    blocks_per_sm: Any = msgspec.field(default=None, name="blocks per SM")
-    warps_per_sm: Any = msgspec.field(default=None, name="warps per SM")
-    occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
-    grid: msgspec.Raw = _NULL
-    block: msgspec.Raw = _NULL
-    registers: Any = msgspec.field(default=None, name="registers per thread")
-    shared_memory: Any = msgspec.field(default=None, name="shared memory")
-    # Kineto's 2021 GPU and runtime events write "external id" (the model reads "External id")
-    external_id_lower: Any = msgspec.field(default=None, name="external id")
-
-
-KERNEL_ARG_COLUMNS = {
-    "raw_cat": "category",
-    "blocks_per_sm": "float64",
-    "warps_per_sm": "float64",
-    "occupancy_pct": "float64",
-    "grid": "category",
-    "block": "category",
-    "registers_per_thread": "float64",
-    "shared_memory": "float64",
-    "external_id_lower": "int64",
-}
-
-
-# Kineto's 2021 names of runtime and Python events (today "cuda_runtime", "python_function"):
-# tools that read raw categories (the TensorBoard plugin) treat them differently.
-_LEGACY_RAW = ("runtime", "python")
-
-
 def _int_or(value: Any, missing: int) -> int:
-    from analysis.kineto.columns import int_or_none
 
     number = int_or_none(value)
     return missing if number is None else number
 
 
-def _build_kernel_args(rows: np.ndarray, args: list[_KernelArgs], cats: list[str]) -> pd.DataFrame:
-    # kernels always; runtime and Python rows only under their 2021 names (few, and all that
-    # matters about them here is that they exist)
-    keep = np.array([c == "kernel" or c == "Kernel" or c.lower() in _LEGACY_RAW for c in cats],
-                    dtype=bool)
-    rows = rows[keep] if len(rows) else rows
-    args = [a for a, k in zip(args, keep, strict=True) if k]
-    cats = [c for c, k in zip(cats, keep, strict=True) if k]
-
-    def numbers(field: str) -> np.ndarray:
-        # ints and floats as they are (bool is neither type); anything else through _number
-        return np.array([v if type(v) in _PLAIN_NUMBERS else _number(v, np.nan)
-                         for v in (getattr(a, field) for a in args)], dtype=np.float64)
-
-    def texts(field: str) -> pd.Categorical:
-        raws = [getattr(a, field) for a in args]
-        memo: dict[bytes, str] = {b"null": ""}
-        out = []
-        for raw in raws:
-            text = bytes(raw)
-            if text not in memo:
-                try:
-                    value = msgspec.json.decode(text)
-                except msgspec.DecodeError:
-                    value = text.decode("utf-8", "replace")
-                memo[text] = str(value) if not isinstance(value, str) else value
-            out.append(memo[text])
-        return pd.Categorical(out)
-
-    return pd.DataFrame(
-        {
-            "raw_cat": pd.Categorical(cats),
-            "blocks_per_sm": numbers("blocks_per_sm"),
-            "warps_per_sm": numbers("warps_per_sm"),
-            "occupancy_pct": numbers("occupancy"),
-            "grid": texts("grid"),
-            "block": texts("block"),
-            "registers_per_thread": numbers("registers"),
-            "shared_memory": numbers("shared_memory"),
-            "external_id_lower": np.array([-1 if v is None else _int_or(v, -1)
-                                           for v in (a.external_id_lower for a in args)],
-                                          dtype=np.int64),
-        },
-        index=pd.Index(rows, dtype="int64"),
-    ).astype(KERNEL_ARG_COLUMNS)
-
-
 KERNEL_ARGS = register(
     ExtraKind(
-        name="kernel_args",
-        version=2,
-        args=_KernelArgs,
+        name=kernel_args.NAME,
+        version=3,
+        args=msgspec.Struct,  # unused: the parser reads these args (parsed=True)
         categories=("kernel", "cuda_runtime", "python_function"),
-        build=_build_kernel_args,
-        raw_categories=True,
+        build=lambda rows, args: kernel_args.table([], []),
+        parsed=True,
     )
 )
-"""``kernel_args``: one row per kernel event with args, and per runtime / Python event written
-under Kineto's 2021 category names (``"Runtime"``, ``"Python"``): ``raw_cat`` (as written),
-``blocks_per_sm``, ``warps_per_sm``, ``occupancy_pct`` (``est. achieved occupancy %``),
-``registers_per_thread``, ``shared_memory`` (float64, NaN when absent), ``grid``, ``block``
-(categorical text such as ``"[88497, 1, 1]"``, "" when absent), ``external_id_lower`` (the 2021
-schema's lower-case ``"external id"`` of GPU and runtime events, -1 when absent). Rows of these
-categories without args are kept too (all columns missing)."""
+"""``kernel_args``: read by the parser itself (one decode of the file) and kept in the trace cache
+entry: :mod:`analysis.kineto.kernel_args` has its columns."""
 
 
 # --- the memory events kind (profile_memory=True) ------------------------------------------------
@@ -495,7 +454,6 @@ MEMORY_EVENT_COLUMNS = {
 
 def _build_memory_events(ts: np.ndarray, pid: np.ndarray, tid: np.ndarray,
                          args: list[_MemoryEventArgs | None]) -> pd.DataFrame:
-    from analysis.kineto.columns import int_or_none
 
     args = [a if a is not None else _MemoryEventArgs() for a in args]
 
@@ -512,8 +470,8 @@ def _build_memory_events(ts: np.ndarray, pid: np.ndarray, tid: np.ndarray,
             "has_addr": np.array([v is not None for v in addrs], dtype=bool),
             "addr": np.array([-1 if v is None else v for v in addrs], dtype=np.int64),
             "bytes": ints("nbytes", 0),  # the plugin's default for a missing size
-            "total_allocated": np.array([_number(a.total_allocated, np.nan) for a in args]),
-            "total_reserved": np.array([_number(a.total_reserved, np.nan) for a in args]),
+            "total_allocated": np.array([number(a.total_allocated, np.nan) for a in args]),
+            "total_reserved": np.array([number(a.total_reserved, np.nan) for a in args]),
             "device_type": ints("device_type", -1),
             "device_id": ints("device_id", -1),
         }

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import multiprocessing
 import os
 import threading
@@ -38,6 +39,7 @@ from analysis.errors import (
     TraceNotFoundError,
     printable,
 )
+from analysis.io import LoadOptions, read_limit, remote_timeout
 from analysis.kineto.cache import TraceCache, cache_key, part_key
 from analysis.kineto.model import RankTrace, Trace
 from analysis.kineto.progress import PROGRESS_DELAY_S, progress_bar  # noqa: F401 (re-exported)
@@ -45,9 +47,7 @@ from analysis.kineto.sources import (
     TraceFile,
     find_trace_files,
     rank_from_file_name,
-    read_limit,
     read_trace_bytes,
-    remote_timeout,
 )
 
 ON_ERROR_CHOICES = arguments.ON_ERROR_CHOICES
@@ -91,10 +91,13 @@ def load_file(
     key: str | None,
     return_trace: bool,
     map_chunks=None,
+    capture: str | None = None,
 ) -> tuple:
     """Read, parse and cache one file. Returns ``("trace", [RankTrace, ...], notes)``,
     ``("cached", key, notes)`` or ``("error", error class, path, reason, traceback text)``.
     ``map_chunks``: how the parser decodes the file's chunks (default: here, one after another).
+    ``capture``: the graph-capture trace(s) to merge into a replay trace (``capture_trace=``;
+    None: the ``capture_traces/`` folder beside it, :mod:`analysis.kineto.cuda_graphs`).
 
     Errors are returned, not raised: the project's exceptions take (path, reason) and would not
     survive pickling back to the parent as they are.
@@ -103,8 +106,10 @@ def load_file(
         data = read_trace_bytes(url, storage_options)
         from analysis.kineto.cuda_graphs import with_graph_capture
 
-        data, graph_notes = with_graph_capture(data, url)
+        data, graph_notes = with_graph_capture(data, url, capture)
         traces = parse_any(data, url, map_chunks)
+        for trace in traces:
+            trace.meta.capture_trace = capture
     except InputFileError as exc:
         return ("error", type(exc), exc.path, exc.reason, None)
     except MemoryError:
@@ -200,7 +205,7 @@ def _is_local(url: str) -> bool:
     return "://" not in url or url.startswith("file://")
 
 
-def _run_pool(tasks: list[tuple], workers: int, on_outcome, ctx) -> None:
+def _run_pool(tasks: list[tuple], workers: int, on_outcome, ctx, load=load_file) -> None:
     """Run ``load_file`` over ``tasks`` on ``workers`` processes: this one and ``workers - 1`` in
     a pool. Parsing here too saves a process (its ~100 MiB of imports) at the same parallelism.
     A dead pool worker fails its own file only, never hangs."""
@@ -216,7 +221,7 @@ def _run_pool(tasks: list[tuple], workers: int, on_outcome, ctx) -> None:
             while len(queue) > 1 and len(in_flight) < helpers and not broken:
                 task = queue.popleft()
                 try:
-                    in_flight[pool.submit(load_file, *task)] = task
+                    in_flight[pool.submit(load, *task)] = task
                 except BrokenProcessPool:
                     broken.append(task)
             if broken:  # after a crash, every file left is isolated below
@@ -224,7 +229,7 @@ def _run_pool(tasks: list[tuple], workers: int, on_outcome, ctx) -> None:
                 queue.clear()
             if queue:
                 task = queue.pop()  # from the end: the pool takes the front
-                on_outcome(task, load_file(*task[:4], return_trace=True))
+                on_outcome(task, load(*task[:4], return_trace=True))
                 done = [f for f in in_flight if f.done()]
             else:
                 done = wait(in_flight, return_when=FIRST_COMPLETED).done if in_flight else []
@@ -243,7 +248,7 @@ def _run_pool(tasks: list[tuple], workers: int, on_outcome, ctx) -> None:
     for task in broken:
         with ProcessPoolExecutor(max_workers=1, **pool_args) as single:
             try:
-                outcome = single.submit(load_file, *task).result()
+                outcome = single.submit(load, *task).result()
             except BrokenProcessPool:
                 outcome = _worker_died(task[0])
         on_outcome(task, outcome)
@@ -413,19 +418,18 @@ def load_trace(
     trace_dir: str | os.PathLike | None = None,
     trace_files: Sequence[str | os.PathLike] | Mapping[int, str | os.PathLike] | None = None,
     *,
-    storage_options: Mapping[str, Any] | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    use_cache: bool = True,
-    on_error: str = "raise",
-    max_workers: int | None = None,
-    progress: bool | None = None,
+    options: LoadOptions | None = None,
+    **load_options: Any,
 ) -> Trace:
     """Load Kineto traces into a :class:`Trace` (one :class:`RankTrace` per rank).
 
     ``trace_dir``: a directory, prefix or single file; a local path or any fsspec URL
     (``gs://bucket/prefix``, ``file://``, ``memory://``). ``trace_files``: paths/URLs (relative
-    ones are joined to ``trace_dir``) or HTA's ``{rank: path}`` mapping. ``storage_options`` go to
-    fsspec (e.g. ``{"token": ..., "project": ...}`` for gcsfs), in the workers too.
+    ones are joined to ``trace_dir``) or HTA's ``{rank: path}`` mapping. ``options``: a
+    :class:`~analysis.io.LoadOptions`; ``load_options``, its fields as keywords (replacing those
+    of ``options``): ``storage_options`` go to fsspec (e.g. ``{"token": ..., "project": ...}`` for
+    gcsfs), in the workers too; ``cache_dir``, ``use_cache``, ``on_error``, ``max_workers``,
+    ``progress`` as below (``timeout`` and ``max_memory`` are the engines').
 
     Files that are valid JSON but not traces are skipped with a warning. Other failures:
     ``on_error="raise"`` raises the file's error (or :class:`MultipleLoadErrors`);
@@ -436,17 +440,24 @@ def load_trace(
     workers as files (and, unless ``max_workers`` is given, at least ``MIN_CHUNK_POOL_CPUS``
     CPUs), the files are parsed one by one, each file's chunks decoded by all the workers (one
     big rank on a laptop). ``progress``: None shows a bar only for
-    loads over a second, True always, False never.
+    loads over a second, True always, False never. ``capture_trace``: the graph-capture trace
+    (a file, or a folder of them) merged into every CUDA/HIP graph replay trace loaded, instead
+    of the ``capture_traces/`` folder beside each (:mod:`analysis.kineto.cuda_graphs`).
     """
-    arguments.load_options(
-        trace_dir=trace_dir, trace_files=trace_files, storage_options=storage_options,
-        cache_dir=cache_dir, use_cache=use_cache, on_error=on_error, max_workers=max_workers,
-        progress=progress,
-    )
+    arguments.trace_source(trace_dir, trace_files)
+    opts = LoadOptions.of(options, **load_options)  # checked here unless given checked
+    storage_options, on_error = opts.storage_options, opts.on_error
+    max_workers, progress = opts.max_workers, opts.progress
+    capture = opts.capture_trace
+    if capture is not None:
+        from analysis.kineto.cuda_graphs import capture_location
+
+        capture_location("", capture)  # a missing capture trace fails here, once, naming it
+    load = functools.partial(load_file, capture=capture)
     read_limit(), remote_timeout()  # a bad setting in the environment fails here, once
     source = os.fspath(trace_dir) if trace_dir is not None else "trace_files"
     files = find_trace_files(trace_dir, trace_files, storage_options)
-    cache = TraceCache(cache_dir) if use_cache else None
+    cache = TraceCache(opts.cache_dir) if opts.use_cache else None
     cache_dir_str = str(cache.dir) if cache is not None else None
 
     traces: dict[str, list[RankTrace]] = {}  # a file's ranks (one, unless another format)
@@ -458,7 +469,8 @@ def load_trace(
     # cache hits first: a second open starts no progress bar (tqdm's import alone is ~0.05 s)
     tasks = []
     for file in files:
-        key = cache_key(file.url, file.size, file.version) if cache and file.version else None
+        key = (cache_key(file.url, file.size, file.version, capture)
+               if cache and file.version else None)
         cached = cache.get_parts(key) if key is not None else None
         if cached is not None:
             traces[file.url] = cached
@@ -477,7 +489,7 @@ def load_trace(
             else:
                 cached = cache.get_parts(outcome[1])
                 if cached is None:  # removed or damaged since the worker wrote it: parse here
-                    outcome = load_file(url, storage_options, None, None, True)
+                    outcome = load(url, storage_options, None, None, True)
                     return on_outcome(task, outcome)
                 for part in cached:  # parsed just now by the worker, cached on the way
                     part.meta.from_cache = False
@@ -505,14 +517,14 @@ def load_trace(
             pass
         elif in_process:
             for task in tasks:
-                on_outcome(task, load_file(*task, return_trace=True))
+                on_outcome(task, load(*task, return_trace=True))
         elif chunks_in_parallel:
             # fewer files than cores: one file at a time, its chunks decoded on every core
             with ChunkPool(cpus, ctx) as chunk_pool:
                 for task in tasks:
-                    on_outcome(task, load_file(*task, return_trace=True, map_chunks=chunk_pool))
+                    on_outcome(task, load(*task, return_trace=True, map_chunks=chunk_pool))
         else:
-            _run_pool([(*task, False) for task in tasks], workers, on_outcome, ctx)
+            _run_pool([(*task, False) for task in tasks], workers, on_outcome, ctx, load)
 
     for note in notes:
         warnings.warn(note, TraceLoadWarning, stacklevel=2)

@@ -34,9 +34,10 @@ import msgspec
 from isal import igzip
 
 from analysis.errors import ConfigError, CorruptTraceError, EmptySelectionError, ExportError
+from analysis.io import gunzip_bounded
 from analysis.kineto.model import RankMeta, RankTrace, Trace
 from analysis.kineto.parse import parse_trace_bytes
-from analysis.kineto.sources import gunzip_bounded, read_trace_bytes
+from analysis.kineto.sources import read_trace_bytes
 from analysis.kineto.steps import STEP_PATTERN
 
 PID_STRIDE = 1000  # pids per rank in the merged trace

@@ -141,6 +141,10 @@ class RankMeta:
     # Which profiler wrote the file: "kineto", or "nsys", "xplane", "rocprof" (analysis.formats,
     # which also says what each of those does not carry).
     source_format: str = "kineto"
+    # The graph-capture trace(s) merged into this replay trace at load, when given explicitly
+    # (``capture_trace=``); None: the ``capture_traces/`` folder beside it, if any
+    # (analysis.kineto.cuda_graphs). The on-demand args tables read the trace the same way.
+    capture_trace: str | None = None
 
     @property
     def process_groups(self) -> list[dict[str, Any]]:
@@ -160,8 +164,9 @@ class RankTrace:
     flows: pd.DataFrame = field(default_factory=lambda: empty_frame(FLOW_COLUMNS))
     collectives: pd.DataFrame = field(default_factory=lambda: empty_frame(COLLECTIVE_COLUMNS))
     # Tables of event args decoded only on demand ("op_shapes", ...), keyed by kind name, each
-    # indexed by row labels of ``events``: see analysis.kineto.extras. Not part of the trace cache
-    # entry; a window of this rank shares the dict.
+    # indexed by row labels of ``events``: see analysis.kineto.extras. The parser fills
+    # "kernel_args" itself (analysis.kineto.kernel_args); the cache entry keeps each table in its
+    # extras/ folder, read back when asked for. A window of this rank shares the dict.
     extras: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
     # Values derived from the tables above, computed once and shared by the analyses (classified
     # GPU events, masks...). Tables are never modified in place (a window is a new RankTrace,
@@ -204,8 +209,14 @@ class RankTrace:
             table = self.extras[name]
         except KeyError:
             raise MissingExtraError(name, self.rank, self.meta.source) from None
-        if len(table) and not table.index.isin(self.events.index).all():
-            table = table.loc[table.index.isin(self.events.index)]
+        rows = self.events.index
+        if not len(table) or (  # the whole trace (rows 0..n-1): every row is there, O(1)
+            isinstance(rows, pd.RangeIndex) and rows.step == 1
+            and table.index.min() >= rows.start and table.index.max() < rows.stop
+        ):
+            return table
+        if not table.index.isin(rows).all():
+            table = table.loc[table.index.isin(rows)]
         return table
 
     def __repr__(self) -> str:

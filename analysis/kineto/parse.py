@@ -21,6 +21,8 @@ from typing import Any
 import msgspec
 
 from analysis.errors import CorruptTraceError, NotATraceError
+from analysis.io import gunzip_bounded
+from analysis.kineto import kernel_args
 from analysis.kineto.chunks import CHUNK_BYTES, chunk_json, cut_points
 from analysis.kineto.columns import (
     EVENTS_DECODER,
@@ -37,7 +39,6 @@ from analysis.kineto.columns import (
     shorten,
 )
 from analysis.kineto.model import RankMeta, RankTrace
-from analysis.kineto.sources import gunzip_bounded
 
 _UTF8_BOM = b"\xef\xbb\xbf"
 # Top-level keys larger than this (serialised) stay out of ``RankMeta.other``: metadata, not payload.
@@ -83,7 +84,8 @@ def parse_trace_bytes(
     meta.anomalies += tables.anomalies
     meta.negative_durations = tables.negative_durations
     return RankTrace(
-        meta=meta, events=tables.events, flows=tables.flows, collectives=tables.collectives
+        meta=meta, events=tables.events, flows=tables.flows, collectives=tables.collectives,
+        extras={kernel_args.NAME: tables.kernel_args},
     )
 
 

@@ -1,4 +1,15 @@
-"""The window of a trace that the analyses look at: complete profiler steps, and which GPU events.
+"""The window of a trace that the analyses look at: complete profiler steps (or a serving engine's
+steady-state iterations), and which GPU events.
+
+**Window source** (``window``): ``"steps"`` cuts at profiler steps as below; ``"iterations"`` cuts
+at the serving engine's steady-state iterations (``analysis.kineto.iterations``): per rank, CPU
+events are kept if they start inside ``[start of the first steady iteration, end of the last]``
+(warm-up left out), and a rank without iterations keeps all its CPU events, as a rank without
+steps does; ``"auto"`` (the default) is ``"steps"`` when any rank has a profiler step, else
+``"iterations"`` (an inference trace has no ProfilerStep; its analyses then describe the
+engine's iterations, not the gaps around them). The iteration window always ends with the last iteration
+(``include_last_profiler_step`` is about profiler steps only). The GPU events are chosen by the same rule
+(below) in both cases, the iterations counting as the steps.
 
 **Steps.** The last ``ProfilerStep`` of a trace is usually cut off when the profiler stops, so HTA
 (0.5.0) drops it by default and so do we, with the same rule. Step boundaries are the CPU-side
@@ -41,10 +52,13 @@ import numpy as np
 
 from analysis.errors import ConfigError
 from analysis.kineto.events import gpu_mask
+from analysis.kineto.iterations import steady_window
 from analysis.kineto.model import RankTrace, Trace
 from analysis.kineto.steps import profiler_steps, step_numbers
 
 GpuEvents = Literal["launched", "all", "hta"]
+WindowSource = Literal["auto", "steps", "iterations"]
+WINDOW_SOURCES = ("auto", "steps", "iterations")
 # What a per-rank step runs over: the analysed window (complete profiler steps, chosen GPU events)
 # or the whole trace.
 Window = Literal["steps", "full"]
@@ -57,28 +71,58 @@ def check_gpu_events(gpu_events: str) -> GpuEvents:
     return gpu_events  # type: ignore[return-value]
 
 
+def check_window(window: str) -> WindowSource:
+    if window not in WINDOW_SOURCES:
+        raise ConfigError(f"window must be one of {WINDOW_SOURCES}, not {window!r}")
+    return window  # type: ignore[return-value]
+
+
+def uses_iterations(window: WindowSource, n_steps: int) -> bool:
+    """Whether the window is cut at serving iterations: ``window`` given, ``n_steps`` the number of
+    distinct profiler steps over all ranks (see the module docstring)."""
+    return window == "iterations" or (window == "auto" and n_steps == 0)
+
+
 def rank_window(
-    rt: RankTrace, n_steps: int, include_last_profiler_step: bool, gpu_events: GpuEvents = "hta"
+    rt: RankTrace, n_steps: int, include_last_profiler_step: bool, gpu_events: GpuEvents = "hta",
+    window: WindowSource = "auto",
 ) -> RankTrace:
     """One rank restricted to the analysed window (see the module docstring). ``n_steps`` is the
     number of distinct profiler steps over *all* ranks."""
     check_gpu_events(gpu_events)
+    check_window(window)
     if gpu_events == "launched" and rt.meta.source_format != "kineto":
         gpu_events = "all"  # see the module docstring
     ev = rt.events
     gpu = gpu_mask(ev)
     cpu = ~gpu
+    ts = ev["ts"].to_numpy()
+    if uses_iterations(window, n_steps):
+        span = steady_window(rt)
+        windowed = span is not None
+        if windowed:
+            keep_cpu = cpu & (ts >= span[0]) & (ts <= span[1])
+        return _with_gpu_events(rt, keep_cpu if windowed else cpu, windowed, gpu_events)
     steps = profiler_steps(rt)
     windowed = n_steps > 1 and len(steps) > 0
-    if not windowed and gpu_events in ("hta", "all"):
-        return rt
-    ts = ev["ts"].to_numpy()
     if not windowed:
         keep_cpu = cpu
     elif include_last_profiler_step:
         keep_cpu = cpu & (ts <= int((steps["ts"] + steps["dur"]).max()))
     else:
         keep_cpu = cpu & (ts < int(steps["ts"].max()))
+    return _with_gpu_events(rt, keep_cpu, windowed, gpu_events)
+
+
+def _with_gpu_events(
+    rt: RankTrace, keep_cpu: np.ndarray, windowed: bool, gpu_events: GpuEvents
+) -> RankTrace:
+    """``rt`` with the CPU events ``keep_cpu`` and the GPU events the ``gpu_events`` rule picks
+    for them (``windowed``: the window cut CPU events; see the module docstring)."""
+    if not windowed and gpu_events in ("hta", "all"):
+        return rt
+    ev = rt.events
+    gpu = gpu_mask(ev)
     corr = ev["correlation"].to_numpy()
     if gpu_events == "hta":
         keep_gpu = gpu & np.isin(corr, corr[keep_cpu])  # HTA's join, -1 included
@@ -153,12 +197,14 @@ def count_steps(traces) -> int:
 
 
 def profiler_step_window(
-    trace: Trace, include_last_profiler_step: bool = False, gpu_events: GpuEvents = "hta"
+    trace: Trace, include_last_profiler_step: bool = False, gpu_events: GpuEvents = "hta",
+    window: WindowSource = "auto",
 ) -> Trace:
-    """The trace restricted to its complete profiler steps and the chosen GPU events."""
+    """The trace restricted to its complete profiler steps (or steady-state iterations) and the
+    chosen GPU events."""
     n_steps = count_steps(trace.values())
     return Trace(
-        {r: rank_window(rt, n_steps, include_last_profiler_step, gpu_events)
+        {r: rank_window(rt, n_steps, include_last_profiler_step, gpu_events, window)
          for r, rt in trace.items()},
         source=trace.source,
         skipped=trace.skipped,

@@ -27,7 +27,7 @@ from analysis.errors import (
     UnsafePickleError,
     WrongFileKindError,
 )
-from analysis.kineto.sources import gunzip_bounded, read_input_bytes
+from analysis.io import gunzip_bounded, read_input_bytes
 
 
 class _RefuseCode:

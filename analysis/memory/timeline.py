@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import CorruptInputError, WrongFileKindError
-from analysis.kineto.sources import read_input_bytes
+from analysis.io import read_input_bytes
 from analysis.memory.snapshot import decompress
 
 # torch.profiler._memory_profiler._CATEGORY_TO_INDEX order; the last is tensors of no category.

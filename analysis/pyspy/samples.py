@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 
 from analysis.arguments import on_error_choice
 from analysis.errors import ConfigError, CorruptInputError
-from analysis.kineto.sources import gunzip_bounded, read_input_bytes
+from analysis.io import gunzip_bounded, read_input_bytes
 
 _I64_MAX = 2**63 - 1
 NOT_FOUND = "not found"  # library columns of a stack with no frame in the library

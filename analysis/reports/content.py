@@ -6,7 +6,9 @@ window, the same analysed window and kernel patterns as its ``get_*`` methods --
 section's figures with the analysis's figure module. Nothing is written here; ``analysis.reports.html``
 renders a ``ReportContent`` and ``analysis.reports.write_report`` writes it to disk. An analysis that
 cannot run on these traces (e.g. launch statistics of CPU-only ranks) leaves its section with the
-reason instead of failing the whole report; ranks left out of a section are named in its note.
+reason instead of failing the whole report; ranks left out of a section (no GPU events) come
+back from ``run_many(left_out=)`` as data (``Section.left_out``, ``ReportContent.left_out``) and are
+named in the section's note.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Section:
     csv_only: dict[str, pd.DataFrame] = field(default_factory=dict)
     error: str | None = None
     notes: list[str] = field(default_factory=list)  # e.g. ranks left out, and why
+    left_out: list[int] = field(default_factory=list)  # ranks with nothing it reads (no GPU events)
     open_tables: bool = False  # show the tables unfolded (the lead sections' findings)
 
 
@@ -60,6 +63,9 @@ class ReportContent:
     identity: list[str] = field(default_factory=list)
     # every (analysis, rank) that could not run (registry.Failure), also shown in its section
     failures: list = field(default_factory=list)
+    # every (analysis, rank) left out because the rank has nothing it reads (registry.Failure
+    # rows, a NoGPUEventsError each): not failures, the sections' notes
+    left_out: list = field(default_factory=list)
 
     @property
     def figures(self) -> dict[str, go.Figure]:
@@ -97,19 +103,19 @@ def build_report(
     their figures. ``progress`` (a tqdm bar or None) is advanced once per section."""
     chosen = select_report_ranks(ta, ranks)
     catalogue = CATALOGUE.specs
-    names = CATALOGUE.section_names() if analyses is None else list(analyses)
-    unknown = [n for n in names if n not in CATALOGUE.section_names()]
-    if unknown:
-        raise ConfigError(
-            f"unknown report analyses {unknown}; choose from {CATALOGUE.section_names()}"
-        )
+    names = CATALOGUE.section_names() if analyses is None else CATALOGUE.sections(analyses)
     always = [n for n, s in catalogue.items() if s.placement in ("context", "lead")]
     requests = {n: dict(catalogue[n].report_options) for n in always + names}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        failures: list[registry.Failure] = []
-        results = ta.run_many(requests, chosen, errors="return", failures=failures)
-    notes = [str(w.message) for w in caught]
+    failures: list[registry.Failure] = []
+    left_out: list[registry.Failure] = []
+    # the report says what matters as data (left-out ranks, failures); the analyses' other
+    # warnings stay off the console while it runs, as before
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = ta.run_many(requests, chosen, errors="return", failures=failures,
+                              left_out=left_out)
+    notes = registry.left_out_notes(left_out)
+    left_out_ranks = registry.left_out_ranks(left_out)
 
     def section(name: str) -> Section:
         spec = catalogue[name]
@@ -130,7 +136,8 @@ def build_report(
         if isinstance(result, TraceAnalysisError):
             out.error = str(result)
         else:
-            out.notes = [n for n in notes if n.startswith((spec.title or name) + ":")]
+            out.left_out = left_out_ranks.get(name, [])
+            out.notes = [notes[name]] if name in notes else []
         mine = [f for f in failures if f.analysis == name]
         if mine:  # the section's "could not run" table (analysis, rank, message)
             out.tables[f"{name}_could_not_run"] = registry.failures_table(mine)
@@ -166,6 +173,7 @@ def build_report(
         lead=lead,
         sections=sections,
         failures=failures,
+        left_out=left_out,
     )
 
 

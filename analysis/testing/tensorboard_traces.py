@@ -32,6 +32,10 @@ and drops step 3 (no GPU work); on current traces the steps stay as annotated. `
 adds ``nn.Module`` events (``with_modules=True``): ``Net_0`` [1100, 1410) holding ``Linear_0``
 [1100, 1300) (which holds aten::mm) and aten::add, and again [2100, 2310) / [2100, 2300): per
 module 2 occurrences; Net_0 host total 520, self 20, 1 operator; Linear_0 400, 0, 2 operators.
+``stacks=True`` gives the operators a ``Call stack`` (as PyTorch's ``with_stack=True`` wrote it
+before stacks became ``python_function`` events) and ``Input Dims`` (:data:`STACKS`): the two
+``aten::mm`` calls have different stacks (so the plugin's stack view has two rows for it, host
+total 200 each), ``aten::add`` one, ``aten::empty`` an empty one (no row).
 """
 
 from __future__ import annotations
@@ -45,8 +49,18 @@ TID, PID, GPU_PID, STREAM = 1, 1, 0, 7
 LOADER = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 
 
+# ``stacks=True``: the "Call stack" (innermost frame first) and "Input Dims" of each operator call
+STACKS = {
+    10: ("model.py(20): forward\ntrain.py(8): step", [[8, 16], [16, 4]]),
+    11: ("model.py(21): forward\ntrain.py(8): step", [[8, 4], [8, 4]]),
+    12: ("", [[4]]),
+    20: ("model.py(30): evaluate\ntrain.py(9): step", [[8, 16], [16, 4]]),
+}
+
+
 def events(*, legacy: bool = False, memory: bool = True, launches: int = 0,
-           launch_us: int = 10, tail: bool = False, modules: bool = False) -> list[dict[str, Any]]:
+           launch_us: int = 10, tail: bool = False, modules: bool = False,
+           stacks: bool = False) -> list[dict[str, Any]]:
     cats = {"op": "cpu_op", "rt": "cuda_runtime", "k": "kernel", "cp": "gpu_memcpy",
             "ms": "gpu_memset"}
     if legacy:
@@ -57,6 +71,8 @@ def events(*, legacy: bool = False, memory: bool = True, launches: int = 0,
 
     def op(name, ts, dur, ext=-1):
         args = {"External id": ext} if ext >= 0 else {}
+        if stacks and ext in STACKS:
+            args |= {"Call stack": STACKS[ext][0], "Input Dims": STACKS[ext][1]}
         out.append({"ph": "X", "cat": cats["op"], "name": name, "pid": PID, "tid": TID,
                     "ts": ts, "dur": dur, "args": args})
 

@@ -139,19 +139,38 @@ def differences(snap: dict, trace_path: str) -> dict[str, float]:
 def operator_differences(snap: dict, trace_path: str) -> dict[str, float]:
     """Largest absolute differences of the operator tables (by name; by name and input shape)."""
     from analysis.kineto.extras import attach_extras
-    from analysis.metrics.tensorboard import operator_table
 
     rt = attach_extras(rank_trace(trace_path), ["op_shapes"], use_cache=False)
+    return table_differences(snap, rt, (("op_by_name", "name"),
+                                        ("op_by_name_input", "name_and_input_shape")))
+
+
+def stack_differences(snap: dict, rt) -> dict[str, float]:
+    """The same for the plugin's stack view (by name / name and input shape, and call stack)."""
+    from analysis.kineto.extras import attach_extras
+
+    rt = attach_extras(rt, ["op_shapes", "op_stacks"], use_cache=False)
+    return table_differences(snap, rt, (("op_stack_by_name", "name_and_stack"),
+                                        ("op_stack_by_name_input", "name_and_input_shape_and_stack")))
+
+
+def table_differences(snap: dict, rt, tables) -> dict[str, float]:
+    """Per ``(snapshot key, group_by)`` of ``tables``: row count difference, and over the
+    plugin's rows the largest time difference (µs), calls / tensor-core flag difference and the
+    number of its rows we do not have."""
+    from analysis.metrics.tensorboard import operator_table
+
     out: dict[str, float] = {}
-    for key, group in (("op_by_name", "name"), ("op_by_name_input", "name_and_input_shape")):
+    for key, group in tables:
         ours = operator_table.operator_table_rank(rt, group_by=group)
-        index = ["name"] if group == "name" else ["name", "input_shape"]
+        index = ["name"] + ["input_shape"] * ("input_shape" in group) + ["call_stack"] * (
+            group.endswith("_stack"))
         ours = ours.set_index(index)
         theirs = snap[key]
         out[f"{key}_rows"] = abs(len(ours) - theirs["n_rows"])
         worst_t, worst_n, missing = 0.0, 0.0, 0
         for r in theirs["rows"]:
-            k = r["name"] if group == "name" else (r["name"], r["input_shape"])
+            k = tuple(r[c] for c in index) if len(index) > 1 else r["name"]
             if k not in ours.index:
                 missing += 1
                 continue

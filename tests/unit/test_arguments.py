@@ -42,19 +42,6 @@ def test_trace_source_accepted(tmp_path):
     arguments.trace_source("gs://b/p", ["a.json", tmp_path])
 
 
-@pytest.mark.parametrize(
-    ("name", "value", "words"),
-    [("on_error", "ignore", "on_error must be one of"), ("max_workers", 0, "at least 1"),
-     ("max_workers", 2.0, "at least 1"), ("use_cache", "no", "True or False"),
-     ("progress", 1, "True or False"), ("timeout", float("nan"), "positive number"),
-     ("timeout", True, "positive number"), ("storage_options", [1], "must be a dict"),
-     ("cache_dir", 5, "must be a path"), ("include_last_profiler_step", None, "True or False")],
-)
-def test_load_options_refused(name, value, words):
-    with pytest.raises(ConfigError, match=words):
-        arguments.load_options(trace_dir="x", **{name: value})
-
-
 def test_formats():
     assert arguments.formats("SVG,png") == ("svg", "png")
     assert arguments.formats(["html", "svg", "html"]) == ("html", "svg")

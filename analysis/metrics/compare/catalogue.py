@@ -6,18 +6,20 @@ order. The top-level catalogue (:mod:`analysis.analyses`) registers them; the ma
 from __future__ import annotations
 
 from analysis.metrics.compare import trace_diff
-from analysis.registry import Analysis, Param
+from analysis.registry import Analysis, ranks_param
 
 ENTRIES = (
     Analysis(
-        name="trace_diff",
+        name="step_profile",
         method="get_step_profile",
+        aliases=("trace_diff",),
         doc="Per rank: the per-step profile that ``compare(base, test)`` compares (breakdown of "
             "the step time, kernels, operators by exclusive GPU time; "
             "``analysis.metrics.compare.trace_diff``).",
         rank_step=trace_diff.trace_diff_rank,
         combine=trace_diff.combine,
-        params=(Param("ranks", "all", role="ranks"),),
+        params=(ranks_param("all"),),
         placement="none",
+        returns="dict[int, RankProfile]",
     ),
 )

@@ -10,8 +10,9 @@ from analysis.registry import RANKS_ALL, VISUALIZE, Analysis, Param
 
 ENTRIES = (
     Analysis(
-        name="critical_path",
+        name="critical_path_summary",
         method="get_critical_path_summary",
+        aliases=("critical_path",),
         doc="Per rank and profiler step: the critical path's length (µs; the step's duration, "
             "``step_us``, plus ``past_step_end_us`` where GPU work runs past the step), "
             "node/event/edge counts and the share (%) of the path per ``bound_by`` category "
@@ -21,7 +22,16 @@ ENTRIES = (
         rank_step=critical_path.critical_path_summary_rank,
         needs=("launches",),
         combine=critical_path.combine_summaries,
-        params=(Param("annotation", "ProfilerStep"), VISUALIZE, RANKS_ALL),
+        params=(
+            Param("annotation", "ProfilerStep", type="str",
+                  description="The windows: every event whose name contains this (CPU-side "
+                              "ones only, unless ``kernel_patterns='hta'``; ``''``: the whole "
+                              "rank)."),
+            VISUALIZE,
+            RANKS_ALL,
+        ),
+        columns=tuple(critical_path.SUMMARY_COLUMNS),
+        units=dict.fromkeys(critical_path.BOUND_BY, "% of the path"),
         figures="analysis.figures.critical_path",
         title="Critical path",
         how_to_read=(
@@ -38,8 +48,9 @@ ENTRIES = (
         headline=critical_path.headline,
     ),
     Analysis(
-        name="critical_path_graph",
+        name="critical_path_analysis",
         method="critical_path_analysis",
+        aliases=("critical_path_graph",),
         doc="HTA's critical path analysis of one rank: ``(graph, success)``; the graph has "
             "``get_critical_path_breakdown()`` (one row per path edge: event_idx, duration µs, "
             "type, s_name, cat, pid, tid, stream, bound_by), ``summary()`` (% per bound_by), "
@@ -52,10 +63,17 @@ ENTRIES = (
         needs=("launches",),
         combine=critical_path.combine_graphs,
         params=(
-            Param("rank", None, role="ranks"),
-            Param("annotation", "ProfilerStep"),
-            Param("instance_id", 0),
+            Param("rank", None, role="ranks", type="int | None",
+                  description="The rank to analyse (None: the first loaded rank)."),
+            Param("annotation", "ProfilerStep", type="str",
+                  description="The windows: every event whose name contains this (CPU-side "
+                              "ones only, unless ``kernel_patterns='hta'``; ``''``: the whole "
+                              "rank)."),
+            Param("instance_id", 0, type="int | tuple[int, int] | None",
+                  description="The N-th instance of ``annotation`` in file order, a "
+                              "``(first, last)`` range of them, or None for every instance."),
         ),
+        returns="tuple[CriticalPathGraph | dict[tuple[int, int], CriticalPathGraph], bool]",
         default_ranks="first",
         placement="none",
     ),

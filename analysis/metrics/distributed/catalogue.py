@@ -33,6 +33,7 @@ ENTRIES = (
                            "stragglers": stragglers.stragglers(df)},
         csv_only=lambda df: {"collectives": df},
         headline=stragglers.headline,
+        columns=tuple(collectives.COLUMNS),
     ),
     Analysis(
         name="collective_summary",
@@ -43,6 +44,8 @@ ENTRIES = (
         combine=collectives.combine_summary,
         params=(RANKS_ALL,),
         placement="none",
+        columns=("type", "bucket", "bucket_bytes", "group", "count", "ranks", "total_us",
+                 "exposed_us", "busbw_median_gbps", "skew_p95_us"),
     ),
     Analysis(
         name="stragglers",
@@ -54,18 +57,25 @@ ENTRIES = (
         params=(VISUALIZE, RANKS_ALL),
         figures="analysis.figures.stragglers",
         placement="none",
+        columns=tuple(stragglers.COLUMNS),
     ),
     Analysis(
         name="step_breakdown",
         method="get_step_breakdown",
-        doc="Per rank and profiler step: step time, computation, exposed communication, memory, "
-            "other GPU work and idle time by cause (µs), with each step's slowest rank and its "
-            "margin over the median (µs).",
+        doc="Per rank and profiler step: step time, the computation, exposed communication, "
+            "memory and other GPU work launched in the step (wherever it ran; how far past the "
+            "step's end), the GPU's idle time in the step by cause (µs), with each step's slowest "
+            "rank and its margin over the median (µs).",
         rank_step=step_breakdown.step_breakdown_rank,
         combine=step_breakdown.combine,
         params=(VISUALIZE,
-                Param("consecutive_kernel_delay", step_breakdown.CONSECUTIVE_KERNEL_DELAY_US),
+                Param("consecutive_kernel_delay", step_breakdown.CONSECUTIVE_KERNEL_DELAY_US,
+                      type="float",
+                      description="Idle gaps shorter than this (µs) between kernels the host "
+                                  "launched in time count as kernel wait, as in "
+                                  "``get_idle_time_breakdown``."),
                 RANKS_ALL),
+        columns=tuple(step_breakdown.COLUMNS),
         figures="analysis.figures.step_breakdown",
         title="Per-step breakdown across ranks",
         how_to_read=(

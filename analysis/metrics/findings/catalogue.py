@@ -6,7 +6,7 @@ order. The top-level catalogue (:mod:`analysis.analyses`) registers them; the ma
 from __future__ import annotations
 
 from analysis.metrics.findings import findings
-from analysis.registry import Analysis, Param
+from analysis.registry import Analysis, ranks_param
 
 ENTRIES = (
     Analysis(
@@ -15,7 +15,8 @@ ENTRIES = (
         doc="What is wrong, ranked: one row per finding (severity, title, detail, metric, value, "
             "threshold, evidence, suggestion); ``.attrs['not_run']`` says which checks could not "
             "run and why. Rules and thresholds: docs/findings.md.",
-        params=(Param("ranks", "all", role="ranks"),),
+        params=(ranks_param("all"),),
+        columns=tuple(findings.COLUMNS),
         placement="lead",
         title="Findings",
         how_to_read=(

@@ -134,7 +134,7 @@ def gpu_idle_host_bound(results: Mapping[str, Any]) -> list[Finding]:
         return []
     evidence = [f"temporal_breakdown: idle {_ranks(idle, temporal['rank'])}",
                 f"idle_time_breakdown: host_wait is {host:.0f} % of the idle time"]
-    launches = results.get("kernel_launch_stats")
+    launches = results.get("cuda_kernel_launch_stats")
     if isinstance(launches, Mapping) and launches:
         frame = pd.concat(list(launches.values()), ignore_index=True)
         if len(frame):
@@ -143,7 +143,7 @@ def gpu_idle_host_bound(results: Mapping[str, Any]) -> list[Finding]:
                 f"kernel_launch_stats: median launch call {frame['cpu_duration'].median():.1f} µs "
                 f"vs median kernel {frame['gpu_duration'].median():.1f} µs; {short:.0f} % of "
                 "kernels run shorter than their own launch call")
-    queues = results.get("queue_length")
+    queues = results.get("queue_length_stream_summary")
     if isinstance(queues, pd.DataFrame) and len(queues) and "empty_idle" in queues:
         empty = 100.0 * float(queues["empty_idle"].sum()) / max(float(queues["span"].sum()), 1.0)
         evidence.append(f"queue_length: the launch queue was empty while its stream sat idle "
@@ -268,9 +268,9 @@ def host_to_device_copies(results: Mapping[str, Any]) -> list[Finding]:
     """Host-to-device copies take time on the GPU, or come from pageable memory."""
     temporal = _need(results, "temporal_breakdown")
     try:
-        copies = _need(results, "memory_bandwidth")
+        copies = _need(results, "memcpy_summary")
     except Silent:  # no bytes (the copy args are read from the trace file): names and times only
-        copies = _copies_from_kernel_names(_need(results, "kernel_breakdown")[1])
+        copies = _copies_from_kernel_names(_need(results, "gpu_kernel_breakdown")[1])
     htod = copies[(copies["kind"] == "Memcpy") & (copies["direction"] == "HtoD")]
     if htod.empty:
         return []
@@ -286,7 +286,7 @@ def host_to_device_copies(results: Mapping[str, Any]) -> list[Finding]:
             f"{ms:.2f} ms in all. A pageable copy is "
             "staged and synchronous, so it cannot overlap with compute.",
             "pageable_htod_ms", round(ms, 3), 0.0,
-            "memory_bandwidth (memory copies): " + ", ".join(
+            "memcpy_summary (memory copies): " + ", ".join(
                 f"rank {r.rank}: {r.time / 1000:.2f} ms" + (
                     f", {r.count} copies, {_size(r.bytes)} at {r.achieved_gbps:.2f} GB/s"
                     if r.bytes == r.bytes else "") for r in pageable.head(4).itertuples()),
@@ -392,7 +392,7 @@ def step_time_variance(results: Mapping[str, Any]) -> list[Finding]:
 
 def data_loading_stall(results: Mapping[str, Any]) -> list[Finding]:
     """Steps start with a long CPU-only stretch before the first launch: input pipeline stalls."""
-    gaps = _need(results, "step_start_gap")
+    gaps = _need(results, "step_start_gaps")
     analysed = set(_need(results, "profiler_steps"))
     gaps = gaps[gaps["step"].isin(analysed)]
     if gaps.empty:
@@ -548,7 +548,7 @@ def tensor_cores_unused(results: Mapping[str, Any]) -> list[Finding]:
 
 def launch_overhead(results: Mapping[str, Any]) -> list[Finding]:
     """CUDA launch calls take a large share of the steps (the plugin's Runtime category)."""
-    launches = _need(results, "kernel_launch_stats")
+    launches = _need(results, "cuda_kernel_launch_stats")
     steps = _need(results, "profiler_step_table")
     analysed = set(_need(results, "profiler_steps"))
     steps = steps[steps["step"].isin(analysed)]
@@ -642,6 +642,63 @@ def launch_bound_decode(results: Mapping[str, Any]) -> list[Finding]:
     )]
 
 
+# Prefill: one operator family (attention, GEMM) takes at least this share (%) of the steady
+# prefill iterations' GPU time; the split is said only when operators account for at least
+# ATTRIBUTED_PCT of that time (graph replays without their capture traces do not).
+PREFILL_DOMINANT_PCT = 50.0
+ATTRIBUTED_PCT = 50.0
+_UNATTRIBUTED = ("(no operator)", "CUDA graph (")
+
+
+def prefill_attention_vs_gemm(results: Mapping[str, Any]) -> list[Finding]:
+    """Serving traces: whether attention or GEMM operators dominate the steady prefill
+    iterations' GPU time (``inference_iterations``' operator split; families as TraceLens's
+    categories). Nothing on traces without serving iterations; silent (with the reason) when
+    there is no steady prefill or its GPU time is not attributed to operators."""
+    table = _need(results, "inference_iterations")
+    if table.empty:
+        return []
+    prefill = table[table["steady"].astype(bool) & (table["phase"] == "prefill")
+                    & (table["kernels"] > 0)]
+    if prefill.empty:
+        raise Silent("no steady-state prefill iterations in the trace (decode only)")
+    ops = table.attrs.get("operators")
+    if ops is None:
+        raise Silent("inference_iterations carries no operator split")
+    ops = ops.merge(prefill[["rank", "iteration"]], on=["rank", "iteration"])
+    total = float(ops["gpu_us"].sum())
+    named = ~ops["name"].astype(str).str.startswith(_UNATTRIBUTED)
+    attributed = 100.0 * float(ops.loc[named, "gpu_us"].sum()) / total if total > 0 else 0.0
+    if attributed < ATTRIBUTED_PCT:
+        raise Silent(f"only {attributed:.1f} % of the prefill GPU time is attributed to operators "
+                     "(graph replays: load them with their capture traces)")
+    share = ops.groupby("family")["gpu_us"].sum() * 100.0 / total
+    attention, gemm = float(share.get("attention", 0.0)), float(share.get("gemm", 0.0))
+    family, value = ("attention", attention) if attention >= gemm else ("GEMM", gemm)
+    if value < PREFILL_DOMINANT_PCT:
+        return []
+    top = (ops[ops["family"] == family.lower()].groupby("name")["gpu_us"].sum()
+           .sort_values(ascending=False).head(3))
+    suggestion = (
+        "Long prompts make attention quadratic: use the fastest attention backend for the GPU "
+        "(FlashAttention / FlashInfer / AITER), chunked prefill, and prefix caching to skip "
+        "recomputing shared prefixes." if family == "attention" else
+        "Prefill is compute-bound in its GEMMs, as expected: lower-precision GEMMs (FP8), tuned "
+        "GEMM kernels for these shapes (hipBLASLt / cuBLASLt tuning), and batching prefills "
+        "raise throughput; see the operator roofline for how close they run to peak.")
+    return [Finding(
+        "info", f"Prefill is dominated by {family}",
+        f"In the {len(prefill)} steady-state prefill iterations {value:.1f} % of the GPU time is "
+        f"in {family} operators (attention {attention:.1f} %, GEMM {gemm:.1f} %, MoE "
+        f"{float(share.get('moe', 0.0)):.1f} %).",
+        f"prefill_{family.lower()}_pct", round(value, 2), PREFILL_DOMINANT_PCT,
+        "inference_iterations (operator split): " + ", ".join(
+            f"{n} {v / 1000:.2f} ms" for n, v in top.items())
+        + f"; {attributed:.1f} % of prefill GPU time attributed to operators",
+        suggestion,
+    )]
+
+
 RULES: dict[str, Callable[[Mapping[str, Any]], list[Finding]]] = {
     "trace_health_errors": trace_health_errors,
     "gpu_idle_host_bound": gpu_idle_host_bound,
@@ -658,21 +715,22 @@ RULES: dict[str, Callable[[Mapping[str, Any]], list[Finding]]] = {
     "low_gpu_utilization": low_gpu_utilization,
     "idle_between_iterations": idle_between_iterations,
     "launch_bound_decode": launch_bound_decode,
+    "prefill_attention_vs_gemm": prefill_attention_vs_gemm,
 }
 
 # What the rules read, with the options they need (the registry runs these first).
 REQUIRES: dict[str, dict[str, Any]] = {
     "temporal_breakdown": {},
     "idle_time_breakdown": {},
-    "kernel_launch_stats": {},
+    "cuda_kernel_launch_stats": {},
     "comm_comp_overlap": {},
-    "kernel_breakdown": {},
-    "memory_bandwidth": {},
+    "gpu_kernel_breakdown": {},
+    "memcpy_summary": {},
     "trace_health": {},
-    "queue_length": {},
+    "queue_length_stream_summary": {},
     "profiler_step_table": {},
     "profiler_steps": {},
-    "step_start_gap": {},
+    "step_start_gaps": {},
     "operator_roofline": {},
     "step_breakdown": {},
     "stragglers": {},

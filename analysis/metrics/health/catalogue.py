@@ -6,19 +6,21 @@ order. The top-level catalogue (:mod:`analysis.analyses`) registers them; the ma
 from __future__ import annotations
 
 from analysis.metrics.health import trace_health
-from analysis.registry import Analysis, Param
+from analysis.registry import Analysis, ranks_param
 
 ENTRIES = (
     Analysis(
         name="trace_health",
-        method="check",
+        method="get_trace_health",
+        method_aliases=("check",),
         doc="Trace health findings (``rank, severity, check, message, evidence``; errors first): "
             "misclassified communication kernels, broken CPU-GPU links, dropped events, Kineto's "
             "own warnings, overlapping events, bad durations, clock skew and step mismatches "
             "between ranks, missing rank metadata. Runs over the whole trace of every rank.",
         rank_step=trace_health.trace_health_rank,
         combine=trace_health.combine,
-        params=(Param("ranks", "all", role="ranks"),),
+        params=(ranks_param("all"),),
+        columns=tuple(trace_health.COLUMNS),
         window="full",
         placement="lead",
         title="Trace health",

@@ -1,15 +1,9 @@
 """A serving engine's iterations (one scheduler step: one forward pass over a batch), per rank.
 
-Inference traces have no ``ProfilerStep#N``. An iteration is found from the engine's own CPU
-annotations, the first kind present of:
-
-1. ``execute_<tokens>_context_<c>(...)_generation_<g>(...)`` (vLLM's and SGLang's batch
-   annotation): ``tokens`` scheduled, ``c`` prefill (context) requests, ``g`` decode (generation)
-   requests; phase ``prefill`` (c > 0, g = 0), ``decode`` (c = 0, g > 0) or ``mixed``;
-2. SGLang's ``step[<MODE> bs=<n>]``: phase from the mode (``DECODE`` → decode, ``EXTEND`` /
-   ``PREFILL`` → prefill, ``MIXED`` → mixed), batch size ``n``;
-3. vLLM's ``gpu_model_runner.py(...): execute_model`` / SGLang's ``forward_batch_generation``
-   Python frames: phase ``unknown``.
+Inference traces have no ``ProfilerStep#N``. Iterations, their phase (prefill / decode / mixed),
+tokens, batch size and the steady-state flag are the engine's CPU annotations as
+:mod:`analysis.kineto.iterations` defines them (the one definition, which the analysed window
+``window="iterations"`` reads too).
 
 GPU side of an iteration: the kernels, memcpy and memset launched by runtime calls made on the
 annotation's thread inside its ``[ts, ts + dur)`` (by correlation id; a graph launch's kernels
@@ -21,132 +15,112 @@ all count). Columns (times µs):
 - ``idle_before_us``: the gap from the previous iteration's ``gpu_end`` to this ``gpu_start``
   (idle *between* iterations: scheduler and host time); NaN for the first iteration;
 - ``cpu_us``: the annotation's duration; ``kernels``: GPU events counted;
-- ``steady``: in the steady-state window: every iteration except warm-up, i.e. the first
-  iteration when there are more than two, and iterations whose ``cpu_us`` exceeds
-  ``WARMUP_FACTOR`` × the median of the same phase (first-call compilation, graph capture).
+- ``steady``: in the steady state (not warm-up; :mod:`analysis.kineto.iterations`);
+- ``attention_us`` / ``gemm_us``: GPU time of the iteration's attention / GEMM operators;
+  ``top_operators``: its three operators with the most GPU time, with their shares
+  (:mod:`analysis.metrics.inference.operators`, which defines the operator split and families).
+
+The table's ``attrs["operators"]`` holds the split itself: one row per rank, iteration and
+operator (``rank``, ``iteration``, ``name``, ``family``, ``gpu_us``); :func:`phase_summary` reads it.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
-from analysis.kineto.events import cat_mask, kernel_like_mask, runtime_mask
+from analysis.kineto.iterations import gpu_work_iterations, serving_iterations
 from analysis.kineto.model import RankTrace
-from analysis.metrics.intervals import merge
+from analysis.metrics.inference import operators as op_split
 
-WARMUP_FACTOR = 3.0
 COLUMNS = ["rank", "iteration", "name", "phase", "tokens", "batch_size", "cpu_start_us", "cpu_us",
            "gpu_start_us", "gpu_end_us", "gpu_busy_us", "idle_inside_us", "idle_before_us",
-           "kernels", "steady"]
-_EXECUTE = re.compile(r"^execute_(\d+)_context_(\d+)\(.*?\)_generation_(\d+)")
-_SGLANG_STEP = re.compile(r"^step\[(\w+) bs=(\d+)\]")
-_FRAMES = ("gpu_model_runner.py", "forward_batch_generation")
-_SGLANG_PHASE = {"DECODE": "decode", "EXTEND": "prefill", "PREFILL": "prefill", "MIXED": "mixed",
-                 "IDLE": "idle"}
-
-
-def _phase(context: int, generation: int) -> str:
-    if context and generation:
-        return "mixed"
-    return "prefill" if context else ("decode" if generation else "idle")
-
-
-def iteration_spans(events: pd.DataFrame) -> pd.DataFrame:
-    """The iteration annotations (see the module docstring), sorted by start: ``name``, ``phase``,
-    ``tokens``, ``batch_size`` (NaN where not carried), ``ts``, ``dur`` (ns), ``pid``, ``tid``."""
-    names = events["name"].astype(str)
-    annotations = cat_mask(events, ("user_annotation",))
-    rows = []
-    for idx in events.index[annotations & names.str.startswith("execute_").to_numpy()]:
-        m = _EXECUTE.match(names[idx])
-        if m:
-            tokens, ctx, gen = (int(g) for g in m.groups())
-            rows.append((idx, _phase(ctx, gen), tokens, ctx + gen))
-    if not rows:
-        for idx in events.index[annotations & names.str.startswith("step[").to_numpy()]:
-            m = _SGLANG_STEP.match(names[idx])
-            if m:
-                rows.append((idx, _SGLANG_PHASE.get(m.group(1).upper(), "unknown"), np.nan,
-                             int(m.group(2))))
-    if not rows:
-        frames = cat_mask(events, ("python_function",)) & (
-            names.str.contains("gpu_model_runner.py", regex=False)
-            & names.str.endswith("execute_model")
-            | names.str.endswith("forward_batch_generation")
-        ).to_numpy()
-        rows = [(idx, "unknown", np.nan, np.nan) for idx in events.index[frames]]
-    cols = ["name", "phase", "tokens", "batch_size", "ts", "dur", "pid", "tid"]
-    if not rows:
-        return pd.DataFrame(columns=cols)
-    idx = [r[0] for r in rows]
-    table = events.loc[idx, ["name", "ts", "dur", "pid", "tid"]].copy()
-    table["name"] = table["name"].astype(str)
-    table["phase"] = [r[1] for r in rows]
-    table["tokens"] = [r[2] for r in rows]
-    table["batch_size"] = [r[3] for r in rows]
-    return table.sort_values("ts", kind="stable")[cols].reset_index(drop=True)
+           "kernels", "steady", "attention_us", "gemm_us", "top_operators"]
+_BASE = COLUMNS[:COLUMNS.index("steady")]
+OPERATOR_COLUMNS = ["rank", *op_split.COLUMNS]
 
 
 def iterations_rank(rt: RankTrace) -> pd.DataFrame:
     """One row per iteration of this rank (columns ``COLUMNS``; see the module docstring)."""
     ev = rt.events
-    spans = iteration_spans(ev)
+    spans = serving_iterations(rt)
     if spans.empty:
-        return pd.DataFrame(columns=COLUMNS)
-    calls = ev.loc[runtime_mask(ev), ["ts", "pid", "tid", "correlation"]]
-    gpu = ev.loc[kernel_like_mask(ev), ["ts", "dur", "correlation"]]
-    rows, prev_end = [], None
-    for i, span in enumerate(spans.itertuples(index=False)):
-        inside = calls[(calls["pid"] == span.pid) & (calls["tid"] == span.tid)
-                       & (calls["ts"] >= span.ts) & (calls["ts"] < span.ts + span.dur)]
-        work = gpu[gpu["correlation"].isin(inside["correlation"][inside["correlation"] >= 0])]
-        if len(work):
-            starts = work["ts"].to_numpy(np.int64)
-            ends = starts + work["dur"].to_numpy(np.int64)
-            ms, me = merge(starts, ends)
-            busy = int((me - ms).sum())
-            g0, g1 = int(starts.min()), int(ends.max())
-        else:
-            busy, g0, g1 = 0, np.nan, np.nan
-        before = np.nan if prev_end is None or not len(work) else (g0 - prev_end) / 1000
-        if len(work):
-            prev_end = g1
-        rows.append({
-            "rank": rt.rank, "iteration": i, "name": span.name, "phase": span.phase,
-            "tokens": span.tokens, "batch_size": span.batch_size,
-            "cpu_start_us": span.ts / 1000, "cpu_us": span.dur / 1000,
-            "gpu_start_us": g0 / 1000, "gpu_end_us": g1 / 1000, "gpu_busy_us": busy / 1000,
-            "idle_inside_us": (g1 - g0 - busy) / 1000 if len(work) else np.nan,
-            "idle_before_us": before, "kernels": len(work),
-        })
-    table = pd.DataFrame(rows, columns=COLUMNS[:-1])
-    table["steady"] = _steady(table)
-    return table[COLUMNS]
+        return _with_operators(pd.DataFrame(columns=COLUMNS), pd.DataFrame(columns=OPERATOR_COLUMNS))
+    table = _gpu_side(ev, spans)
+    n = len(spans)
+    table.insert(0, "rank", rt.rank)
+    table.insert(1, "iteration", np.arange(n))
+    table.insert(2, "name", spans["name"].to_numpy())
+    table.insert(3, "phase", spans["phase"].to_numpy())
+    table.insert(4, "tokens", spans["tokens"].to_numpy())
+    table.insert(5, "batch_size", spans["batch_size"].to_numpy())
+    table.insert(6, "cpu_start_us", spans["ts"].to_numpy(np.int64) / 1000)
+    table.insert(7, "cpu_us", spans["dur"].to_numpy(np.int64) / 1000)
+    table = table[_BASE]
+    table["steady"] = spans["steady"].to_numpy(dtype=bool)
+    ops = op_split.iteration_operators(ev, spans)
+    by_family = ops.pivot_table(index="iteration", columns="family", values="gpu_us",
+                                aggfunc="sum", fill_value=0.0)
+    for family in ("attention", "gemm"):
+        values = by_family[family] if family in by_family else pd.Series(dtype=float)
+        table[f"{family}_us"] = table["iteration"].map(values).fillna(0.0).to_numpy(float)
+    top = op_split.top_operators_by(ops, "iteration")
+    table["top_operators"] = table["iteration"].map(top).fillna("").to_numpy(object)
+    return _with_operators(table[COLUMNS], ops.assign(rank=rt.rank)[OPERATOR_COLUMNS])
 
 
-def _steady(table: pd.DataFrame) -> np.ndarray:
-    steady = np.ones(len(table), dtype=bool)
-    if len(table) > 2:
-        steady[0] = False
-    median = table.groupby("phase")["cpu_us"].transform("median").to_numpy()
-    steady &= table["cpu_us"].to_numpy() <= WARMUP_FACTOR * median
-    return steady
+def _gpu_side(ev: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
+    """Per iteration (row of ``spans``): ``gpu_start_us``, ``gpu_end_us``, ``gpu_busy_us``,
+    ``idle_inside_us``, ``idle_before_us``, ``kernels`` (see the module docstring), vectorised:
+    the busy union is a sweep over each iteration's GPU events sorted by start."""
+    it = gpu_work_iterations(ev, spans)
+    work = pd.DataFrame({"it": it.to_numpy(), "start": ev.loc[it.index, "ts"].to_numpy(np.int64)})
+    work["end"] = work["start"] + ev.loc[it.index, "dur"].to_numpy(np.int64)
+    work = work.sort_values(["it", "start"], kind="stable")
+    # the part of each event past every earlier event of its iteration: their sum is the union
+    reach = work.groupby("it")["end"].cummax().groupby(work["it"]).shift()
+    fresh = work["end"] - np.maximum(work["start"], reach.fillna(work["start"]))
+    work["fresh"] = fresh.clip(lower=0)
+    g = work.groupby("it")
+    per = pd.DataFrame({"g0": g["start"].min(), "g1": g["end"].max(), "busy": g["fresh"].sum(),
+                        "kernels": g.size()}).reindex(np.arange(len(spans)))
+    g0, g1 = per["g0"].to_numpy(float), per["g1"].to_numpy(float)
+    # idle before: from the previous iteration that launched GPU work
+    prev_end = pd.Series(g1).ffill().shift().to_numpy(float)
+    has = ~np.isnan(g0)
+    return pd.DataFrame({
+        "gpu_start_us": g0 / 1000, "gpu_end_us": g1 / 1000,
+        "gpu_busy_us": np.where(has, per["busy"].to_numpy(float), 0.0) / 1000,
+        "idle_inside_us": (g1 - g0 - per["busy"].to_numpy(float)) / 1000,
+        "idle_before_us": np.where(has, g0 - prev_end, np.nan) / 1000,
+        "kernels": per["kernels"].fillna(0).to_numpy(np.int64),
+    })
+
+
+def _with_operators(table: pd.DataFrame, operators: pd.DataFrame) -> pd.DataFrame:
+    table.attrs["operators"] = operators
+    return table
 
 
 def combine(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
     parts = [f for f in frames.values() if len(f)]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+    ops = [f.attrs["operators"] for f in parts if len(f.attrs.get("operators", ()))]
+    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=COLUMNS)
+    table.attrs = {}
+    return _with_operators(table, pd.concat(ops, ignore_index=True) if ops
+                           else pd.DataFrame(columns=OPERATOR_COLUMNS))
 
 
 def phase_summary(iterations: pd.DataFrame) -> pd.DataFrame:
     """Per rank and phase, over the steady-state iterations: count, mean CPU and GPU-busy time,
-    summed idle inside and before iterations (µs), mean tokens and batch size."""
+    summed idle inside and before iterations (µs), mean tokens and batch size, the shares (%) of
+    the phase's GPU time in attention, GEMM and MoE operators and its top operators (from
+    ``iterations.attrs["operators"]``; NaN / empty without it)."""
     cols = ["rank", "phase", "iterations", "cpu_us_mean", "gpu_busy_us_mean", "idle_inside_us",
-            "idle_before_us", "tokens_mean", "batch_size_mean"]
+            "idle_before_us", "tokens_mean", "batch_size_mean", "attention_pct", "gemm_pct",
+            "moe_pct", "top_operators"]
     steady = iterations[iterations["steady"].astype(bool)]
     if steady.empty:
         return pd.DataFrame(columns=cols)
@@ -160,4 +134,20 @@ def phase_summary(iterations: pd.DataFrame) -> pd.DataFrame:
         "tokens_mean": g["tokens"].mean(),
         "batch_size_mean": g["batch_size"].mean(),
     }).reset_index()
+    shares = [phase_operators(iterations, rank, phase)
+              for rank, phase in zip(out["rank"], out["phase"], strict=True)]
+    out["attention_pct"] = [op_split.family_shares(o)["attention"] for o in shares]
+    out["gemm_pct"] = [op_split.family_shares(o)["gemm"] for o in shares]
+    out["moe_pct"] = [op_split.family_shares(o)["moe"] for o in shares]
+    out["top_operators"] = [op_split.top_operators(o) for o in shares]
     return out[cols]
+
+
+def phase_operators(iterations: pd.DataFrame, rank: int, phase: str) -> pd.DataFrame:
+    """The operator rows (``attrs["operators"]``) of ``rank``'s steady ``phase`` iterations."""
+    ops = iterations.attrs.get("operators")
+    if ops is None or not len(ops):
+        return pd.DataFrame(columns=OPERATOR_COLUMNS)
+    chosen = iterations[(iterations["rank"] == rank) & (iterations["phase"] == phase)
+                        & iterations["steady"].astype(bool)]["iteration"]
+    return ops[(ops["rank"] == rank) & ops["iteration"].isin(chosen)]

@@ -6,7 +6,7 @@ order. The top-level catalogue (:mod:`analysis.analyses`) registers them; the ma
 from __future__ import annotations
 
 from analysis.metrics.operators import operator_summary
-from analysis.registry import Analysis, Param
+from analysis.registry import Analysis, Param, ranks_param
 
 # The report's top operators.
 TOP_OPERATORS = 20
@@ -18,7 +18,13 @@ ENTRIES = (
         doc="Per CPU operator: calls, total/self CPU time and the GPU time it launched (µs).",
         rank_step=operator_summary.operator_summary_rank,
         combine=operator_summary.combine,
-        params=(Param("ranks", None, role="ranks"), Param("top", TOP_OPERATORS)),
+        params=(
+            ranks_param(None),
+            Param("top", TOP_OPERATORS, type="int | None",
+                  description="Keep the first ``top`` operators per rank, by GPU time launched "
+                              "then self CPU time (None: every operator)."),
+        ),
+        columns=("rank", *operator_summary.COLUMNS),
         default_ranks="first",
         title="CPU operators",
         how_to_read=(

@@ -95,15 +95,23 @@ def graph_launch_times(events: pd.DataFrame) -> pd.DataFrame:
     ops = events.loc[cat_mask(events, CPU_OP_CATS)]
     gpu = events.loc[kernel_like_mask(events)]
     gpu_by_corr = gpu.groupby("correlation", sort=False)["dur"].sum()
-    keep = []
-    for label, call in launches.iterrows():
-        same = ops[(ops["pid"] == call["pid"]) & (ops["tid"] == call["tid"])]
-        enclosed = ((same["ts"] <= call["ts"]) & (same["ts"] + same["dur"] > call["ts"])).any()
-        if not enclosed:
-            keep.append(label)
-    if not keep:
+    enclosed = np.zeros(len(launches), dtype=bool)
+    call_ts = launches["ts"].to_numpy(np.int64)
+    for (pid, tid), same in ops.groupby(["pid", "tid"], sort=False, observed=True):
+        on_thread = np.flatnonzero((launches["pid"].to_numpy() == pid)
+                                   & (launches["tid"].to_numpy() == tid))
+        if not len(on_thread):
+            continue
+        # an operator of the thread is open at t iff the latest end among those started by t
+        # lies after t
+        same = same.sort_values("ts", kind="stable")
+        starts = same["ts"].to_numpy(np.int64)
+        reach = np.maximum.accumulate(starts + same["dur"].to_numpy(np.int64))
+        pos = np.searchsorted(starts, call_ts[on_thread], side="right") - 1
+        enclosed[on_thread] = (pos >= 0) & (reach[np.maximum(pos, 0)] > call_ts[on_thread])
+    if enclosed.all():
         return empty
-    rows = launches.loc[keep]
+    rows = launches.loc[~enclosed]
     gpu_ns = rows["correlation"].map(gpu_by_corr).fillna(0).to_numpy(dtype=np.int64)
     return pd.DataFrame(
         {

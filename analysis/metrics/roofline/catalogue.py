@@ -6,7 +6,7 @@ order. The top-level catalogue (:mod:`analysis.analyses`) registers them; the ma
 from __future__ import annotations
 
 from analysis.metrics.roofline import operator_roofline
-from analysis.registry import VISUALIZE, Analysis, Param
+from analysis.registry import VISUALIZE, Analysis, Param, ranks_param
 
 ENTRIES = (
     Analysis(
@@ -22,11 +22,19 @@ ENTRIES = (
         needs=("operators", "shapes"),
         combine=operator_roofline.combine,
         params=(
-            Param("ranks", None, role="ranks"),
-            Param("gpu", None),
+            ranks_param(None),
+            Param("gpu", None, type="str | GpuSpec | Mapping[str, float] | None",
+                  description="The GPU whose peaks are the roofline: a GPU name, a ``GpuSpec``, "
+                              "or a dict of numbers (``{'bf16': 800.0, 'memory_tb_s': 3.0}``, "
+                              "TFLOP/s and TB/s) replacing the detected GPU's; None: the GPU the "
+                              "trace names."),
             VISUALIZE,
-            Param("top", 15, role="figure"),
+            Param("top", 15, role="figure", type="int",
+                  description="The number of operators in the figure of time lost against the "
+                              "roofline."),
         ),
+        returns="RooflineResult",
+        columns=tuple(operator_roofline.OP_COLUMNS),
         figures="analysis.figures.operator_roofline",
         default_ranks="first",
         needs_gpu=True,

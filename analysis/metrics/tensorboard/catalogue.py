@@ -12,13 +12,12 @@ from analysis.metrics.tensorboard import (
     operator_table,
     step_time_breakdown,
 )
-from analysis.registry import Analysis, Param
+from analysis.registry import VISUALIZE, Analysis, Param, ranks_param
 
 KERNEL_ARGS = ("kernel_args",)
 MEMORY = ("memory_events", "kernel_args")
 # the extras are decoded from Kineto JSON: other profilers' files raise FormatNotSupportedError
 KINETO = ("kineto_args",)
-VISUALIZE = Param("visualize", True, role="visualize")
 PLUGIN_WINDOW = (
     " Window: every profiler step of the whole trace, the last included (the plugin's; "
     "``include_last_profiler_step`` does not change it)."
@@ -30,7 +29,7 @@ MEMORY_DOC = (
 
 
 
-def _memory_table(name, method, doc, rank_step, title, default_ranks) -> Analysis:
+def _memory_table(name, method, doc, rank_step, title, default_ranks, columns) -> Analysis:
     """One table of the memory view, for the API only (the report shows ``memory_view``)."""
     return Analysis(
         name=name,
@@ -38,7 +37,8 @@ def _memory_table(name, method, doc, rank_step, title, default_ranks) -> Analysi
         doc=doc + MEMORY_DOC,
         rank_step=rank_step,
         combine=memory_view.combine,
-        params=(Param("ranks", "all" if default_ranks == "all" else None, role="ranks"),),
+        params=(ranks_param("all" if default_ranks == "all" else None),),
+        columns=tuple(columns),
         default_ranks=default_ranks,
         window="full",
         extras=MEMORY,
@@ -57,9 +57,10 @@ ENTRIES = (
             "summary." + PLUGIN_WINDOW,
         rank_step=gpu_summary.gpu_summary_rank,
         combine=gpu_summary.combine,
-        params=(Param("ranks", "all", role="ranks"), VISUALIZE),
+        params=(ranks_param("all"), VISUALIZE),
         figures="analysis.figures.gpu_summary",
         window="full",
+        persist=True,
         needs_gpu=True,
         extras=KERNEL_ARGS,
         needs=KINETO,
@@ -74,6 +75,7 @@ ENTRIES = (
         ),
         headline=gpu_summary.headline,
         key_numbers=gpu_summary.key_numbers,
+        columns=tuple(gpu_summary.COLUMNS),
     ),
     Analysis(
         name="gpu_utilization_timeline",
@@ -82,13 +84,15 @@ ENTRIES = (
             "most 100): GPU utilization and est. SM efficiency (%).",
         rank_step=gpu_summary.gpu_utilization_timeline_rank,
         combine=gpu_summary.combine_timeline,
-        params=(Param("ranks", "all", role="ranks"), VISUALIZE),
+        params=(ranks_param("all"), VISUALIZE),
         figures="analysis.figures.gpu_utilization_timeline",
         window="full",
+        persist=True,
         needs_gpu=True,
         extras=KERNEL_ARGS,
         needs=KINETO,
         title="GPU utilization over time (TensorBoard)",
+        columns=tuple(gpu_summary.TIMELINE_COLUMNS),
         how_to_read=(
             "GPU utilization and est. SM efficiency per time bucket, as the plugin's trace-view "
             "counters: dips show where the GPU waits (data loading, synchronisation, the host)."
@@ -102,9 +106,10 @@ ENTRIES = (
             "TensorBoard plugin's overview." + PLUGIN_WINDOW,
         rank_step=step_time_breakdown.step_time_breakdown_rank,
         combine=step_time_breakdown.combine,
-        params=(Param("ranks", "all", role="ranks"), VISUALIZE),
+        params=(ranks_param("all"), VISUALIZE),
         figures="analysis.figures.step_time_breakdown",
         window="full",
+        persist=True,
         extras=KERNEL_ARGS,
         needs=KINETO,
         title="Step time breakdown (TensorBoard)",
@@ -115,6 +120,7 @@ ENTRIES = (
             "does not read today's cuda_runtime events) means launch overhead."
         ),
         headline=step_time_breakdown.headline,
+        columns=tuple(step_time_breakdown.COLUMNS),
     ),
     Analysis(
         name="kernel_table",
@@ -125,10 +131,15 @@ ENTRIES = (
             "``KernelTables(kernels, by_operator)``. Window: the whole trace.",
         rank_step=kernel_table.kernel_table_rank,
         combine=kernel_table.combine,
-        params=(Param("ranks", None, role="ranks"), VISUALIZE, Param("top", 20, role="figure")),
+        params=(ranks_param(None), VISUALIZE,
+                Param("top", 20, role="figure", type="int",
+                      description="The number of kernels in the figure (by total time).")),
+        returns="KernelTables",
+        columns=tuple(kernel_table.COLUMNS),
         figures="analysis.figures.kernel_table",
         default_ranks="first",
         window="full",
+        persist=True,
         needs_gpu=True,
         extras=KERNEL_ARGS,
         needs=KINETO,
@@ -144,18 +155,35 @@ ENTRIES = (
         name="operator_table",
         method="get_operator_table",
         doc="Per rank and operator name (``group_by=\"name\"``) or name and input shapes "
-            "(``\"name_and_input_shape\"``): calls, host self/total and device self/total time "
+            "(``\"name_and_input_shape\"``), or either and the call stack (``\"name_and_stack\"``, "
+            "``\"name_and_input_shape_and_stack\"``: the plugin's stack view, ``call_stack`` "
+            "column; empty with a warning on traces without ``Call stack`` args): calls, host "
+            "self/total and device self/total time "
             "(µs), tensor-core eligibility and the share of device time on tensor cores, as the "
             "TensorBoard plugin's operator view. Device times need 2021-schema traces (the plugin's "
             "limit). Window: the whole trace.",
         rank_step=operator_table.operator_table_rank,
         combine=operator_table.combine,
-        params=(Param("ranks", None, role="ranks"), Param("group_by", "name"), VISUALIZE,
-                Param("top", 20, role="figure")),
+        params=(ranks_param(None),
+                Param("group_by", "name",
+                      type="Literal['name', 'name_and_input_shape', 'name_and_stack', "
+                           "'name_and_input_shape_and_stack']",
+                      description="Group the operators by name, or by name and input shapes "
+                                  "(``'name_and_input_shape'``: adds the ``input_shape`` "
+                                  "column; shapes need ``record_shapes=True``), or either and "
+                                  "the call stack (``'name_and_stack'``, "
+                                  "``'name_and_input_shape_and_stack'``: adds the ``call_stack`` "
+                                  "column; only calls with a ``Call stack`` arg)."),
+                VISUALIZE,
+                Param("top", 20, role="figure", type="int",
+                      description="The number of operators in the figure.")),
+        # group_by="name" (the default) leaves the input_shape and call_stack columns out
+        columns=tuple(c for c in operator_table.COLUMNS if c not in ("input_shape", "call_stack")),
         figures="analysis.figures.operator_table",
         default_ranks="first",
         window="full",
-        extras=("kernel_args", "op_shapes"),
+        persist=True,
+        extras=operator_table.extras,
         needs=KINETO,
         title="Operators (TensorBoard)",
         how_to_read=(
@@ -175,13 +203,15 @@ ENTRIES = (
             "otherwise). Window: the whole trace.",
         rank_step=module_view.module_summary_rank,
         combine=module_view.combine,
-        params=(Param("ranks", None, role="ranks"), VISUALIZE),
+        params=(ranks_param(None), VISUALIZE),
         figures="analysis.figures.module_summary",
         default_ranks="first",
         window="full",
+        persist=True,
         extras=("kernel_args", "python_functions"),
         needs=KINETO,
         title="Modules (TensorBoard)",
+        columns=tuple(module_view.COLUMNS),
         how_to_read=(
             "The nn.Module hierarchy of the model, each module's rectangle as wide as its host time "
             "(self time: not in its sub-modules or operators). Modules that take most of their "
@@ -191,25 +221,29 @@ ENTRIES = (
         csv_only=lambda r: {"module_summary_all": r},
     ),
     *(
-        _memory_table(name, method, doc, rank_step, title, ranks)
-        for name, method, doc, rank_step, title, ranks in (
+        _memory_table(name, method, doc, rank_step, title, ranks, columns)
+        for name, method, doc, rank_step, title, ranks, columns in (
             ("memory_timeline", "get_memory_timeline",
              "Per rank and device (CPU, GPU0, ...): allocated and reserved bytes after each "
              "memory event, in time order (µs).",
-             memory_view.memory_timeline_rank, "Memory over time (TensorBoard)", "first"),
+             memory_view.memory_timeline_rank, "Memory over time (TensorBoard)", "first",
+             memory_view.TIMELINE_COLUMNS),
             ("memory_peaks", "get_memory_peaks",
              "Per rank and device: the peak of allocated bytes, when it was reached (µs) and in "
              "which profiler step (-1: none), and the peak of reserved bytes.",
-             memory_view.memory_peaks_rank, "Memory peaks (TensorBoard)", "all"),
+             memory_view.memory_peaks_rank, "Memory peaks (TensorBoard)", "all",
+             memory_view.PEAK_COLUMNS),
             ("operator_memory", "get_operator_memory",
              "Per rank, device and operator: calls, size increase, allocation count and bytes, "
              "each including nested operators and by the operator itself (``self_*``).",
-             memory_view.operator_memory_rank, "Operator memory (TensorBoard)", "first"),
+             memory_view.operator_memory_rank, "Operator memory (TensorBoard)", "first",
+             memory_view.OP_COLUMNS),
             ("memory_events", "get_memory_events",
              "Per rank: every allocation paired with its free: device, operator, bytes, "
              "allocated and freed at (µs), lifetime (µs); ``freed`` False for allocations never "
              "freed in the trace.",
-             memory_view.memory_events_rank, "Memory events (TensorBoard)", "first"),
+             memory_view.memory_events_rank, "Memory events (TensorBoard)", "first",
+             memory_view.EVENT_COLUMNS),
         )
     ),
     Analysis(
@@ -217,10 +251,11 @@ ENTRIES = (
         method="get_memory_view",
         doc="The memory view of the report: ``MemoryReport(timeline, peaks, operators, steps)`` "
             "(see get_memory_timeline, get_memory_peaks, get_operator_memory)." + MEMORY_DOC,
-        params=(Param("ranks", "all", role="ranks"), VISUALIZE),
+        params=(ranks_param("all"), VISUALIZE),
         figures="analysis.figures.memory_view",
         requires=memory_view.REQUIRES,
         derive=memory_view.memory_report,
+        returns="MemoryReport",
         title="Memory view (TensorBoard)",
         how_to_read=(
             "Memory allocated and reserved by PyTorch's allocators over time, per device, from a "

@@ -22,6 +22,7 @@ import pandas as pd
 
 from analysis.kineto.model import RankTrace
 from analysis.metrics.tensorboard.gpu_summary import kernels_with_args, uses_tensor_cores
+from analysis.metrics.tensorboard.plugin_steps import by_category
 
 COLUMNS = ["rank", "name", "tensor_cores_used", "calls", "total_us", "mean_us", "max_us",
            "min_us", "mean_blocks_per_sm", "mean_est_achieved_occupancy_pct"]
@@ -36,35 +37,62 @@ class KernelTables(NamedTuple):
     by_operator: pd.DataFrame
 
 
+def _group_ids(frame: pd.DataFrame, keys: list[str]) -> np.ndarray:
+    """One id per distinct combination of ``keys`` (missing values included), numbered in order
+    of first appearance: a group-by on one integer column instead of several."""
+    ids = np.zeros(len(frame), dtype=np.int64)
+    for k in keys:
+        col = frame[k]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            codes, size = col.cat.codes.to_numpy(np.int64) + 1, len(col.cat.categories) + 1
+        else:
+            codes, uniques = pd.factorize(col.to_numpy(), use_na_sentinel=False)
+            size = len(uniques)
+        ids = pd.factorize(ids * size + codes)[0].astype(np.int64)
+    return ids
+
+
 def _stats(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     dur = frame["dur"].to_numpy(np.int64) / 1000
-    f = pd.DataFrame({k: frame[k].cat.remove_unused_categories()
-                      if frame[k].dtype.name == "category" else frame[k] for k in keys})
-    f["dur"] = dur
+    ids = _group_ids(frame, keys)
+    f = pd.DataFrame({"dur": dur})
     for col, out in (("blocks_per_sm", "b"), ("occupancy_pct", "o")):
         f[out + "w"] = np.nan_to_num(frame[col].to_numpy(float)) * dur
-    g = f.groupby(keys, sort=False, dropna=False, observed=True)
+    g = f.groupby(ids, sort=False)
     out = g["dur"].agg(calls="count", total_us="sum", mean_us="mean", max_us="max", min_us="min")
     weight = out["total_us"].where(out["total_us"] > 0)
     out["mean_blocks_per_sm"] = (g["bw"].sum() / weight).fillna(0.0)
     out["mean_est_achieved_occupancy_pct"] = (g["ow"].sum() / weight).fillna(0.0)
-    out = out.reset_index()
-    for k in keys:  # categories back to plain text
-        if out[k].dtype.name == "category":
-            out[k] = out[k].astype(str)
+    first = pd.Series(np.arange(len(ids))).groupby(ids, sort=False).first().to_numpy()
+    out = out.reset_index(drop=True)
+    for i, k in enumerate(keys):  # each group's key values, categories as plain text
+        values = frame[k].iloc[first].reset_index(drop=True)
+        out.insert(i, k, values.astype(str) if isinstance(values.dtype, pd.CategoricalDtype)
+                   else values)
     out.insert(keys.index("name") + 1 if "name" in keys else 0, "tensor_cores_used",
-               uses_tensor_cores(out["name"]))
+               uses_tensor_cores(frame["name"].iloc[first]))  # categorical: once per name
     return out.sort_values("total_us", ascending=False, kind="stable")
+
+
+def _launching_operators(rt: RankTrace, external_ids: np.ndarray) -> pd.Categorical:
+    """Per kernel: the name of the last CPU operator with its external id (the plugin's link),
+    :data:`NO_OPERATOR` when none."""
+    ev = rt.events
+    cpu = np.flatnonzero(by_category(ev["cat"], lambda v: v == "cpu_op"))
+    ids = ev["external_id"].to_numpy()[cpu][::-1]  # reversed: np.unique finds the last one
+    codes = ev["name"].cat.codes.to_numpy()[cpu][::-1]
+    unique, first = np.unique(ids, return_index=True)
+    at = np.minimum(np.searchsorted(unique, external_ids), max(len(unique) - 1, 0))
+    found = (unique[at] == external_ids) if len(unique) else np.zeros(len(external_ids), bool)
+    labels = np.array([*ev["name"].cat.categories.astype(str), NO_OPERATOR], dtype=object)
+    op_codes = np.full(len(external_ids), len(labels) - 1, dtype=np.int64)
+    op_codes[found] = codes[first[at[found]]]
+    return pd.Categorical(labels[op_codes])
 
 
 def kernel_table_rank(rt: RankTrace) -> KernelTables:
     k = kernels_with_args(rt)
-    ev = rt.events
-    ops = ev.loc[(ev["cat"] == "cpu_op").to_numpy(bool), ["external_id", "name"]]
-    ops = ops[ops["external_id"].isin(k["external_id"].unique())]
-    ops = ops.drop_duplicates("external_id", keep="last")
-    op_of = pd.Series(ops["name"].astype(str).to_numpy(), index=ops["external_id"].to_numpy())
-    with_op = k.assign(operator=k["external_id"].map(op_of).fillna(NO_OPERATOR).astype(str))
+    with_op = k.assign(operator=_launching_operators(rt, k["external_id"].to_numpy()))
     with_op["registers_per_thread"] = with_op["registers_per_thread"].fillna(0)
     with_op["shared_memory"] = with_op["shared_memory"].fillna(0)
     kernels = _stats(k, ["name"])

@@ -12,6 +12,13 @@ counts the calls. Grouped by ``name`` or, with ``group_by="name_and_input_shape"
 recorded ``Input Dims`` (``record_shapes=True``; ``"[]"`` without), written as Python writes a list,
 in an ``input_shape`` column after ``name`` (only then).
 
+The plugin's call-stack view: ``group_by="name_and_stack"`` (or ``"name_and_input_shape_and_stack"``)
+groups by name (and input shape) and the operator's ``Call stack`` arg, in a ``call_stack`` column
+(innermost frame first, one per line), keeping only calls that have a non-empty stack, as the
+plugin does. PyTorch wrote that arg with ``with_stack=True`` until about 1.10; newer traces carry
+stacks as ``python_function`` events instead, which the plugin does not read: on a trace without
+``Call stack`` args the table is empty, with a warning saying so (:data:`NO_STACKS`).
+
 The plugin links runtime calls only through Kineto's 2021 ``Runtime`` events: on current traces
 every device time is 0, as it showed (``docs/deviations.md``). Sorted by device self time, then host
 self time, descending.
@@ -19,6 +26,7 @@ self time, descending.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 
 import msgspec
@@ -32,10 +40,16 @@ from analysis.metrics.tensorboard.gpu_summary import uses_tensor_cores
 from analysis.metrics.tensorboard.plugin_steps import plugin_view
 from analysis.metrics.tensorboard.ranges import plugin_us
 
-GROUPS = ("name", "name_and_input_shape")
+GROUPS = ("name", "name_and_input_shape", "name_and_stack", "name_and_input_shape_and_stack")
 SHAPES = "op_shapes"
-COLUMNS = ["rank", "name", "input_shape", "calls", "host_self_us", "host_total_us",
+STACKS = "op_stacks"
+COLUMNS = ["rank", "name", "input_shape", "call_stack", "calls", "host_self_us", "host_total_us",
            "device_self_us", "device_total_us", "tc_eligible", "tc_self_pct", "tc_total_pct"]
+NO_STACKS = (
+    "operator table by call stack: the trace has no operator 'Call stack' args (recorded with "
+    "with_stack=True by PyTorch up to about 1.10; newer PyTorch writes stacks as python_function "
+    "events, which the TensorBoard plugin's stack view does not read), so the table is empty"
+)
 # Operators that can run on tensor cores: the plugin's list (from autocast's lower-precision ops).
 TC_ELIGIBLE_OPS = frozenset((
     "aten::_convolution", "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_tbc",
@@ -52,6 +66,13 @@ TC_ELIGIBLE_OPS = frozenset((
     "aten::cudnn_convolution_transpose_backward_input", "AddmmBackward",
     "aten::cudnn_convolution_backward_input", "AddbmmBackward", "aten::cudnn_convolution_backward",
 ))
+
+
+def extras(options: Mapping[str, object]) -> tuple[str, ...]:
+    """The extra kinds a table with these options reads (shapes, stacks only when grouped by)."""
+    group_by = str(options.get("group_by", "name"))
+    return (("kernel_args",) + (SHAPES,) * ("input_shape" in group_by)
+            + (STACKS,) * group_by.endswith("_stack"))
 
 
 def runtime_times(rt: RankTrace, nodes: pd.DataFrame) -> np.ndarray:
@@ -103,9 +124,18 @@ def _shapes(rt: RankTrace, nodes: pd.DataFrame) -> np.ndarray:
     return np.array(out, dtype=object)
 
 
+def _stacks(rt: RankTrace, nodes: pd.DataFrame) -> np.ndarray:
+    """Per node: its ``Call stack`` arg, "" without one."""
+    table = rt.extra(STACKS)
+    stacks = table["call_stack"].astype(object).reindex(nodes["row"]).to_numpy()
+    return np.where(pd.isna(stacks), "", stacks).astype(object)
+
+
 def operator_table_rank(rt: RankTrace, group_by: str = "name") -> pd.DataFrame:
     if group_by not in GROUPS:
         raise ConfigError(f"group_by must be one of {GROUPS}, not {group_by!r}")
+    by_shape = "input_shape" in group_by
+    by_stack = group_by.endswith("_stack")
     nodes = call_tree(rt)
     parent = nodes["parent"].to_numpy(np.int64)
     kept = parent >= -1
@@ -128,12 +158,15 @@ def operator_table_rank(rt: RankTrace, group_by: str = "name") -> pd.DataFrame:
     ops = kept & nodes["is_op"].to_numpy(bool)
     frame = pd.DataFrame({
         "name": nodes["name"].to_numpy(object)[ops],
-        "input_shape": _shapes(rt, nodes)[ops] if group_by != "name" else "",
+        "input_shape": _shapes(rt, nodes)[ops] if by_shape else "",
+        "call_stack": _stacks(rt, nodes)[ops] if by_stack else "",
         "host_total_us": dur[ops], "host_self_us": self_host[ops],
         "device_total_us": device_total[ops], "device_self_us": own[ops, 1],
         "tc_self": own[ops, 2], "tc_total": tc_total[ops], "tc_eligible": eligible[ops],
     })
-    keys = ["name"] if group_by == "name" else ["name", "input_shape"]
+    if by_stack:  # the plugin's stack view: calls with a stack only
+        frame = frame[frame["call_stack"] != ""]
+    keys = ["name"] + ["input_shape"] * by_shape + ["call_stack"] * by_stack
     g = frame.groupby(keys, sort=False)
     out = g[["host_self_us", "host_total_us", "device_self_us", "device_total_us", "tc_self",
              "tc_total"]].sum()
@@ -146,9 +179,13 @@ def operator_table_rank(rt: RankTrace, group_by: str = "name") -> pd.DataFrame:
                                    100 * out["tc_total"] / out["device_total_us"].where(out["device_total_us"] > 0, 1), 0.0)
     out.insert(0, "rank", rt.rank)
     out = out.sort_values(["device_self_us", "host_self_us"], ascending=False, kind="stable")
-    columns = COLUMNS if group_by != "name" else [c for c in COLUMNS if c != "input_shape"]
+    columns = [c for c in COLUMNS if (c != "input_shape" or by_shape)
+               and (c != "call_stack" or by_stack)]
     return out[columns].reset_index(drop=True)
 
 
-def combine(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
-    return pd.concat(list(parts.values()), ignore_index=True)
+def combine(parts: Mapping[int, pd.DataFrame], group_by: str = "name") -> pd.DataFrame:
+    out = pd.concat(list(parts.values()), ignore_index=True)
+    if group_by.endswith("_stack") and out.empty:
+        warnings.warn(NO_STACKS, stacklevel=3)
+    return out

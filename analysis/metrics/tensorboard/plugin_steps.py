@@ -82,37 +82,39 @@ def dataloader_names(names: pd.Series) -> np.ndarray:
 def _plugin_view(rt: RankTrace) -> PluginView:
     ev = rt.events
     raw = rt.extra(KERNEL_ARGS)["raw_cat"]
-    cat = ev["cat"]
     is_legacy_runtime = np.zeros(len(ev), bool)
     is_legacy_python = np.zeros(len(ev), bool)
     where = ev.index.get_indexer(raw.index)
     is_legacy_runtime[where[by_category(raw, lambda v: v.str.lower() == "runtime")]] = True
     is_legacy_python[where[by_category(raw, lambda v: v.str.lower() == "python")]] = True
 
-    is_op = (cat == "cpu_op").to_numpy(bool)
-    is_annotation = cat.isin(("user_annotation", "gpu_user_annotation")).to_numpy(bool)
+    def cat_in(*values: str) -> np.ndarray:
+        return by_category(ev["cat"], lambda v: v.isin(values))
+
+    is_op = cat_in("cpu_op")
+    is_annotation = cat_in("user_annotation", "gpu_user_annotation")
     names = ev["name"]
     is_step_name = by_category(names, lambda v: v.str.startswith(STEP_PREFIX))
-    is_comm_name = names.isin(COMM_NAMES).to_numpy(bool)
+    is_comm_name = by_category(names, lambda v: v.isin(COMM_NAMES))
     is_step = (is_op | is_annotation) & is_step_name
     is_loader = is_op & ~is_step & by_category(names, dataloader_names)
     cpu_like = (is_op & ~is_step) | is_legacy_python
     comm_ops = (cpu_like | is_annotation) & ~is_step & is_comm_name
     is_cpu_exec = cpu_like & ~is_loader & ~comm_ops
-    kernel = (cat == "kernel").to_numpy(bool)
+    kernel = cat_in("kernel")
     # the plugin reads "external id" first (Kineto 2021 GPU and runtime events), then "External id"
     ext = ev["external_id"].to_numpy().copy()
     lower = rt.extra(KERNEL_ARGS)["external_id_lower"].to_numpy()
     ext[where[lower >= 0]] = lower[lower >= 0]
     comm_ids = ext[comm_ops]
-    comm_kernel = kernel & np.isin(ext, comm_ids)
+    comm_kernel = kernel & np.isin(ext, comm_ids) if len(comm_ids) else np.zeros(len(ev), bool)
 
     ts = plugin_us(ev["ts"].to_numpy(np.int64))
     end = ts + plugin_us(ev["dur"].to_numpy(np.int64))
     masks = {
         "kernel": kernel & ~comm_kernel,
-        "memcpy": (cat == "gpu_memcpy").to_numpy(bool),
-        "memset": (cat == "gpu_memset").to_numpy(bool),
+        "memcpy": cat_in("gpu_memcpy"),
+        "memset": cat_in("gpu_memset"),
         "communication": comm_kernel | comm_ops,
         "runtime": is_legacy_runtime,
         "dataloader": is_loader,
@@ -120,11 +122,11 @@ def _plugin_view(rt: RankTrace) -> PluginView:
     }
     roles = {k: merge(ts[m], end[m]) for k, m in masks.items()}
 
-    order = np.argsort(ts, kind="stable")
-    step_rows = order[is_step[order]]
+    step_rows = _by_start(np.flatnonzero(is_step), ts)
     if len(step_rows):
+        step_names = _category_values(names, step_rows)
         steps = pd.DataFrame({
-            "name": [str(int(str(n).split("#")[1])) for n in names.to_numpy()[step_rows]],
+            "name": [str(int(str(n).split("#")[1])) for n in step_names],
             "start": ts[step_rows],
             "end": end[step_rows],
         })
@@ -135,16 +137,28 @@ def _plugin_view(rt: RankTrace) -> PluginView:
     device = kernel | masks["memcpy"] | masks["memset"]
     if is_legacy_runtime.any() and len(step_rows):
         steps = _device_steps(steps, ts, end, ev["correlation"].to_numpy(), is_legacy_runtime,
-                              device, order)
+                              _by_start(np.flatnonzero(device), ts))
     kernels = ev.loc[kernel, ["ts", "dur", "name", "device", "correlation"]]
     kernels.insert(4, "external_id", ext[kernel])
     return PluginView(roles=roles, steps=steps.reset_index(drop=True), kernels=kernels,
                       external_ids=ext)
 
 
-def _device_steps(steps, ts, end, corr, runtime, device, order) -> pd.DataFrame:
-    """The plugin's device-side steps (2021 schema): see the module docstring."""
-    dev_rows = order[device[order]]
+def _by_start(rows: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """``rows`` in the plugin's event order: by start, file order at equal starts."""
+    return rows[np.argsort(ts[rows], kind="stable")]
+
+
+def _category_values(column: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """The values of a (categorical) column at ``rows``, without converting the whole column."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.categories.to_numpy(object)[column.cat.codes.to_numpy()[rows]]
+    return column.to_numpy(object)[rows]
+
+
+def _device_steps(steps, ts, end, corr, runtime, dev_rows) -> pd.DataFrame:
+    """The plugin's device-side steps (2021 schema): see the module docstring. ``dev_rows``: the
+    GPU events' rows in the plugin's order."""
     by_corr: dict[int, list[int]] = {}
     for r in dev_rows.tolist():
         by_corr.setdefault(int(corr[r]), []).append(r)

@@ -1,5 +1,5 @@
 """Interval sets as the plugin combines them: merged, sorted, disjoint ``(starts, ends)`` arrays,
-their intersection and difference; and times in the plugin's unit.
+their union and their length inside windows; and times in the plugin's unit.
 
 The plugin computes in µs exactly as ``json.loads`` reads them: ints, or float64 when the trace
 writes fractions, with ``end = ts + dur`` rounded as a float. :func:`plugin_us` gives the same
@@ -39,33 +39,38 @@ def merge(starts, ends) -> Ranges:
     return out_s, out_e
 
 
-def _inside(points: np.ndarray, r: Ranges) -> np.ndarray:
-    k = np.searchsorted(r[0], points, side="right") - 1
-    ok = k >= 0
-    out = np.zeros(len(points), bool)
-    out[ok] = points[ok] < r[1][k[ok]]
-    return out
-
-
-def _combine(a: Ranges, b: Ranges, keep) -> Ranges:
-    points = np.unique(np.concatenate([a[0], a[1], b[0], b[1]]))
-    if len(points) < 2:
-        return points[:0], points[:0]
-    left = points[:-1]
-    chosen = keep(_inside(left, a), _inside(left, b))
-    return merge(left[chosen], points[1:][chosen])
-
-
-def intersect(a: Ranges, b: Ranges) -> Ranges:
-    return _combine(a, b, lambda x, y: x & y)
-
-
-def subtract(a: Ranges, b: Ranges) -> Ranges:
-    return _combine(a, b, lambda x, y: x & ~y)
-
-
 def length_within(r: Ranges, start: float, end: float) -> float:
     """Total length of ``r`` inside ``[start, end)``."""
     if end <= start or not len(r[0]):
         return 0.0
     return float(np.clip(np.minimum(r[1], end) - np.maximum(r[0], start), 0, None).sum())
+
+
+def union(a: Ranges, b: Ranges) -> Ranges:
+    """The union of two sets of sorted disjoint ranges (a merge of two sorted runs)."""
+    if not len(a[0]):
+        return b
+    if not len(b[0]):
+        return a
+    return merge(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+
+
+def lengths_within(r: Ranges, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per window ``[starts[i], ends[i])``: the total length of the sorted disjoint ranges ``r``
+    inside it (prefix sums of the lengths, the two partly covered ranges clipped)."""
+    starts = np.asarray(starts, dtype=np.float64)
+    ends = np.asarray(ends, dtype=np.float64)
+    s, e = r
+    out = np.zeros(len(starts))
+    if not len(s) or not len(starts):
+        return out
+    cum = np.concatenate([[0.0], np.cumsum(e - s)])
+    first = np.searchsorted(e, starts, side="right")  # the first range ending after the start
+    stop = np.searchsorted(s, ends, side="left")  # past the last range starting before the end
+    some = (first < stop) & (ends > starts)
+    i, j = first[some], stop[some]
+    total = cum[j] - cum[i]
+    total -= np.clip(starts[some] - s[i], 0, None)
+    total -= np.clip(e[j - 1] - ends[some], 0, None)
+    out[some] = total
+    return out

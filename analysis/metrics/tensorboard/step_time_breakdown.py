@@ -21,7 +21,7 @@ import pandas as pd
 
 from analysis.kineto.model import RankTrace
 from analysis.metrics.tensorboard.plugin_steps import ROLES, concat_parts, plugin_view
-from analysis.metrics.tensorboard.ranges import intersect, length_within, merge, subtract
+from analysis.metrics.tensorboard.ranges import lengths_within, union
 
 COLUMNS = ["rank", "step", "kernel_us", "memcpy_us", "memset_us", "runtime_us", "dataloader_us",
            "cpu_exec_us", "other_us", "total_us", "communication_us"]
@@ -31,21 +31,19 @@ def step_time_breakdown_rank(rt: RankTrace) -> pd.DataFrame:
     view = plugin_view(rt)
     steps = view.steps
     starts, ends = steps["start"].to_numpy(float), steps["end"].to_numpy(float)
-    slots = merge(starts, ends)
-    parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for i, role in enumerate(ROLES):
-        ranges = view.roles[role] if i == 0 else intersect(slots, view.roles[role])
-        parts[role] = ranges
-        slots = subtract(slots, ranges)
-    parts["other"] = slots
-    rows = []
-    for name, s, e in zip(steps["name"], starts.tolist(), ends.tolist(), strict=True):
-        row = {"rank": rt.rank, "step": int(name)}
-        for role, ranges in parts.items():
-            row[f"{role}_us"] = length_within(ranges, s, e)
-        row["total_us"] = e - s
-        rows.append(row)
-    return pd.DataFrame(rows, columns=COLUMNS)
+    # by priority: role i's time in a step is |roles 0..i| - |roles 0..i-1| inside the step
+    covered = (np.zeros(0), np.zeros(0))
+    before = np.zeros(len(steps))
+    out = pd.DataFrame({"rank": rt.rank, "step": steps["name"].astype(int).to_numpy()},
+                       columns=COLUMNS)
+    for role in ROLES:
+        covered = union(covered, view.roles[role])
+        now = lengths_within(covered, starts, ends)
+        out[f"{role}_us"] = now - before
+        before = now
+    out["other_us"] = (ends - starts) - before
+    out["total_us"] = ends - starts
+    return out.astype({c: "float64" for c in COLUMNS[2:]}).astype({"rank": "int64", "step": "int64"})
 
 
 def combine(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:

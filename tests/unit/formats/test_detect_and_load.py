@@ -58,8 +58,9 @@ def test_the_dask_engine_refuses_a_file_of_several_ranks(two_files):
     pytest.importorskip("distributed")
     from analysis.engines.dask import load_rank
     from analysis.errors import TraceLoadError
+    from analysis.io import LoadOptions
     from analysis.kineto.sources import TraceFile
 
     path = two_files / "a.sqlite"
     with pytest.raises(TraceLoadError, match="holds 2 ranks.*without client="):
-        load_rank(TraceFile(str(path), path.stat().st_size, None), None, None, False)
+        load_rank(TraceFile(str(path), path.stat().st_size, None), LoadOptions(use_cache=False))

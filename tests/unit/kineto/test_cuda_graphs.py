@@ -170,3 +170,57 @@ def test_trace_metadata_counts_graph_launches(tmp_path):
     bare.write_text(json.dumps({"traceEvents": replay_events([3, 3])}))
     meta = TraceAnalysis(trace_files={0: str(bare)}).get_trace_metadata()
     assert meta[["graph_launches", "graph_launches_unmatched"]].iloc[0].tolist() == [2, 2]
+
+
+def test_capture_trace_argument(tmp_path):
+    """``capture_trace=`` names the capture (a file or a folder) when it is not beside the replay;
+    the parsed cache knows which capture it was built with, and the roofline's shapes (read again
+    from the file on demand) come through the same capture."""
+    from analysis.api import TraceAnalysis
+    from analysis.errors import InputFileError
+
+    write_pair(tmp_path / "pair", ["aten::mm", "aten::add"], [2, 2])
+    replay_dir = tmp_path / "replay"
+    replay_dir.mkdir()
+    replay = replay_dir / "replay.json"
+    replay.write_text((tmp_path / "pair" / "replay.json").read_text())
+    capture = tmp_path / "pair" / "capture_traces" / "capture.json"
+    cache = tmp_path / "cache"
+
+    bare = TraceAnalysis(trace_files={0: str(replay)}, cache_dir=cache).get_operator_summary()
+    assert list(bare["name"]) == ["CUDA graph (cudaGraphLaunch)"]
+    for given in (capture, capture.parent):  # the file, or its folder
+        merged = TraceAnalysis(trace_files={0: str(replay)}, cache_dir=cache,
+                               capture_trace=given)
+        by_name = merged.get_operator_summary().set_index("name")["gpu_self_us"]
+        # launch g's kernel k lasts k + 1 µs: aten::mm runs k0, aten::add k1, in both launches
+        assert by_name.to_dict() == pytest.approx({"aten::mm": 2 * 1.0, "aten::add": 2 * 2.0})
+        assert merged.full_trace[0].meta.capture_trace == str(given)
+        ops = merged.get_operator_roofline().ops
+        mm = ops[ops["name"] == "aten::mm"]
+        # capture launch 0 (aten::mm) carried Input Dims [[1, 4], [4, 8]]
+        assert list(mm["input_dims"]) == ["[[1,4],[4,8]]"]
+    # the cache entry of the bare replay is not reused for the merged one, nor the reverse
+    again = TraceAnalysis(trace_files={0: str(replay)}, cache_dir=cache).get_operator_summary()
+    assert list(again["name"]) == ["CUDA graph (cudaGraphLaunch)"]
+    with pytest.raises(InputFileError, match="capture_trace"):
+        TraceAnalysis(trace_files={0: str(replay)}, capture_trace=tmp_path / "nowhere.json")
+
+
+def test_cli_capture_trace_option(tmp_path):
+    from click.testing import CliRunner
+
+    from analysis.cli import main
+
+    write_pair(tmp_path / "pair", ["aten::mm", "aten::add"], [2, 2])
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "replay.json").write_text((tmp_path / "pair" / "replay.json").read_text())
+    out = CliRunner().invoke(main, ["check", str(tmp_path / "run"), "-q", "--capture-trace",
+                                    str(tmp_path / "pair" / "capture_traces"), "--cache-dir",
+                                    str(tmp_path / "cache")], catch_exceptions=False)
+    # with the capture the health check finds every launch attributed; without, it warns
+    assert "2 graph launches attributed to the operators" in " ".join(out.output.split())
+    out = CliRunner().invoke(main, ["check", str(tmp_path / "run"), "-q", "--cache-dir",
+                                    str(tmp_path / "cache")], catch_exceptions=False)
+    assert "WARNING graph_capture (rank 0): 2 graph launches and their kernels have no operator" \
+        in " ".join(out.output.split())

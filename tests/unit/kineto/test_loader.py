@@ -315,7 +315,7 @@ def test_progress_bar_only_when_asked(two_ranks, capsys):
 )
 def test_denied_access_maps_to_permission_error(exc):
     # What fsspec raises when access is denied (chmod cannot deny root, so checked directly).
-    from analysis.kineto.sources import as_load_error
+    from analysis.io import as_load_error
 
     error = as_load_error("gs://bucket/run", exc, "list this directory")
     assert isinstance(error, TracePermissionError)

@@ -1,14 +1,13 @@
-"""The bounded reader (analysis.kineto.sources): read limits, streamed gunzip, sniffing."""
+"""Finding and sniffing trace files (analysis.kineto.sources); the bounded reader itself is
+analysis.io's (tests/unit/io/test_io_reads.py)."""
 
 from __future__ import annotations
 
-import gzip
 import os
 
 import pytest
 
 from analysis.errors import (
-    ConfigError,
     CorruptInputError,
     CorruptTraceError,
     InputTooLargeError,
@@ -16,67 +15,8 @@ from analysis.errors import (
     TraceNotFoundError,
     printable,
 )
-from analysis.kineto.sources import (
-    READ_LIMIT_ENV,
-    find_trace_files,
-    gunzip_bounded,
-    read_input_bytes,
-    read_limit,
-    read_trace_bytes,
-    sniff_trace,
-)
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [("100", 100), ("2K", 2048), ("3M", 3 * 2**20), ("1G", 2**30), ("2GiB", 2 * 2**30),
-     (" 4 gb ", 4 * 2**30)],
-)
-def test_read_limit_from_the_environment(monkeypatch, text, expected):
-    monkeypatch.setenv(READ_LIMIT_ENV, text)
-    assert read_limit() == expected
-
-
-@pytest.mark.parametrize("bad", ["lots", "0", "-5", "1.5G", ""])
-def test_bad_read_limit_is_a_config_error(monkeypatch, bad):
-    monkeypatch.setenv(READ_LIMIT_ENV, bad)
-    with pytest.raises(ConfigError, match=READ_LIMIT_ENV):
-        read_limit()
-
-
-def test_read_limit_argument_wins_and_is_checked(monkeypatch):
-    monkeypatch.setenv(READ_LIMIT_ENV, "1K")
-    assert read_limit(5000) == 5000
-    with pytest.raises(ConfigError):
-        read_limit(True)
-    monkeypatch.delenv(READ_LIMIT_ENV)
-    assert read_limit() > 0  # a share of the available memory
-
-
-def test_gunzip_limit_boundary():
-    text = b"x" * 1000
-    data = gzip.compress(text)
-    assert gunzip_bounded(data, "f", limit=1000) == text  # exactly at the limit
-    with pytest.raises(InputTooLargeError, match="f: the decompressed gzip data is larger"):
-        gunzip_bounded(data, "f", limit=999)
-
-
-def test_gunzip_members_padding_and_damage():
-    two = gzip.compress(b"ab") + gzip.compress(b"cd")
-    assert gunzip_bounded(two + b"\0" * 7, "f", limit=100) == b"abcd"
-    with pytest.raises(CorruptInputError, match="unexpected bytes after the data"):
-        gunzip_bounded(two + b"junk", "f", limit=100)
-    with pytest.raises(CorruptInputError, match="truncated or corrupt"):
-        gunzip_bounded(two[:-6], "f", limit=100)
-    with pytest.raises(CorruptTraceError):
-        gunzip_bounded(two[:-6], "f", limit=100, error=CorruptTraceError)
-    assert gunzip_bounded(b"plain", "f", limit=1) == b"plain"  # not gzip: left as it is
-
-
-def test_a_bomb_stops_at_the_limit_without_expanding():
-    bomb = gzip.compress(b"\0" * (64 * 2**20), 9)  # 64 MiB in ~64 KiB
-    with pytest.raises(InputTooLargeError):
-        gunzip_bounded(bomb, "bomb.gz", limit=2**20)
+from analysis.io import read_input_bytes
+from analysis.kineto.sources import find_trace_files, read_trace_bytes, sniff_trace
 
 
 @pytest.mark.parametrize(
@@ -124,22 +64,7 @@ def test_unreachable_gs_fails_fast_and_quietly(monkeypatch, capfd):
     assert "Traceback" not in capfd.readouterr().err
 
 
-def test_remote_timeout_setting(monkeypatch):
-    from analysis.kineto.sources import REMOTE_TIMEOUT_ENV, remote_timeout
-
-    monkeypatch.setenv(REMOTE_TIMEOUT_ENV, "2.5")
-    assert remote_timeout() == 2.5
-    for bad in ("0", "-1", "soon", "nan"):
-        monkeypatch.setenv(REMOTE_TIMEOUT_ENV, bad)
-        with pytest.raises(ConfigError, match=REMOTE_TIMEOUT_ENV):
-            remote_timeout()
-
-
 # --- plain local paths without fsspec (start-up) ---
-
-
-
-
 
 
 @pytest.fixture

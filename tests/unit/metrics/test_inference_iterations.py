@@ -38,6 +38,7 @@ MIXED = "execute_260_context_1(sq256sk256)_generation_4(sq4sk300)"
 
 
 def _analysis(tmp_path, doc):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "engine.json"
     path.write_text(json.dumps(doc))
     return TraceAnalysis(trace_files={0: str(path)})
@@ -108,7 +109,21 @@ def test_shared_decode_traces(folder, replay):
     ms, me = merge(start, end)
     # every GPU event of these traces is launched inside the iteration's annotation
     assert table["kernels"].iloc[0] == len(gpu)
-    assert table["gpu_busy_us"].iloc[0] == pytest.approx((me - ms).sum() / 1000, abs=0.01)
+    row = table.iloc[0]
+    assert row["gpu_busy_us"] == pytest.approx((me - ms).sum() / 1000, abs=0.01)
+    # on one stream nothing overlaps: busy is then the plain sum of the kernels' durations
+    if len({e["args"].get("stream") for e in gpu}) == 1:
+        assert row["gpu_busy_us"] == pytest.approx((end - start).sum() / 1000, abs=0.01)
+    else:  # SGLang's two streams overlap a little: the union is less than the sum
+        assert row["gpu_busy_us"] < (end - start).sum() / 1000
+    # idle inside the iteration and idle between iterations are reported apart: the span from the
+    # first kernel to the last, less busy, is inside; one iteration has nothing before it
+    assert row["idle_inside_us"] == pytest.approx((end.max() - start.min() - (me - ms).sum()) / 1000,
+                                                  abs=0.01)
+    assert np.isnan(row["idle_before_us"])
+    # the analysed window is the iteration: the temporal breakdown's idle is its idle inside
+    temporal = TraceAnalysis(trace_files={0: str(base / replay)}).get_temporal_breakdown()
+    assert temporal["idle_time(us)"].iloc[0] == pytest.approx(row["idle_inside_us"], abs=0.01)
 
 
 def test_serving_findings(tmp_path):
@@ -132,3 +147,88 @@ def test_serving_findings_silent_without_gaps(tmp_path):
     assert not set(found["title"]) & {"Decode is launch-bound",
                                       "The GPU idles between serving iterations"}
     assert "launch_bound_decode" not in found.attrs["not_run"]
+
+
+def _ops_trace(iterations):
+    """Per iteration (name, cpu start, [(operator or None, kernel start, dur)]): the annotation,
+    and per kernel an operator (if any) around its launch."""
+    ev, corr = [], 1
+    for name, t0, kernels in iterations:
+        ev.append(_x("user_annotation", name, t0, 100))
+        for i, (op, ks, kd) in enumerate(kernels):
+            t = t0 + 1 + 5 * i
+            if op is not None:
+                ev.append(_x("cpu_op", op, t, 4))
+            ev.append(_x("cuda_runtime", "cudaLaunchKernel", t + 1, 1, correlation=corr))
+            ev.append(_x("kernel", f"k{corr}", ks, kd, pid=0, tid=7, correlation=corr, stream=7,
+                         device=0))
+            corr += 1
+    return {"traceEvents": ev}
+
+
+ATTN, MM = "vllm::unified_attention_with_output", "aten::mm"
+
+
+def test_operator_split_per_iteration_and_phase(tmp_path):
+    doc = _ops_trace([
+        (PREFILL, 0, [(ATTN, 10, 60), (MM, 80, 30), (None, 115, 10)]),
+        (PREFILL, 200, [(ATTN, 210, 40), (MM, 260, 20), ("_C::rms_norm", 290, 5)]),
+        (DECODE, 400, [(MM, 410, 8), ("_C_cache_ops::reshape_and_cache_flash", 420, 2)]),
+    ])
+    table = _analysis(tmp_path, doc).get_inference_iterations()
+    assert list(table["attention_us"]) == [60, 40, 2]  # the KV-cache write counts as attention
+    assert list(table["gemm_us"]) == [30, 20, 8]
+    assert table["top_operators"].iloc[0] == f"{ATTN} 60.0 %; {MM} 30.0 %; (no operator) 10.0 %"
+    ops = table.attrs["operators"]
+    totals = ops.groupby("iteration")["gpu_us"].sum()
+    assert list(totals) == [100, 65, 10]  # every kernel of the iteration, once
+    phases = phase_summary(table).set_index("phase")  # the first of three is warm-up
+    assert phases.loc["prefill", "attention_pct"] == pytest.approx(100 * 40 / 65)
+    assert phases.loc["prefill", "gemm_pct"] == pytest.approx(100 * 20 / 65)
+    assert phases.loc["decode", "top_operators"].startswith(f"{MM} 80.0 %")
+
+
+def test_prefill_attention_finding_and_when_it_is_silent(tmp_path):
+    prefill = [(ATTN, 10, 60), (MM, 80, 30), (None, 115, 10)]
+    doc = _ops_trace([(PREFILL, 200 * i, [(o, 200 * i + s, d) for o, s, d in prefill])
+                      for i in range(3)])
+    found = _analysis(tmp_path, doc).findings().set_index("title")
+    row = found.loc["Prefill is dominated by attention"]
+    assert row["value"] == pytest.approx(60.0) and row["metric"] == "prefill_attention_pct"
+    # GEMM-heavy prefill
+    heavy = [(ATTN, 10, 20), (MM, 40, 70)]
+    doc = _ops_trace([(PREFILL, 200 * i, [(o, 200 * i + s, d) for o, s, d in heavy])
+                      for i in range(3)])
+    found = _analysis(tmp_path / "gemm", doc).findings().set_index("title")
+    assert found.loc["Prefill is dominated by GEMM", "value"] == pytest.approx(100 * 70 / 90,
+                                                                            abs=0.01)
+    # no operators (a graph replay without its capture): silent, with the reason
+    bare = [(None, 10, 60), (None, 80, 30)]
+    doc = _ops_trace([(PREFILL, 200 * i, [(o, 200 * i + s, d) for o, s, d in bare])
+                      for i in range(3)])
+    found = _analysis(tmp_path / "bare", doc).findings()
+    assert not found["title"].str.startswith("Prefill is dominated").any()
+    assert "attributed to operators" in found.attrs["not_run"]["prefill_attention_vs_gemm"]
+    # decode only: silent, with the reason
+    doc = _ops_trace([(DECODE, 200 * i, [(MM, 200 * i + 10, 8)]) for i in range(3)])
+    found = _analysis(tmp_path / "decode", doc).findings()
+    assert "prefill" in found.attrs["not_run"]["prefill_attention_vs_gemm"]
+
+
+@pytest.mark.parametrize("folder,replay", [
+    ("sglang_decode", "sglang_Qwen3-8B_decode.json.gz"),
+    ("vllm_decode_full", "graph_execution.json.gz"),
+])
+def test_attention_and_gemm_time_match_tracelens_categories(folder, replay):
+    """The iteration's attention and GEMM GPU time against TraceLens's op categories
+    (``ops_summary_by_category.csv``: InferenceAttention, GEMM), within 1 %."""
+    import pandas as pd
+
+    base = INFERENCE / folder
+    if not (base / replay).exists():
+        pytest.skip("shared inference traces absent")
+    oracle = pd.read_csv(base / "perf_csvs" / "ops_summary_by_category.csv")
+    by_cat = oracle.groupby("op category")["total_direct_kernel_time_ms"].sum() * 1000
+    table = TraceAnalysis(trace_files={0: str(base / replay)}).get_inference_iterations()
+    assert table["attention_us"].sum() == pytest.approx(by_cat["InferenceAttention"], rel=0.01)
+    assert table["gemm_us"].sum() == pytest.approx(by_cat["GEMM"], rel=0.01)

@@ -187,6 +187,23 @@ def test_operator_table_current_schema_and_shapes(tmp_path):
         t.get_operator_table(group_by="shape", visualize=False)
 
 
+def test_operator_table_by_call_stack(tmp_path):
+    """``Call stack`` args (the generator's STACKS): one row per operator and distinct stack;
+    aten::empty's empty stack gives no row; by shape too."""
+    t = facade(tmp_path, stacks=True)
+    s = t.get_operator_table(group_by="name_and_stack", visualize=False)
+    assert list(s.columns[:4]) == ["rank", "name", "call_stack", "calls"]
+    rows = s[["name", "call_stack", "calls", "host_total_us", "host_self_us"]].to_numpy().tolist()
+    assert rows == [
+        ["aten::mm", tensorboard_traces.STACKS[20][0], 1, 200, 200],
+        ["aten::mm", tensorboard_traces.STACKS[10][0], 1, 200, 190],  # holds aten::empty
+        ["aten::add", tensorboard_traces.STACKS[11][0], 1, 100, 100],
+    ]
+    by_shape = t.get_operator_table(group_by="name_and_input_shape_and_stack", visualize=False)
+    assert list(by_shape.columns[1:4]) == ["name", "input_shape", "call_stack"]
+    assert by_shape["input_shape"].tolist() == ["[[8, 16], [16, 4]]"] * 2 + ["[[8, 4], [8, 4]]"]
+
+
 def test_module_summary(tmp_path):
     """``with_modules=True``: the hierarchy and each module's calls, operators and host times
     (the generator's docstring derives them; the plugin gives the same)."""
