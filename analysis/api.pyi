@@ -1159,8 +1159,9 @@ class TraceAnalysis:
         *,
         ranks: int | Iterable[int] | Literal['all'] | None = 'all',
     ) -> pd.DataFrame:
-        """Per rank and profiler step: step time, computation, exposed communication, memory, other GPU
-        work and idle time by cause (µs), with each step's slowest rank and its margin over the median
+        """Per rank and profiler step: step time, the computation, exposed communication, memory and other
+        GPU work launched in the step (wherever it ran; how far past the step's end), the GPU's idle
+        time in the step by cause (µs), with each step's slowest rank and its margin over the median
         (µs).
 
         Args:
@@ -1176,8 +1177,8 @@ class TraceAnalysis:
             pd.DataFrame: columns ``rank``, ``step``, ``step_time_us`` (µs), ``computation_us`` (µs),
                 ``exposed_comm_us`` (µs), ``memory_us`` (µs), ``other_us`` (µs),
                 ``step_idle_host_wait_us`` (µs), ``step_idle_kernel_wait_us`` (µs),
-                ``step_idle_other_us`` (µs), ``step_idle_us`` (µs), ``step_slowest_rank``,
-                ``step_margin_us`` (µs).
+                ``step_idle_other_us`` (µs), ``step_idle_us`` (µs), ``past_step_end_us`` (µs),
+                ``step_slowest_rank``, ``step_margin_us`` (µs).
 
         The registered analysis ``step_breakdown`` (its name in ``TraceAnalysis.run``, the report and
         ``trace-analysis report --analyses``). Its definition is the docstring of

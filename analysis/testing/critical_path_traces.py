@@ -21,7 +21,21 @@ analysis counts as ``cpu_untraced`` (HTA counts nothing: ``hta_length``).
 - ``triton``: ten kernels launched with ``cuLaunchKernelEx`` (HTA #271), each after the previous one
   finished: the stream idles between them because the CPU is late, not because of GPU overhead;
 - ``untraced_gaps``: three operators with untraced CPU time before, between and after them;
-- ``exposed_communication``: an all-reduce the CPU waits for, between untraced CPU time.
+- ``exposed_communication``: an all-reduce the CPU waits for, between untraced CPU time;
+- ``cross_thread_wait``: the main thread waits (untraced) while a second thread works: the path
+  follows the second thread's operators, not the main thread's idle gap;
+- ``stream_wait_on_allreduce``: an all-reduce launched from a second CPU thread (the autograd
+  thread of DDP) while the main thread waits, untraced; the compute stream waits for it with
+  ``cudaStreamWaitEvent`` (Kineto records the ``Stream Wait Event``), then runs one more kernel
+  that the CPU synchronises on: the path goes through the all-reduce;
+- ``stream_wait_on_allreduce_unrecorded``: the same as an older Kineto records it (no GPU sync
+  events at all): the waits are inferred;
+- ``queued_behind_earlier_work``: steps with a gap between them, in which a CPU operator launches a
+  kernel that runs into the next step; the step's first kernel is queued behind it (no launch
+  edge, its predecessor on the stream outside the graph): the path reaches it from its launch call
+  through the earlier kernel's time (a queued edge), not from the step's start as untraced time;
+- ``queued_behind_pending_work``: the same with the kernel and an all-reduce still queued behind
+  it when the step launches its kernel: the wait is the all-reduce's (communication).
 """
 
 from __future__ import annotations
@@ -54,14 +68,14 @@ class _Builder:
     events: list[dict[str, Any]] = field(default_factory=list)
     corr: int = 0
 
-    def cpu(self, name, ts, dur, cat="cpu_op", **args):
-        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": CPU_PID, "tid": CPU_TID,
+    def cpu(self, name, ts, dur, cat="cpu_op", tid=CPU_TID, **args):
+        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": CPU_PID, "tid": tid,
                             "ts": _BASE_US + ts, "dur": dur, "args": args})  # fmt: skip
 
-    def launch(self, api, ts, dur, kernels, stream=STREAM, cat="cuda_runtime"):
+    def launch(self, api, ts, dur, kernels, stream=STREAM, cat="cuda_runtime", tid=CPU_TID):
         """A launch call and the GPU events it ran: ``kernels`` = [(name, ts, dur), ...]."""
         self.corr += 1
-        self.cpu(api, ts, dur, cat=cat, correlation=self.corr)
+        self.cpu(api, ts, dur, cat=cat, tid=tid, correlation=self.corr)
         for name, kts, kdur in kernels:
             self.gpu(name, kts, kdur, stream=stream, correlation=self.corr)
 
@@ -261,6 +275,118 @@ def exposed_communication(steps: int = 3):
     return _steps(body, steps, wrap=False)
 
 
+NCCL_STREAM, AUTOGRAD_TID = 20, 101
+
+
+def cross_thread_wait(steps: int = 3):
+    def body(b, t):
+        b.cpu("aten::mse_loss", t + 0, 100)
+        b.cpu("autograd::engine::evaluate_function: MseLossBackward0", t + 110, 380,
+              tid=AUTOGRAD_TID)  # fmt: skip
+        b.cpu("autograd::engine::evaluate_function: AddmmBackward0", t + 500, 390, tid=AUTOGRAD_TID)
+        b.cpu("Optimizer.step#SGD.step", t + 900, 100)
+        # main [0, 100], hand-off (10), the autograd thread's two calls (380 + 10 + 390), hand-off
+        # back (10), main [900, 1000]; not the main thread's 800 µs idle gap
+        # HTA (dependency edges weigh nothing): the autograd thread's two calls
+        return PathTruth(STEP_US, {"cpu_bound": 970, "cpu_untraced": 30}, hta_length=380 + 390)
+
+    return _steps(body, steps, wrap=False)
+
+
+def _stream_wait_on_allreduce(steps: int, record_waits: bool):
+    """See the module docstring; ``record_waits``: Kineto's ``Stream Wait Event`` and ``Stream
+    Sync`` GPU events are in the trace (else only the runtime calls are)."""
+
+    def body(b, t):
+        # main thread: forward, then (untraced) waiting for backward, then the optimizer
+        b.cpu("aten::linear", t + 0, 40)
+        b.launch("cudaLaunchKernel", t + 10, 10, [("ampere_sgemm_128x64_tn", t + 30, 200)])
+        # the autograd thread: the all-reduce on the NCCL stream, and the event it records
+        b.cpu("c10d::allreduce_", t + 42, 58, tid=AUTOGRAD_TID)
+        b.launch("cudaLaunchKernel", t + 45, 10, [(NCCL_KERNEL, t + 60, 600)],
+                 stream=NCCL_STREAM, tid=AUTOGRAD_TID)  # kernel [60, 660]  # fmt: skip
+        b.corr += 1
+        record = b.corr
+        b.cpu("cudaEventRecord", t + 60, 5, cat="cuda_runtime", tid=AUTOGRAD_TID,
+              correlation=record)  # fmt: skip
+        b.cpu("Optimizer.step#SGD.step", t + 105, 895)
+        b.corr += 1
+        b.cpu("cudaStreamWaitEvent", t + 110, 5, cat="cuda_runtime", correlation=b.corr)
+        if record_waits:
+            b.gpu("Stream Wait Event", t + 231, 1, cat="cuda_sync", correlation=b.corr,
+                  wait_on_stream=NCCL_STREAM, wait_on_cuda_event_record_corr_id=record)  # fmt: skip
+        b.launch("cudaLaunchKernel", t + 120, 10, [("ampere_sgemm_128x64_tn", t + 665, 300)])
+        if record_waits:
+            b.sync("cudaStreamSynchronize", "Stream Sync", t + 135, 835, t + 964, 1)
+        else:
+            b.cpu("cudaStreamSynchronize", t + 135, 835, cat="cuda_runtime")  # returns at 970
+        # path: linear until its end (40), hand-off to the autograd thread (2), c10d until the
+        # launch (3), launch delay (15), the all-reduce (600) and the stream's wait for it (5),
+        # the second GEMM (300), the sync call's return (5), the optimizer to the end (30)
+        return PathTruth(STEP_US, {"cpu_bound": 40 + 3 + 5 + 30, "cpu_untraced": 2,
+                                   "gpu_kernel_launch_overhead": 15,
+                                   "gpu_communication_bound": 605, "gpu_compute_bound": 300},
+                         # HTA: with the Stream Wait Event, the same path without the untraced
+                         # hand-off, linear, waits and the sync return (3 + 15 + 600 + 300 + 30);
+                         # without it, linear until the launch, its delay, both GEMMs and the
+                         # 435 µs between them as kernel-kernel overhead (10 + 20 + 200 + 435 + 300)
+                         hta_length=948 if record_waits else 965)  # fmt: skip
+
+    return _steps(body, steps, wrap=False)
+
+
+def stream_wait_on_allreduce(steps: int = 3):
+    return _stream_wait_on_allreduce(steps, record_waits=True)
+
+
+def stream_wait_on_allreduce_unrecorded(steps: int = 3):
+    return _stream_wait_on_allreduce(steps, record_waits=False)
+
+
+QUEUED_GAP_US = 200  # between two steps of queued_behind_earlier_work
+
+
+def _queued_behind_earlier_work(steps: int, pending: bool):
+    """See the module docstring. Steps start every ``STEP_US + QUEUED_GAP_US``; each is wrapped in
+    ``train_step`` and preceded, in the gap, by an operator whose GPU work runs 300 µs into it:
+    one kernel, running when the step launches its own (``pending`` False), or a kernel and an
+    all-reduce queued behind it, not yet started then (``pending`` True)."""
+    b = _Builder()
+    for i in range(steps):
+        t = QUEUED_GAP_US + i * (STEP_US + QUEUED_GAP_US)
+        b.cpu("aten::copy_", t - 150, 40)
+        if pending:  # [t - 100, t + 100), then the all-reduce [t + 102, t + 300)
+            b.launch("cudaLaunchKernel", t - 140, 10, [("elementwise_kernel", t - 100, 200)])
+            b.launch("cudaLaunchKernel", t - 125, 10, [(NCCL_KERNEL, t + 102, 198)])
+        else:
+            b.launch("cudaLaunchKernel", t - 140, 10, [("elementwise_kernel", t - 100, 400)])
+        b.cpu(f"ProfilerStep#{i + 1}", t, STEP_US, cat="user_annotation")
+        b.cpu("train_step", t, STEP_US)
+        # the step's kernel, launched at t + 10 while the stream is busy: it starts at t + 302
+        b.launch("cudaLaunchKernel", t + 10, 10, [("ampere_sgemm_128x64_tn", t + 302, 400)])
+        b.sync("cudaStreamSynchronize", "Stream Sync", t + 30, 680, t + 701, 1)  # returns at 710
+        b.cpu("aten::add", t + 720, 270)
+    # path: train_step until the launch (10), the queued edge to the GEMM's start (292, the time
+    # of the GPU event before it on the stream: the elementwise kernel, or the all-reduce), the
+    # GEMM (400), the sync call's return (8), train_step until aten::add (10), aten::add (270),
+    # train_step to the end (10).
+    queued = "gpu_communication_bound" if pending else "gpu_compute_bound"
+    bound = {"cpu_bound": 10 + 8 + 10 + 270 + 10, "gpu_compute_bound": 400}
+    bound[queued] = bound.get(queued, 0) + 292
+    # HTA: a launch delay of 292 µs (the stream's queue was empty: the elementwise kernel was
+    # running), or, with the all-reduce still queued, no edge into the GEMM at all: the path
+    # starts at it (400 + the sync edge, 0, + 10 + 270 + 10)
+    return b.document(), PathTruth(STEP_US, bound, hta_length=690 if pending else 992)
+
+
+def queued_behind_earlier_work(steps: int = 3):
+    return _queued_behind_earlier_work(steps, pending=False)
+
+
+def queued_behind_pending_work(steps: int = 3):
+    return _queued_behind_earlier_work(steps, pending=True)
+
+
 SCENARIOS = {
     "cpu_bound": cpu_bound,
     "gpu_bound": gpu_bound,
@@ -272,4 +398,9 @@ SCENARIOS = {
     "rocm": rocm,
     "untraced_gaps": untraced_gaps,
     "exposed_communication": exposed_communication,
+    "cross_thread_wait": cross_thread_wait,
+    "stream_wait_on_allreduce": stream_wait_on_allreduce,
+    "stream_wait_on_allreduce_unrecorded": stream_wait_on_allreduce_unrecorded,
+    "queued_behind_earlier_work": queued_behind_earlier_work,
+    "queued_behind_pending_work": queued_behind_pending_work,
 }

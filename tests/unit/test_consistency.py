@@ -13,8 +13,12 @@ Rules (each a function below, run on every trace of ``TRACES`` that has what it 
    and the straggler rule is not run ("one rank loaded").
 5. ``busy_time_adds_up``: per rank, the temporal breakdown's busy time (GPU span − idle) equals the
    sum over steps of computation + exposed communication + memory + other GPU time of the step
-   breakdown, over the same window (plus the GPU work launched in the steps that runs outside
-   them, which the step breakdown cuts off at the step's CPU annotation).
+   breakdown, over the same window: the step breakdown counts the GPU work launched in each step
+   (or else starting in it) wherever it ran (past the step's end included), so only GPU work that
+   neither launched nor started in a step is added back.
+6. ``path_is_no_longer_than_the_steps_work``: the critical path of a step is as long as the step
+   plus how far the GPU work launched in it runs past its end, the step breakdown's
+   ``past_step_end_us`` (the two analyses agree on where a step's work ends).
 
 Each trace is loaded once (a module-scoped ``TraceAnalysis`` per trace); real traces skip when
 ``../shared/traces`` is absent.
@@ -22,6 +26,7 @@ Each trace is loaded once (a module-scoped ``TraceAnalysis`` per trace); real tr
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -30,11 +35,14 @@ import pytest
 
 from analysis.api import TraceAnalysis
 from analysis.metrics.critical_path.critical_path import BOUND_BY, headline
-from analysis.metrics.kernel_types import busy_intervals
+from analysis.metrics.intervals import merge
+from analysis.metrics.kernel_types import classified_gpu_events
+from analysis.testing import critical_path_traces as cpt
 from analysis.testing.collectives import CollectiveJobConfig, generate_collective_job
 from tests.conftest import SAMPLE_TRACES, SHARED_TRACES
 
 GPU_BOUND = ("gpu_compute_bound", "gpu_communication_bound")
+BUSY_PARTS = ["computation_us", "exposed_comm_us", "memory_us", "other_us"]
 TRACES = {
     "sample_traces": SAMPLE_TRACES,
     "collective_job": None,  # synthetic, written to a temporary folder
@@ -44,6 +52,12 @@ TRACES = {
     "tracelens_h100_qwen": SHARED_TRACES / "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
     "hta_trace_filter": SHARED_TRACES / "hta/trace_filter",
     "hta_nccl_parser_config": SHARED_TRACES / "hta/nccl_parser_config",
+    # real NCCL training traces: DDP's all-reduces launched from the autograd thread (V100), and
+    # pipeline send/recv on three NCCL streams with GPU work running past its step (A100)
+    "hta_df_index_resolver": SHARED_TRACES / "hta/df_index_resolver",
+    "hta_negative_queue_length": SHARED_TRACES / "hta/negative_queue_length_values_check",
+    "stream_wait_on_allreduce": None,  # synthetic (analysis.testing.critical_path_traces)
+    "queued_behind_pending_work": None,  # synthetic: steps with GPU work queued before them
 }
 
 
@@ -69,9 +83,13 @@ class Loaded:
 @pytest.fixture(scope="module", params=list(TRACES))
 def loaded(request, tmp_path_factory) -> Loaded:
     path = TRACES[request.param]
-    if path is None:
+    if request.param == "collective_job":
         path = tmp_path_factory.mktemp("collective-job")
         generate_collective_job(CollectiveJobConfig(ranks=4)).write(path)
+    elif path is None:
+        doc, _ = cpt.SCENARIOS[request.param](3)
+        path = tmp_path_factory.mktemp(request.param) / f"{request.param}.json"
+        path.write_text(json.dumps(doc))
     elif not path.exists():
         pytest.skip(f"trace not available: {path} does not exist")
     return Loaded(TraceAnalysis(str(path), use_cache=False, progress=False))
@@ -118,22 +136,40 @@ def test_busy_time_adds_up(loaded):
     temporal = loaded.get("get_temporal_breakdown")
     steps = loaded.get("get_step_breakdown")
     busy = (temporal["kernel_time(us)"] - temporal["idle_time(us)"]).to_numpy()
-    parts = ["computation_us", "exposed_comm_us", "memory_us", "other_us"]
-    per_rank = steps.groupby("rank")[parts].sum().sum(axis=1)
-    # the same window: the temporal breakdown also counts GPU work launched in the analysed steps
-    # that runs before the first step starts or after the last one ends (the step breakdown cuts
-    # each step at its CPU annotation); add that back
+    per_rank = steps.groupby("rank")[BUSY_PARTS].sum().sum(axis=1)
+    # the same window: the step breakdown counts the GPU work launched in the steps (or else
+    # starting in one), wherever it ran (past a step's end included); the temporal breakdown also
+    # counts GPU work of the analysed window that neither launched nor started in a step: add it
     trace = loaded.ta.trace
     outside = []
     for rank in temporal["rank"]:
         rt = trace[rank]
-        s, e = busy_intervals(rt, "default", "exact")
+        gpu = classified_gpu_events(rt, "default", "exact")
+        ev = rt.events
+        calls = ev[(ev["stream"] == -1) & (ev["correlation"] >= 0)]
+        launch_ts = calls.drop_duplicates("correlation", keep="last").set_index("correlation")["ts"]
+        at = launch_ts.reindex(ev.loc[gpu.index, "correlation"]).to_numpy(dtype=float)
         st = rt.profiler_steps()
-        t0, t1 = int(st["ts"].min()), int((st["ts"] + st["dur"]).max())
-        inside = np.clip(np.minimum(e, t1) - np.maximum(s, t0), 0, None).sum()
-        outside.append(float((e - s).sum() - inside) / 1e3)
+        in_step = np.zeros(len(gpu), bool)
+        for t in (at, gpu["start"].to_numpy(dtype=float)):  # launched in a step, or else ran in one
+            for t0, d in zip(st["ts"], st["dur"], strict=True):
+                in_step |= (t >= t0) & (t < t0 + d)
+        s, e = merge(gpu["start"].to_numpy(), gpu["end"].to_numpy())
+        si, ei = merge(gpu["start"].to_numpy()[in_step], gpu["end"].to_numpy()[in_step])
+        outside.append(float((e - s).sum() - (ei - si).sum()) / 1e3)
     np.testing.assert_allclose(per_rank.loc[temporal["rank"]].to_numpy() + outside, busy,
                                rtol=1e-9, atol=0.01)
+
+
+def test_path_is_no_longer_than_the_steps_work(loaded):
+    cp = loaded.get("get_critical_path_summary").copy()
+    steps = loaded.get("get_step_breakdown")
+    cp["step"] = pd.to_numeric(cp["instance"].str.extract(r"#(\d+)$")[0], errors="coerce")
+    both = cp.merge(steps, on=["rank", "step"], suffixes=("_cp", "_steps"))
+    if both.empty:
+        pytest.skip("no profiler step (the critical path ran over the whole trace)")
+    work = both["step_time_us"] + both["past_step_end_us_steps"]
+    np.testing.assert_allclose(both["path_length_us"], work, rtol=1e-9, atol=1e-3)
 
 
 def test_one_rank_is_unknown(sample_traces_dir):

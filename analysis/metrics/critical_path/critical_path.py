@@ -22,7 +22,13 @@ sync and blocking-call edges), so the path covers the whole step: its length is 
 (``step_us``), or, where GPU work launched in the step runs past the step's end, the step plus that
 overrun (``past_step_end_us``). A sync edge counts as communication when it waits for a
 communication kernel, as ``gpu_kernel_kernel_overhead`` when a stream waits for another stream,
-and as ``cpu_bound`` when the CPU's sync call returns after the GPU finished.
+and as ``cpu_bound`` when the CPU's sync call returns after the GPU finished. As every edge counts
+the time it spans, many chains cover the step equally; the path is the one among them with the most
+recorded work (``critical_path_graph.search_weights``), so it follows the GPU, a collective or
+another CPU thread (hand-off edges) where they worked while the first thread idled, stream
+waits Kineto did not record are inferred (``critical_path_context``), and a GPU event queued behind
+work launched before the step (the previous step's kernels still running) is reached from its
+launch call, the wait attributed to that earlier work (queued edges).
 
 ``summary()`` is the share (%) of path time per ``bound_by`` (summing to 100). Window: one instance of an annotation
 (``ProfilerStep`` by default) on one rank, within the analysed profiler steps; times in µs.
@@ -56,6 +62,7 @@ from analysis.metrics.critical_path.critical_path_graph import (
     SYNC,
     CPGraphArrays,
     build_graph,
+    search_weights,
 )
 from analysis.metrics.critical_path.longest_path import longest_path
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
@@ -97,6 +104,7 @@ class CriticalPathGraph:
     notes: dict[str, int] = field(default_factory=dict)
     reason: str = ""  # why there is no path (``success`` False): e.g. an empty window
     hta: bool = False  # HTA 0.5.0's attribution (weights, no untraced time, no window gaps)
+    _breakdown: pd.DataFrame | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_nodes(self) -> int:
@@ -164,6 +172,11 @@ class CriticalPathGraph:
 
     def get_critical_path_breakdown(self) -> pd.DataFrame:
         """One row per edge on the path, in path order, with HTA's columns (``duration`` in µs)."""
+        if self._breakdown is None:
+            self._breakdown = self._breakdown_table()
+        return self._breakdown.copy()
+
+    def _breakdown_table(self) -> pd.DataFrame:
         g, e = self.graph, self.path_edges
         ev = g.events
         attr = g.edge_event[e]
@@ -199,7 +212,7 @@ class CriticalPathGraph:
             "event_idx": _labels(ev, attr),
             "duration": duration / 1000.0,
             "type": np.asarray(EDGE_TYPES, dtype=object)[typ],
-            "s_name": np.where(has, [shorten_name(n) for n in names], None),
+            "s_name": np.where(has, _short_names(names), None),
             "cat": np.where(has, rows["cat"].astype(str).to_numpy(), None),
             "pid": np.where(has, rows["pid"].to_numpy(), -1),
             "tid": np.where(has, rows["tid"].to_numpy(), -1),
@@ -227,6 +240,12 @@ class CriticalPathGraph:
         total = bd["duration"].sum()
         s = bd.groupby("bound_by")["duration"].sum()
         return s / total * 100 if total > 0 else s * np.nan
+
+
+def _short_names(names: np.ndarray) -> np.ndarray:
+    """``shorten_name`` of each name, computed once per distinct name."""
+    uniq, inverse = np.unique(names, return_inverse=True)
+    return np.asarray([shorten_name(n) for n in uniq], dtype=object)[inverse]
 
 
 def _labels(events: pd.DataFrame, positions: np.ndarray) -> pd.array:
@@ -281,7 +300,8 @@ def critical_path_graph(
     """The critical path of one window of one rank (``context``: ``rank_context(rt, ...)``)."""
     name, w0, w1 = window
     g = build_graph(context, (w0, w1))
-    path, path_edges, broken = longest_path(len(g.node_ts), g.edge_src, g.edge_dst, g.edge_weight)
+    weights = g.edge_weight if patterns.hta_quirks else search_weights(g)
+    path, path_edges, broken = longest_path(len(g.node_ts), g.edge_src, g.edge_dst, weights)
     notes = dict(g.notes)
     if broken:
         notes["cycle_edges_dropped"] = broken

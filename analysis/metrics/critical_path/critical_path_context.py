@@ -14,6 +14,13 @@ matches on the whole trace too, not on the window). All times in ns.
 - **Event records**: a ``cudaEventRecord`` records the last GPU event launched before it on its
   stream; ``cudaStreamWaitEvent`` makes the first GPU event launched after it (same thread, waiting
   stream) wait for it.
+- **Inferred stream waits** (default only, traces without ``Stream Wait Event`` GPU events, i.e.
+  Kineto before it recorded them): a GPU event held back on the GPU (its stream free and its
+  launch call returned more than ``STREAM_WAIT_TOLERANCE_NS`` before it started) that started
+  within that tolerance of the end of the last GPU event to end on another stream of its GPU, with
+  a ``cudaStreamWaitEvent`` called in the trace between the two launches, waited for that event:
+  the compute stream's wait on a collective (PyTorch's ``work.wait()``), or a communication stream's
+  wait for the compute that produced its buffer.
 - **Inferred waits** (default only): a blocking call with no CUDA sync event (ROCm traces have none;
   a synchronous memcpy) waited for the GPU events it launched itself, or else for each stream's last
   GPU event that ended while it ran.
@@ -51,6 +58,9 @@ DEFAULT_BLOCKING_CALLS = HTA_BLOCKING_CALLS + (
     "hipMemcpy", "hipMemcpyAsync", "hipMemcpyWithStream",
 )  # fmt: skip
 CPU_NODE_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
+# a kernel held back by a collective starts this soon after it ends (1-7 µs on the V100 and A100
+# NCCL traces of HTA's test data)
+STREAM_WAIT_TOLERANCE_NS = 20_000
 
 def _last_by_key(keys: np.ndarray, values: np.ndarray) -> pd.Series:
     """{key: the last value (in order) with that key}."""
@@ -84,6 +94,11 @@ class RankContext:
     # default analysis: blocking calls without a CUDA sync event (ROCm, cudaMemcpy) -> the GPU
     # events they waited for (see _inferred_waits)
     inferred_waits: dict[int, list[int]] = field(default_factory=dict)
+    # default analysis, traces without Stream Wait Event GPU events: {GPU event: the communication
+    # kernel on another stream it waited for} (see _inferred_stream_waits)
+    inferred_stream_waits: dict[int, int] = field(default_factory=dict)
+    # default analysis: per GPU event, the GPU event before it on its stream (the whole trace)
+    prev_on_stream: np.ndarray | None = None
 
 
 _SYNC_KINDS = {"Stream Wait Event": 1, "Event Sync": 2, "Stream Sync": 3, "Context Sync": 4}
@@ -141,7 +156,78 @@ def rank_context(rt: RankTrace, *, hta_compat: bool, rounding: Rounding = "exact
         _launch_info(ctx, is_launch, names)
     if n and not hta_compat:
         _inferred_waits(ctx)
+        if not ctx.is_swe.any():
+            ctx.inferred_stream_waits = _inferred_stream_waits(ctx)
+        ctx.prev_on_stream = _previous_on_stream(ctx)
     return ctx
+
+
+def _previous_on_stream(ctx: RankContext) -> np.ndarray:
+    """Per row: the GPU event (not a sync event) that started last before it on its GPU and
+    stream, -1 for none or for rows not on a stream."""
+    out = np.full(len(ctx.ev), -1)
+    work = np.flatnonzero((ctx.stream != -1) & (ctx.corr != -1)
+                          & ~name_mask(ctx.ev["cat"], ["cuda_sync"]))  # fmt: skip
+    if len(work) < 2:
+        return out
+    gpu = ctx.ev["pid"].to_numpy()
+    w = work[np.lexsort((ctx.start[work], ctx.stream[work], gpu[work]))]
+    same = (gpu[w][1:] == gpu[w][:-1]) & (ctx.stream[w][1:] == ctx.stream[w][:-1])
+    out[w[1:][same]] = w[:-1][same]
+    return out
+
+
+def _inferred_stream_waits(ctx: RankContext) -> dict[int, int]:
+    """{GPU event: the GPU event on another stream it waited for} for a trace that does not record
+    stream waits on the GPU (see the module docstring): the event was held back (its stream free
+    and its launch call returned) by more than ``STREAM_WAIT_TOLERANCE_NS``, and started within that
+    tolerance of the other event's end, which is the last GPU end before it on its GPU; and a
+    ``cudaStreamWaitEvent`` was called between the other event's launch and its own."""
+    ev, start, end, stream = ctx.ev, ctx.start, ctx.end, ctx.stream
+    is_sync_event = name_mask(ev["cat"], ["cuda_sync"])
+    work = np.flatnonzero((stream != -1) & (ctx.corr != -1) & ~is_sync_event)
+    rt = ctx.gpu_to_cpu[work]
+    work, rt = work[rt >= 0], rt[rt >= 0]  # launched by a call in the trace
+    if len(work) == 0:
+        return {}
+    gpu = ev["pid"].to_numpy()
+    # per GPU event: when it could have started (its stream free, its launch call returned)
+    order = np.lexsort((start[work], stream[work], gpu[work]))
+    w, r = work[order], rt[order]
+    first = np.append(True, (gpu[w][1:] != gpu[w][:-1]) | (stream[w][1:] != stream[w][:-1]))
+    lane = np.cumsum(first)
+    busy_until = pd.Series(end[w]).groupby(lane).cummax().to_numpy()
+    prev_end = np.where(first, np.iinfo(np.int64).min, np.roll(busy_until, 1))
+    ready = np.maximum(prev_end, end[r])
+    held = np.flatnonzero(start[w] - ready > STREAM_WAIT_TOLERANCE_NS)
+    if len(held) == 0:
+        return {}
+    # the GPU event that ended last, on the same GPU, by each held event's start
+    by_end = w[np.lexsort((end[w], gpu[w]))]
+    out: dict[int, int] = {}
+    for i in held.tolist():
+        k = int(w[i])
+        lo = int(np.searchsorted(gpu[by_end], gpu[k], side="left"))
+        hi = int(np.searchsorted(gpu[by_end], gpu[k], side="right"))
+        j = lo + int(np.searchsorted(end[by_end[lo:hi]], start[k], side="right")) - 1
+        if j < lo:
+            continue
+        src = int(by_end[j])
+        if stream[src] == stream[k] or end[src] <= ready[i]:
+            continue
+        if start[k] - end[src] <= STREAM_WAIT_TOLERANCE_NS:
+            out[k] = src
+    if not out:
+        return out
+    # a cudaStreamWaitEvent of the process between the kernel's launch and the waiting launch
+    swe = np.flatnonzero(name_mask(ev["name"], ["cudaStreamWaitEvent", "hipStreamWaitEvent"]))
+    swe_ts = np.sort(start[swe])
+    keep = {}
+    for k, src in out.items():
+        a, b = start[ctx.gpu_to_cpu[src]], start[ctx.gpu_to_cpu[k]]
+        if np.searchsorted(swe_ts, b, side="right") > np.searchsorted(swe_ts, a, side="left"):
+            keep[k] = src
+    return keep
 
 
 def _inferred_waits(ctx: RankContext) -> None:

@@ -25,6 +25,15 @@ here with array operations instead of per-event Python objects:
   ``cudaEventRecord`` to ``cudaEventSynchronize`` (``Event Sync``) or to the first kernel launched
   after ``cudaStreamWaitEvent`` on the waiting stream (``Stream Wait Event``).
 
+- **Queued edges** (default only): a GPU event queued behind work launched before the window
+  (at its launch, the GPU event before it on its stream was still queued or running; that event
+  not in the graph) gets an edge from its launch call instead of a launch-delay edge, attributed
+  to that earlier GPU event: the time until it starts is that work's (HTA: a launch delay when
+  the earlier event was running, no edge in at all when it was queued).
+- **Hand-off edges** (default only; dependency edges): where a CPU thread idles between two
+  top-level calls while another thread's calls fill at least half of the gap, from the thread to
+  the other thread's first call in the gap and back from its last (``_handoff_edges``).
+
 The rank-wide facts (links, launches, queue lengths, event records) are
 ``analysis.metrics.critical_path.critical_path_context``'s. ``hta_compat=True`` keeps HTA's choices exactly; ``False`` (the default analysis) fixes what HTA gets
 wrong, see ``docs/deviations.md``: every kernel of a multi-kernel launch (``cudaGraphLaunch``) is
@@ -53,6 +62,7 @@ EDGE_TYPES = (
     "critical_path_sync_dependency",
 )
 OPERATOR, DEPENDENCY, LAUNCH, KERNEL_KERNEL, SYNC = range(5)
+HANDOFF_MIN_GAP_NS = 20_000  # a thread's idle gap long enough to be a wait for another thread
 
 
 
@@ -114,7 +124,11 @@ def build_graph(ctx: RankContext, window: tuple[int, int]) -> CPGraphArrays:
     cpu_edges = _cpu_edges(ev, pos[keep], start, end, stream, is_node, ctx.blocking,
                            start_node, end_node, node_ts)  # fmt: skip
     gpu_edges = _gpu_edges(ctx, keep, start_node, end_node, node_ts, node_event, notes)
-    src, dst, w, typ, attr = (np.concatenate([a, b]) for a, b in zip(cpu_edges, gpu_edges, strict=False))
+    parts = [cpu_edges, gpu_edges]
+    if not ctx.hta_compat:
+        parts.append(_handoff_edges(ev, pos[keep & is_node & (stream == -1)], start, end,
+                                    start_node, end_node))  # fmt: skip
+    src, dst, w, typ, attr = (np.concatenate(cols) for cols in zip(*parts, strict=True))
     if not ctx.hta_compat:
         # the default counts the time a dependency or sync edge spans (untraced CPU work between
         # two operators of a thread; a wait for another stream or for the CPU's sync call to
@@ -126,6 +140,29 @@ def build_graph(ctx: RankContext, window: tuple[int, int]) -> CPGraphArrays:
         node_is_start=node_is_start, edge_src=src, edge_dst=dst, edge_weight=w,
         edge_type=typ.astype(np.int8), edge_event=attr, window=(w0, w1), notes=notes,
     )  # fmt: skip
+
+
+def search_weights(g: CPGraphArrays) -> np.ndarray:
+    """Default analysis: the weights the longest-path search uses, ranking paths first by the time
+    they cover (``edge_weight``) and, among those that cover as much, by the recorded work on
+    them: CPU operator and GPU event time (``OPERATOR`` edges), not untraced gaps, waits, launch
+    delays or gaps between kernels. Every edge of the default graph counts the time it spans, so
+    many chains cover the window equally; this picks the one that did the most work (a GPU busy
+    with kernels and collectives rather than a CPU thread idle in untraced code).
+
+    Encoded in one int64 as ``time × M + work``, ``M`` a power of two above the most work any path
+    can hold; work is counted in units of ``2**shift`` ns, the finest that keeps ``time × M`` in
+    range (1 ns for windows up to a few hundred ms, coarser for longer ones).
+    """
+    w = np.maximum(g.edge_weight, 0).astype(np.int64)
+    work = np.where(g.edge_type == OPERATOR, w, 0)
+    time_bits = max(int(w.sum()), 1).bit_length()
+    shift = max(int(work.sum()).bit_length() - max(62 - time_bits, 0), 0)
+    work >>= shift
+    work_bits = max(int(work.sum()), 1).bit_length()
+    if time_bits + work_bits > 62:  # nothing left for the work: rank by time alone
+        return w
+    return (w << work_bits) + work
 
 
 def _cpu_edges(ev, rows, start, end, stream, is_node, blocking, start_node, end_node, node_ts):
@@ -226,6 +263,56 @@ def _cpu_edges(ev, rows, start, end, stream, is_node, blocking, start_node, end_
     return src, dst, weight, typ, attr
 
 
+def _top_level(ev, rows, start, end):
+    """Per CPU thread, its top-level calls among ``rows`` (those no other call of the thread
+    contains): ``{(pid, tid): rows in time order}``."""
+    df = pd.DataFrame({"row": rows, "pid": ev["pid"].to_numpy()[rows],
+                       "tid": ev["tid"].to_numpy()[rows], "s": start[rows], "e": end[rows]})  # fmt: skip
+    df = df.sort_values(["pid", "tid", "s", "e"], ascending=[True, True, True, False], kind="stable")
+    reach = df.groupby(["pid", "tid"], sort=False)["e"].cummax()
+    before = reach.groupby([df["pid"], df["tid"]], sort=False).shift(1)
+    top = df[before.isna().to_numpy() | (df["s"].to_numpy() >= before.to_numpy())]
+    return {k: g["row"].to_numpy() for k, g in top.groupby(["pid", "tid"], sort=True)}
+
+
+def _handoff_edges(ev, rows, start, end, start_node, end_node):
+    """Default analysis: cross-thread hand-offs. Where a CPU thread is idle between two top-level
+    calls for at least ``HANDOFF_MIN_GAP_NS`` and another thread's top-level calls fill at least
+    half of that gap (the main thread waiting in ``backward()`` while the autograd thread runs it;
+    a collective launched from another thread), the thread waited for the other: dependency edges
+    from the end of its call before the gap to the first of the other thread's calls in the gap,
+    and from the last of those to its call after the gap. The path may then follow the work that
+    thread did (and the GPU work it launched) instead of the idle gap."""
+    empty = tuple(np.zeros(0, np.int64) for _ in range(5))
+    threads = _top_level(ev, rows, start, end) if len(rows) else {}
+    if len(threads) < 2:
+        return empty
+    src, dst = [], []
+    for t, trows in threads.items():
+        g0, g1 = end[trows[:-1]], start[trows[1:]]  # the thread's gaps
+        big = np.flatnonzero(g1 - g0 >= HANDOFF_MIN_GAP_NS)
+        if len(big) == 0:
+            continue
+        for u, urows in threads.items():
+            if u == t:
+                continue
+            us, ue = start[urows], end[urows]  # top-level calls: both in time order
+            busy = np.concatenate([[0], np.cumsum(ue - us)])
+            first = np.searchsorted(us, g0[big], side="right")  # starts after the gap opens
+            last = np.searchsorted(ue, g1[big], side="left") - 1  # ends before it closes
+            ok = first <= last
+            fill = busy[np.maximum(last, 0) + 1] - busy[np.minimum(first, len(urows) - 1)]
+            ok &= 2 * fill >= (g1 - g0)[big]
+            for i, f, la in zip(big[ok].tolist(), first[ok].tolist(), last[ok].tolist(), strict=True):
+                src += [end_node[trows[i]], end_node[urows[la]]]
+                dst += [start_node[urows[f]], start_node[trows[i + 1]]]
+    if not src:
+        return empty
+    n = len(src)
+    return (np.asarray(src, np.int64), np.asarray(dst, np.int64), np.zeros(n, np.int64),
+            np.full(n, DEPENDENCY, np.int64), np.full(n, -1, np.int64))  # fmt: skip
+
+
 def _cumsum_by_group(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Running sum of ``values`` restarting at each change of ``groups`` (groups are contiguous)."""
     c = np.cumsum(values)
@@ -262,7 +349,9 @@ def _gpu_edges(ctx: RankContext, keep, start_node, end_node, node_ts, node_event
 
     # the kernels' own spans, cross-stream waits, then a launch or a kernel-kernel edge
     s_node, e_node = start_node[kr], end_node[kr]
-    src_k = np.array([kernel_sync.get(j, -1) for j in k_it.tolist()], dtype=np.int64)
+    inferred = ctx.inferred_stream_waits
+    src_k = np.array([kernel_sync.get(j, inferred.get(p, -1))
+                      for j, p in zip(k_it.tolist(), kr.tolist(), strict=True)], dtype=np.int64)
     sync_end = np.where(src_k >= 0, end_node[np.maximum(src_k, 0)], -1)
     has_sync = sync_end >= 0
     r = ctx.launcher[kr]
@@ -272,7 +361,16 @@ def _gpu_edges(ctx: RankContext, keep, start_node, end_node, node_ts, node_event
     ts_sync = np.where(has_sync, node_ts[np.maximum(sync_end, 0)], 0)
     want_launch = (ctx.launch_ok[kr] & ((last < 0) | (ts_last < r_ts))
                    & (~has_sync | (ts_sync < r_ts)))  # fmt: skip
-    launched = want_launch & (r_node >= 0)
+    # default: a GPU event whose stream was busy at its launch (a GPU event before it still
+    # queued or running) with work launched before the window, its predecessor not in the graph:
+    # a queued edge from its launch call, the time until it starts that earlier work's
+    queued = np.zeros(len(kr), bool)
+    prev = np.full(len(kr), -1)
+    if ctx.prev_on_stream is not None:
+        prev = ctx.prev_on_stream[kr]
+        pending = ~ctx.launch_ok[kr] | (end[np.maximum(prev, 0)] > r_ts)
+        queued = (last < 0) & (prev >= 0) & pending & ~has_sync & (r_node >= 0)
+    launched = want_launch & (r_node >= 0) & ~queued
     kk = ~launched & (last >= 0) & (~has_sync | (ts_sync < ts_last))
     missing_runtime = int((want_launch & (r_node < 0)).sum())
     n_k = len(kr)
@@ -285,6 +383,10 @@ def _gpu_edges(ctx: RankContext, keep, start_node, end_node, node_ts, node_event
         (k_it[kk], np.full(int(kk.sum()), 2), last[kk], s_node[kk],
          np.full(int(kk.sum()), KERNEL_KERNEL), node_event[np.maximum(last[kk], 0)]),
     ]  # fmt: skip
+    if queued.any():
+        n_q = int(queued.sum())
+        parts.append((k_it[queued], np.full(n_q, 2), r_node[queued], s_node[queued],
+                      np.full(n_q, OPERATOR), prev[queued]))  # fmt: skip
     if edges:
         parts.append(tuple(np.asarray(c, dtype=np.int64) for c in zip(*edges, strict=True)))
     walk, sub, src, dst, typ, attr = (np.concatenate([p[i] for p in parts]) for i in range(6))

@@ -62,9 +62,10 @@ ENTRIES = (
     Analysis(
         name="step_breakdown",
         method="get_step_breakdown",
-        doc="Per rank and profiler step: step time, computation, exposed communication, memory, "
-            "other GPU work and idle time by cause (µs), with each step's slowest rank and its "
-            "margin over the median (µs).",
+        doc="Per rank and profiler step: step time, the computation, exposed communication, "
+            "memory and other GPU work launched in the step (wherever it ran; how far past the "
+            "step's end), the GPU's idle time in the step by cause (µs), with each step's slowest "
+            "rank and its margin over the median (µs).",
         rank_step=step_breakdown.step_breakdown_rank,
         combine=step_breakdown.combine,
         params=(VISUALIZE,

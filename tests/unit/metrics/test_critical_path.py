@@ -32,6 +32,11 @@ DOMINANT = {
     "rocm": "gpu_compute_bound",
     "untraced_gaps": "cpu_untraced",
     "exposed_communication": "gpu_communication_bound",
+    "cross_thread_wait": "cpu_bound",
+    "stream_wait_on_allreduce": "gpu_communication_bound",
+    "stream_wait_on_allreduce_unrecorded": "gpu_communication_bound",
+    "queued_behind_earlier_work": "gpu_compute_bound",
+    "queued_behind_pending_work": "gpu_compute_bound",
 }
 
 
@@ -60,7 +65,10 @@ def test_every_step_has_the_known_path(scenario):
 
 
 @pytest.mark.parametrize("scenario", ["cpu_bound", "launch_bound", "gpu_bound", "cuda_graph",
-                                      "untraced_gaps", "exposed_communication"])
+                                      "untraced_gaps", "exposed_communication", "cross_thread_wait",
+                                      "stream_wait_on_allreduce",
+                                      "stream_wait_on_allreduce_unrecorded",
+                                      "queued_behind_earlier_work", "queued_behind_pending_work"])
 def test_hta_mode_last_step(scenario):
     """kernel_patterns="hta" reproduces HTA's rules, including its failures (hta_length)."""
     rt, truth = load(scenario)
@@ -233,3 +241,38 @@ def test_untraced_time_is_attributed_and_the_path_covers_the_step(scenario):
         [truth.bound_by["cpu_untraced"] / cpt.STEP_US * 100] * 3)
     hta = critical_path_rank(rt, patterns="hta", instance_id=0)["ProfilerStep#1"]
     assert "cpu_untraced" not in by_bound(hta)
+
+
+def test_inferred_stream_wait_needs_a_cuda_stream_wait_event_call():
+    """Without a cudaStreamWaitEvent between the launches, a kernel starting just after the
+    all-reduce ends is not taken to have waited for it: the second GEMM is not on the path (the
+    path runs from the all-reduce to the sync call's return, which inferred a wait on both)."""
+    doc, _ = cpt.stream_wait_on_allreduce_unrecorded(1)
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e["name"] != "cudaStreamWaitEvent"]
+    rt = parse_trace_bytes(json.dumps(doc).encode(), "no-wait.json")
+    g = critical_path_rank(rt)["ProfilerStep#1"]
+    assert g.graph.events is rt.events
+    assert by_bound(g) == {"cpu_bound": 73, "cpu_untraced": 2, "gpu_kernel_launch_overhead": 15,
+                           "gpu_communication_bound": 600 + 310}  # fmt: skip
+
+
+def test_search_weights_rank_time_first_then_work():
+    from types import SimpleNamespace
+
+    from analysis.metrics.critical_path.critical_path_graph import (
+        DEPENDENCY,
+        OPERATOR,
+        search_weights,
+    )
+
+    # two one-edge routes covering 10 ns: recorded work beats an untraced gap; 11 ns beats both
+    g = SimpleNamespace(edge_weight=np.array([10, 10, 11]),
+                        edge_type=np.array([DEPENDENCY, OPERATOR, DEPENDENCY]))  # fmt: skip
+    w = search_weights(g)
+    assert w[0] < w[1] < w[2]
+    # an hour-long window: no overflow, time still ranks first
+    hour = 3_600 * 10**9
+    g = SimpleNamespace(edge_weight=np.array([hour, hour, hour + 1]),
+                        edge_type=np.array([DEPENDENCY, OPERATOR, DEPENDENCY]))  # fmt: skip
+    w = search_weights(g)
+    assert (w >= 0).all() and w[0] <= w[1] < w[2]
