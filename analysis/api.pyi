@@ -567,8 +567,14 @@ class TraceAnalysis:
         self,
         ranks: int | Iterable[int] | Literal['all'] | None = None,
         top: int | None = 20,
+        group_by: Literal['name', 'name_and_input_shape'] = 'name',
     ) -> pd.DataFrame:
-        """Per CPU operator: calls, total/self CPU time and the GPU time it launched (µs).
+        """Per CPU operator: calls, total/self CPU time and the GPU time it launched (µs). With
+        ``group_by="name_and_input_shape"``: per launching operator and its recorded arguments
+        (``input_dims``, ``input_types``, ``input_strides``, ``concrete_inputs``) as TraceLens's
+        unified_perf_summary groups them, the calls that launched GPU work, their times, the ``kernels``
+        they launched, and a row per launch call and kernel for GPU work outside every operator (rows
+        sum to the rank's GPU time).
 
         Args:
             ranks (int | Iterable[int] | Literal['all'] | None, default None): The ranks to analyse: one
@@ -576,6 +582,10 @@ class TraceAnalysis:
                 (HTA's default).
             top (int | None, default 20): Keep the first ``top`` operators per rank, by GPU time
                 launched then self CPU time (None: every operator).
+            group_by (Literal['name', 'name_and_input_shape'], default 'name'): Group by operator name,
+                or by the launching operator's name and recorded arguments (``'name_and_input_shape'``:
+                shape columns and ``kernels``; shapes need ``record_shapes=True``; sorted by
+                ``gpu_self_us``).
 
         Returns:
             pd.DataFrame: columns ``rank``, ``name``, ``calls``, ``cpu_total_us`` (µs), ``cpu_self_us``
