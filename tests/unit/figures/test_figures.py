@@ -14,6 +14,7 @@ from analysis import figures
 from analysis.figures.export import export_figures
 from analysis.figures.kernel_launch_stats import MAX_POINTS
 from analysis.figures.style import COLORS, MANY_RANKS, truncate
+from analysis.metrics.gpu_time.kernel_launch_stats import classified_launches
 
 RANK_SETS = {"1": [0], "8": list(range(8)), "160": list(range(160)), "odd": [3, 5, 17]}
 LONG_NAME = (
@@ -282,7 +283,8 @@ def test_overlap_marks_ranks_without_communication():
 def test_launch_stats_flags_past_the_cutoffs():
     stats = launch_stats([3, 5])
     df = pd.concat(stats.values())
-    fig = figures.kernel_launch_stats(stats, runtime_cutoff=20, launch_delay_cutoff=60)
+    fig = figures.kernel_launch_stats(classified_launches(stats, 20, 60), runtime_cutoff=20,
+                                      launch_delay_cutoff=60)
     by_name = {t.name: t for t in fig.data}
     runtime = by_name["runtime outlier (> 20 µs)"]
     assert len(runtime.x) == (df["cpu_duration"] > 20).sum()
@@ -298,7 +300,7 @@ def test_launch_stats_flags_past_the_cutoffs():
 
 def test_launch_stats_samples_large_inputs_keeping_outliers():
     stats = launch_stats(RANK_SETS["160"], n=200)  # 32 000 launches
-    fig = figures.kernel_launch_stats(stats, runtime_cutoff=50)
+    fig = figures.kernel_launch_stats(classified_launches(stats, 50), runtime_cutoff=50)
     points = sum(
         len(t.x)
         for t in fig.data
@@ -366,8 +368,8 @@ def test_truncate_keeps_both_ends():
         lambda: figures.idle_interval_stats(None),
         lambda: figures.idle_interval_stats(stats_df([])),
         lambda: figures.comm_comp_overlap(overlap_df([])),
-        lambda: figures.kernel_launch_stats({}),
-        lambda: figures.kernel_launch_stats({0: launch_stats([0])[0].iloc[:0]}),
+        lambda: figures.kernel_launch_stats(classified_launches({})),
+        lambda: figures.kernel_launch_stats(classified_launches({0: launch_stats([0])[0].iloc[:0]})),
         lambda: figures.kernel_type_breakdown(kernel_type_df().iloc[:0]),
         lambda: figures.kernel_breakdown(kernel_metrics_df([])),
     ],
