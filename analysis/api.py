@@ -15,7 +15,8 @@ import hashlib
 import inspect
 import os
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from analysis.kineto.model import Trace
 from analysis.kineto.window import check_gpu_events, check_window
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.timebase import Rounding
+from analysis.registry import Failure
 
 RankSpec = int | Iterable[int] | str | None
 
@@ -84,6 +86,8 @@ class TraceAnalysis:
             (``self.options``, ``self.engine.options``).
     """
 
+    # where collect_failures() puts the (analysis, rank) units that failed; None: raise them
+    _failure_sink = None
     # What a TraceAnalysis holds (also the attributes ``analysis/api.pyi`` declares).
     patterns: KernelPatterns
     time_rounding: Rounding
@@ -276,7 +280,10 @@ class TraceAnalysis:
         ``left_out``, a list, gets a ``registry.Failure`` for each rank left out of a result the
         other ranks give because it has nothing the analysis reads (no GPU events), instead of
         a warning (``registry.left_out_notes`` words them).
+        Inside ``with ta.collect_failures()`` the failures go to its list when none is given.
         """
+        if failures is None:
+            failures = self._failure_sink
         names = {n: catalogue.get(n).name for n in requests}  # earlier names accepted
         if any(n != name for n, name in names.items()):
             results = self.run_many({names[n]: o for n, o in requests.items()}, ranks,
@@ -313,6 +320,17 @@ class TraceAnalysis:
                         if failures is not None and isinstance(exc, AnalysisFailedError):
                             failures.append(registry.Failure(name, None, exc))
         return {name: results[name] for name in requests}
+
+    def collect_failures(self) -> AbstractContextManager[list[Failure]]:
+        """Within the block, every analysis run (``get_*`` methods, ``run``, ``run_many``) leaves
+        out the ranks it failed on and appends a ``registry.Failure`` for each to the list this
+        yields, instead of raising (the other ranks' result is returned; an analysis that failed
+        on every rank still raises). ``trace-analysis check`` runs ``ta.check()`` so::
+
+            with ta.collect_failures() as failures:
+                findings = ta.check()
+        """
+        return _collecting_failures(self)
 
     def _run_with_derived(self, requests, derived, ranks, errors: str, failures,
                           left_out) -> dict[str, Any]:
@@ -511,3 +529,13 @@ def _facade_method(spec: registry.Analysis, name: str | None = None):
 for _spec in catalogue.analyses().values():
     for _name in (_spec.method, *_spec.method_aliases):
         setattr(TraceAnalysis, _name, _facade_method(_spec, _name))
+
+
+@contextmanager
+def _collecting_failures(ta: TraceAnalysis) -> Iterator[list[Failure]]:
+    """:meth:`TraceAnalysis.collect_failures`: a fresh list as the failure sink in the block."""
+    previous, ta._failure_sink = ta._failure_sink, []
+    try:
+        yield ta._failure_sink
+    finally:
+        ta._failure_sink = previous

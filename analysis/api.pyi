@@ -4,6 +4,7 @@ annotations. Do not edit: change the registry or api.py and run the script."""
 
 import os
 from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, Literal
 
 import pandas as pd
@@ -20,6 +21,7 @@ from analysis.metrics.roofline.operator_roofline import RooflineResult
 from analysis.metrics.tensorboard.kernel_table import KernelTables
 from analysis.metrics.tensorboard.memory_view import MemoryReport
 from analysis.metrics.timebase import Rounding
+from analysis.registry import Failure
 
 RankSpec = int | Iterable[int] | str | None
 
@@ -189,6 +191,17 @@ class TraceAnalysis:
         ``left_out``, a list, gets a ``registry.Failure`` for each rank left out of a result the
         other ranks give because it has nothing the analysis reads (no GPU events), instead of
         a warning (``registry.left_out_notes`` words them).
+        Inside ``with ta.collect_failures()`` the failures go to its list when none is given.
+        """
+
+    def collect_failures(self) -> AbstractContextManager[list[Failure]]:
+        """Within the block, every analysis run (``get_*`` methods, ``run``, ``run_many``) leaves
+        out the ranks it failed on and appends a ``registry.Failure`` for each to the list this
+        yields, instead of raising (the other ranks' result is returned; an analysis that failed
+        on every rank still raises). ``trace-analysis check`` runs ``ta.check()`` so::
+
+            with ta.collect_failures() as failures:
+                findings = ta.check()
         """
 
     def summary(self, ranks: RankSpec = 'all') -> Any:
@@ -238,8 +251,8 @@ class TraceAnalysis:
         self,
         ranks: int | Iterable[int] | Literal['all'] | None = 'all',
     ) -> pd.DataFrame:
-        """Per rank: source file, GPU, world size, events, profiler steps, time range (ms) and the GPU
-        events that nothing in the trace launched.
+        """Per rank: source file, GPU, world size, events, profiler steps, serving iterations, time range
+        (ms) and the GPU events that nothing in the trace launched.
 
         Args:
             ranks (int | Iterable[int] | Literal['all'] | None, default 'all'): The ranks to analyse:
@@ -247,9 +260,10 @@ class TraceAnalysis:
 
         Returns:
             pd.DataFrame: columns ``rank``, ``file``, ``format``, ``rank_from``, ``gpu``,
-                ``world_size``, ``events``, ``steps``, ``duration_ms`` (ms), ``gpu_events``,
-                ``unlaunched_gpu_events``, ``unlaunched_gpu_ms`` (ms), ``graph_launches``,
-                ``graph_launches_unmatched``.
+                ``world_size``, ``events``, ``steps``, ``iterations``, ``steady_iterations``,
+                ``steady_first``, ``steady_last``, ``duration_ms`` (ms), ``start(us)`` (µs), ``end(us)``
+                (µs), ``gpu_events``, ``unlaunched_gpu_events``, ``unlaunched_gpu_ms`` (ms),
+                ``graph_launches``, ``graph_launches_unmatched``.
 
         The registered analysis ``trace_metadata`` (its name in ``TraceAnalysis.run`` and the report).
         Its definition is the docstring of ``analysis.metrics.steps.trace_metadata`` (entry in
@@ -518,7 +532,7 @@ class TraceAnalysis:
         duration_ratio: float = 0.8,
         num_kernels: int = 10,
         include_memory_kernels: bool = True,
-        image_renderer: str | None = None,
+        image_renderer: str = '',
         *,
         ranks: int | Iterable[int] | Literal['all'] | None = 'all',
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -534,8 +548,8 @@ class TraceAnalysis:
                 name; the rest are grouped as ``'others'``.
             include_memory_kernels (bool, default True): Analyse MEMORY kernels (memcpy, memset) as a
                 type too.
-            image_renderer (str | None, default None): The plotly renderer that shows the figures (None:
-                plotly's default).
+            image_renderer (str, default ''): The plotly renderer that shows the figures ('': plotly's
+                default; HTA's default).
             ranks (int | Iterable[int] | Literal['all'] | None, default 'all'): The ranks to analyse:
                 one rank, a list of ranks, ``'all'``, or ``None``; the default gives every loaded rank.
 
@@ -553,8 +567,14 @@ class TraceAnalysis:
         self,
         ranks: int | Iterable[int] | Literal['all'] | None = None,
         top: int | None = 20,
+        group_by: Literal['name', 'name_and_input_shape'] = 'name',
     ) -> pd.DataFrame:
-        """Per CPU operator: calls, total/self CPU time and the GPU time it launched (µs).
+        """Per CPU operator: calls, total/self CPU time and the GPU time it launched (µs). With
+        ``group_by="name_and_input_shape"``: per launching operator and its recorded arguments
+        (``input_dims``, ``input_types``, ``input_strides``, ``concrete_inputs``) as TraceLens's
+        unified_perf_summary groups them, the calls that launched GPU work, their times, the ``kernels``
+        they launched, and a row per launch call and kernel for GPU work outside every operator (rows
+        sum to the rank's GPU time).
 
         Args:
             ranks (int | Iterable[int] | Literal['all'] | None, default None): The ranks to analyse: one
@@ -562,6 +582,10 @@ class TraceAnalysis:
                 (HTA's default).
             top (int | None, default 20): Keep the first ``top`` operators per rank, by GPU time
                 launched then self CPU time (None: every operator).
+            group_by (Literal['name', 'name_and_input_shape'], default 'name'): Group by operator name,
+                or by the launching operator's name and recorded arguments (``'name_and_input_shape'``:
+                shape columns and ``kernels``; shapes need ``record_shapes=True``; sorted by
+                ``gpu_self_us``).
 
         Returns:
             pd.DataFrame: columns ``rank``, ``name``, ``calls``, ``cpu_total_us`` (µs), ``cpu_self_us``

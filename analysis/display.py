@@ -2,7 +2,10 @@
 
 - :func:`overview` gathers what a user wants to see first about the loaded traces (ranks, GPUs,
   world size, profiler steps analysed and dropped, time range, events per rank, source, cache,
-  kernel-pattern preset, and the errors and warnings of the trace health check ``ta.check()``); :func:`overview_html` and :func:`overview_text` render it. The facade's
+  kernel-pattern preset, and the errors and warnings of the trace health check ``ta.check()``),
+  from the registered analyses ``trace_metadata``, ``profiler_step_table`` and ``trace_health`` run
+  in one batch (one engine round trip); :func:`overview_html` and :func:`overview_text` render
+  it. The facade's
   ``_repr_html_`` and ``__repr__`` delegate here. Names that come from the trace (file names, GPU
   names) are escaped: the HTML is a Jinja2 template with autoescape.
 - :func:`table` formats an analysis result for reading (a pandas ``Styler``): µs with thousands
@@ -22,44 +25,13 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.kineto.iterations import serving_iterations
 from analysis.kineto.window import uses_iterations
+from analysis.metrics.steps.trace_metadata import ITERATION_COLUMNS
 
 # Timestamps above this (ns) read as a date: 2001-09-09. Older clocks (a trace starting at 0) do not.
 _EPOCH_NS_FLOOR = 10**18
 _HTML_ROWS = 64  # per-rank rows shown before "... n more" in the HTML table
 _SEVERITY_COLOURS = {"error": "#B00020", "warning": "#B35900", "info": "#1F5FA8"}
-
-
-@dataclass
-class RankOverview:
-    """One rank's part of the overview (computed where the rank lives: here or a Dask worker)."""
-
-    rank: int
-    events: int
-    first_ns: int | None  # first event start, ns
-    last_ns: int | None  # last event end, ns
-    steps: list[int]  # ProfilerStep numbers in the whole trace
-    # serving-engine iterations (analysis.kineto.iterations): their number, and the indices of
-    # the steady-state ones
-    iterations: int = 0
-    steady: list[int] = field(default_factory=list)
-
-
-def rank_overview(rt) -> RankOverview:
-    """Events, time range (ns), profiler steps and serving iterations of one rank's whole trace."""
-    ev = rt.events
-    steps = rt.profiler_steps()["step"]
-    spans = serving_iterations(rt)
-    return RankOverview(
-        rank=rt.rank,
-        events=len(ev),
-        first_ns=int(ev["ts"].min()) if len(ev) else None,
-        last_ns=int((ev["ts"] + ev["dur"]).max()) if len(ev) else None,
-        steps=sorted({int(s) for s in steps}),
-        iterations=len(spans),
-        steady=[int(i) for i in spans.index[spans["steady"].astype(bool).to_numpy()]],
-    )
 
 
 @dataclass
@@ -84,8 +56,9 @@ class Overview:
     findings_error: str | None = None  # why the findings could not be made
     formats: list[str] = field(default_factory=list)  # profilers that wrote the files (kineto...)
     # the analysed window is cut at serving iterations (window="iterations", or "auto" without
-    # profiler steps): per rank, (iterations, steady-state iteration indices)
-    iterations: dict[int, tuple[int, list[int]]] | None = None
+    # profiler steps): per rank, (iterations, steady-state ones, first and last steady index),
+    # trace_metadata's columns
+    iterations: dict[int, tuple[int, int, int | None, int | None]] | None = None
 
     @property
     def duration_ms(self) -> float | None:
@@ -106,28 +79,40 @@ def overview(ta) -> Overview:
 _OVERVIEWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+# What the overview reads: registered analyses over the whole trace, run in one batch (one engine
+# round trip); the analysed steps come from the window the engine cut when it loaded.
+OVERVIEW_ANALYSES = ("trace_metadata", "profiler_step_table", "trace_health")
+
+
 def _overview(ta) -> Overview:
     engine = ta.engine
     ranks = list(engine.ranks)
-    parts = engine.map_ranks(rank_overview, ranks, window="full")
+    results = ta.run_many(dict.fromkeys(OVERVIEW_ANALYSES, {}), "all", errors="return")
+    for name in ("trace_metadata", "profiler_step_table"):
+        if isinstance(results[name], Exception):
+            raise results[name]
+    meta = results["trace_metadata"].set_index("rank")
+    step_table = results["profiler_step_table"]
+    steps = {r: sorted({int(s) for s in step_table.loc[step_table["rank"] == r, "step"]})
+             for r in ranks}
     metas = engine.metas
-    analysed = ta.get_profiler_steps()
-    all_steps = sorted({s for p in parts.values() for s in p.steps})
+    analysed = sorted({s for r in ranks for s in engine.window_stats[r].steps})
+    all_steps = sorted({s for r in ranks for s in steps[r]})
     gpus: dict[str, int] = {}
     for r in ranks:
         for name in sorted(set(metas[r].gpu_names)):
             gpus[name] = gpus.get(name, 0) + 1
-    firsts = [p.first_ns for p in parts.values() if p.first_ns is not None]
-    lasts = [p.last_ns for p in parts.values() if p.last_ns is not None]
+    firsts = [_ns(v) for v in meta["start(us)"] if pd.notna(v)]
+    lasts = [_ns(v) for v in meta["end(us)"] if pd.notna(v)]
     per_rank = [
         {
             "rank": r,
             "file": _file_name(metas[r].source),
             "gpu": ", ".join(sorted(set(metas[r].gpu_names))) or "-",
-            "events": parts[r].events,
-            "steps": _ranges(parts[r].steps),
-            "duration_ms": None if parts[r].first_ns is None
-            else (parts[r].last_ns - parts[r].first_ns) / 1e6,
+            "events": int(meta.at[r, "events"]),
+            "steps": _ranges(steps[r]),
+            "duration_ms": None if pd.isna(meta.at[r, "duration_ms"])
+            else float(meta.at[r, "duration_ms"]),
             "cache": "yes" if getattr(metas[r], "from_cache", False) else "no",
         }
         for r in ranks
@@ -139,7 +124,7 @@ def _overview(ta) -> Overview:
         backends=sorted({m.backend for m in metas.values() if m.backend}),
         formats=sorted({m.source_format for m in metas.values()}),
         gpus=gpus,
-        steps_analysed=list(analysed),
+        steps_analysed=analysed,
         steps_dropped=[s for s in all_steps if s not in set(analysed)],
         first_ns=min(firsts) if firsts else None,
         last_ns=max(lasts) if lasts else None,
@@ -148,22 +133,27 @@ def _overview(ta) -> Overview:
         time_rounding=str(ta.time_rounding),
         per_rank=per_rank,
         skipped=[(str(p), str(reason)) for p, reason in (engine.skipped or [])],
-        iterations=({r: (p.iterations, p.steady) for r, p in parts.items() if p.iterations}
+        iterations=({r: tuple(None if pd.isna(v) else int(v) for v in meta.loc[r, ITERATION_COLUMNS])
+                     for r in ranks if meta.at[r, "iterations"]}
                     if uses_iterations(getattr(ta, "window", "auto"), len(all_steps)) else None),
-        **_findings(ta),
+        **_findings(results["trace_health"]),
     )
 
 
-def _findings(ta) -> dict[str, Any]:
-    """The trace health check (``ta.check()``): its errors and warnings as (severity, check,
-    message) rows; an error says why there are none. The analyses' findings (``ta.findings()``)
-    run every analysis, too much for showing the object: the summary points to them instead."""
-    if not hasattr(ta, "check"):
-        return {}
-    try:
-        table = ta.check()
-    except Exception as exc:  # noqa: BLE001 - the summary shows the reason instead
-        return {"findings_error": f"{type(exc).__name__}: {exc}"}
+def _ns(us: float) -> int:
+    """Absolute µs (the metadata's ``start(us)``/``end(us)``) → int ns; whole µs and the fraction
+    apart, as epoch ns (~1.7e18) are past float64's exact integers."""
+    whole = int(us)
+    return whole * 1000 + int(round((float(us) - whole) * 1000))
+
+
+def _findings(table) -> dict[str, Any]:
+    """The trace health check (``ta.check()``'s table, or the error it raised): its errors and
+    warnings as (severity, check, message) rows; an error says why there are none. The analyses'
+    findings (``ta.findings()``) run every analysis, too much for showing the object: the summary
+    points to them instead."""
+    if isinstance(table, Exception):
+        return {"findings_error": f"{type(table).__name__}: {table}"}
     table = table[table["severity"].isin(["error", "warning"])]
     return {"findings": [(str(r.severity), str(r.check), str(r.message))
                          for r in table.itertuples()]}
@@ -201,10 +191,9 @@ def _iteration_rows(ov: Overview) -> list[tuple[str, str]]:
     """The analysed window when it is cut at serving iterations: the steady-state iterations
     (``first–last``, the window spans them) of each distinct per-rank layout."""
     layouts: dict[str, list[int]] = {}
-    for rank, (n, steady) in sorted((ov.iterations or {}).items()):
-        span = f"#{steady[0]}–{steady[-1]}" if len(steady) > 1 else (
-            f"#{steady[0]}" if steady else "none")
-        left = n - len(steady)
+    for rank, (n, steady, first, last) in sorted((ov.iterations or {}).items()):
+        span = "none" if first is None else (f"#{first}–{last}" if first != last else f"#{first}")
+        left = n - steady
         text = f"{span} of {n}" + (f" ({left} warm-up left out)" if left else "")
         layouts.setdefault(text, []).append(rank)
     value = "; ".join(text if len(layouts) == 1 else f"rank {_ranges(ranks)}: {text}"

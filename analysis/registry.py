@@ -250,7 +250,8 @@ def column_unit(column: str, units: Mapping[str, str] | None = None) -> str | No
 # The names a ``Param.type`` or ``Analysis.returns`` annotation may use, and where they come from
 # (``analysis/api.pyi`` imports them; ``tests/unit/test_api_stub.py`` evaluates every annotation).
 ANNOTATION_NAMES = {
-    "Any": "typing", "Literal": "typing",
+    "Any": "typing", "Literal": "typing", "AbstractContextManager": "contextlib",
+    "Failure": "analysis.registry",
     "Iterable": "collections.abc", "Mapping": "collections.abc", "Sequence": "collections.abc",
     "pd": "pandas",
     "CriticalPathGraph": "analysis.metrics.critical_path.critical_path",

@@ -126,6 +126,20 @@ def kaleido_session():
         pytest.skip(str(e))
 
 
+@pytest.fixture(scope="session")
+def dask_client():
+    """One Dask ``LocalCluster`` for the whole session (two worker processes, one thread each) and
+    its client: starting a cluster costs seconds, so every Dask test shares this one. Tests that
+    kill workers start their own (``tests/unit/engines/test_dask.py``), so that a dead or restarting
+    worker never reaches a later test."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                       host="127.0.0.1", dashboard_address=None)
+    with distributed.Client(cluster) as client:
+        yield client
+    cluster.close()
+
+
 @pytest.fixture
 def trace_dir(request):
     """Indirect parametrisation target: a folder name of ../shared/traces/hta, or "sample" (the

@@ -1,7 +1,8 @@
 """``trace-analysis check TRACES``: the trace-health findings; exit status 1 when any is an error.
 
-Parses the arguments, runs ``analysis.metrics.health.trace_health`` over every rank's whole trace and prints
-the table, so that a CI job can gate on the exit status. Nothing is computed here.
+Parses the arguments, calls ``TraceAnalysis.check()`` (the registered analysis ``trace_health``, over
+every rank's whole trace) and prints its table, so that a CI job can gate on the exit status.
+Nothing is computed here.
 """
 
 from __future__ import annotations
@@ -32,12 +33,11 @@ def command(ctx: click.Context, traces: str, fmt: str, min_severity: str, strict
     Exit status: 0 when no finding is an error, 1 otherwise. A rank whose checks could not run
     is warned about on stderr (exit 1 with --strict); the other ranks are checked.
     """
-    from analysis import registry
     from analysis.metrics.health import trace_health
 
     ta = open_analysis(traces, **options)
-    failures: list[registry.Failure] = []
-    findings = ta.run_many({"trace_health": {}}, "all", failures=failures)["trace_health"]
+    with ta.collect_failures() as failures:  # a rank whose checks fail is left out and warned about
+        findings = ta.check()
     report_failures(failures, strict)
     keep = trace_health.SEVERITIES[: trace_health.SEVERITIES.index(min_severity) + 1]
     shown = findings[findings["severity"].isin(keep)]

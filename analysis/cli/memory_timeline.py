@@ -56,9 +56,9 @@ def command(traces: str, top: int, csv_dir: str | None, **options) -> None:
                 calls = f"{r.calls} call" + ("s" if r.calls != 1 else "")
                 click.echo(f"  {_size(r.self_allocation_bytes):>10}  {r.operator}  ({calls})")
     if csv_dir:
+        from analysis.reports import write_tables
+
         out = Path(csv_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, frame in (("memory_timeline", timeline), ("memory_peaks", peaks),
-                            ("operator_memory", ops)):
-            frame.to_csv(out / f"{name}.csv", index=False)
+        write_tables({"memory_timeline": timeline, "memory_peaks": peaks, "operator_memory": ops},
+                     out)
         click.echo(f"\nwrote {out}/memory_timeline.csv, memory_peaks.csv, operator_memory.csv")

@@ -4,6 +4,9 @@ HTA draws three histograms per rank (short kernels, runtime outliers, launch del
 one figure holds every rank: on the left each launch as a point (CPU runtime call duration against
 GPU kernel duration, both log scale) with the runtime outliers and short kernels coloured; on the
 right the launch delay distribution per rank with the delays past the cutoff drawn as points.
+Which launch is an outlier or a short kernel is the metric's classification
+(``analysis.metrics.gpu_time.kernel_launch_stats.classified_launches``: its columns and cut-offs);
+the figure draws those columns.
 """
 
 from __future__ import annotations
@@ -22,6 +25,11 @@ from analysis.figures.style import (
     plural,
     rank_axis,
     sorted_ranks,
+)
+from analysis.metrics.gpu_time.kernel_launch_stats import (
+    LAUNCH_DELAY_CUTOFF_US,
+    RUNTIME_CUTOFF_US,
+    classified_launches,
 )
 
 TITLE = "CUDA kernel launch statistics"
@@ -59,30 +67,26 @@ def _box_stats(values: pd.Series) -> dict:
 
 
 def kernel_launch_stats(
-    stats_by_rank: Mapping[int, pd.DataFrame],
-    runtime_cutoff: float = 50,
-    launch_delay_cutoff: float = 100,
+    launches: pd.DataFrame,
+    runtime_cutoff: float = RUNTIME_CUTOFF_US,
+    launch_delay_cutoff: float = LAUNCH_DELAY_CUTOFF_US,
 ) -> go.Figure:
     """Launch cost of every kernel: CPU runtime call duration, GPU duration and launch delay (µs).
 
-    ``stats_by_rank`` is the dict of ``get_cuda_kernel_launch_stats()``: per rank a frame of
-    ``correlation, cpu_duration, gpu_duration, launch_delay``. A *runtime outlier* is a launch whose
-    runtime call took longer than ``runtime_cutoff`` µs; a *short kernel* (HTA's term) ran on the GPU
-    for less time than its launch call took on the CPU, within the cutoff; a *launch delay outlier*
-    waited more than ``launch_delay_cutoff`` µs between the end of its runtime call and its start.
-    Both cutoffs default to HTA's.
+    ``launches`` is the metric's classified table (``classified_launches``: per launch ``rank,
+    correlation, cpu_duration, gpu_duration, launch_delay`` and the bool columns
+    ``runtime_outlier``, ``short_kernel``, ``launch_delay_outlier``, whose definitions are the
+    metric's). ``runtime_cutoff`` and ``launch_delay_cutoff`` (µs) are the cut-offs it was
+    classified with, drawn as lines and named in the legend.
     """
-    frames = [
-        f.assign(rank=int(r)) for r, f in (stats_by_rank or {}).items() if f is not None and len(f)
-    ]
-    if not frames:
+    df = launches
+    if df is None or not len(df):
         return no_data_figure(TITLE, "No kernel launches matched to GPU kernels")
-    df = pd.concat(frames, ignore_index=True)
     ranks = sorted_ranks(df["rank"])
 
-    runtime_outlier = df["cpu_duration"] > runtime_cutoff
-    short = ~runtime_outlier & (df["gpu_duration"] < df["cpu_duration"])
-    delay_outlier = df["launch_delay"] > launch_delay_cutoff
+    runtime_outlier = df["runtime_outlier"].to_numpy(dtype=bool)
+    short = df["short_kernel"].to_numpy(dtype=bool)
+    delay_outlier = df["launch_delay_outlier"].to_numpy(dtype=bool)
     kinds = (
         (f"runtime outlier (> {runtime_cutoff:g} µs)", "runtime outlier", runtime_outlier),
         ("short kernel (GPU < CPU time)", "short kernel", short),
@@ -223,11 +227,14 @@ def kernel_launch_stats(
 
 
 def draw(
-    result: Mapping[int, pd.DataFrame], runtime_cutoff: float = 50, launch_delay_cutoff: float = 100
+    result: Mapping[int, pd.DataFrame], runtime_cutoff: float = RUNTIME_CUTOFF_US,
+    launch_delay_cutoff: float = LAUNCH_DELAY_CUTOFF_US,
 ) -> dict[str, go.Figure]:
-    """The launch statistics figure by file stem (cut-offs in µs, HTA's defaults)."""
+    """The launch statistics figure of ``get_cuda_kernel_launch_stats()``'s result by file stem
+    (its launches as the metric classifies them with these cut-offs, µs)."""
+    launches = classified_launches(result or {}, runtime_cutoff, launch_delay_cutoff)
     return {
         "kernel_launch_stats": kernel_launch_stats(
-            result, runtime_cutoff=runtime_cutoff, launch_delay_cutoff=launch_delay_cutoff
+            launches, runtime_cutoff=runtime_cutoff, launch_delay_cutoff=launch_delay_cutoff
         )
     }

@@ -64,12 +64,12 @@ def queue_length_streams(df: pd.DataFrame) -> go.Figure:
                          customdata=df[["empty_idle"]].to_numpy(),
                          hovertemplate=where + "<br>" + value + ":.1f} % (%{customdata[0]:,.0f} µs)"
                                        "<extra></extra>"), 1, 2)
+    value_axes = fig.update_xaxes if horizontal else fig.update_yaxes
+    value_axes(title_text="Operations (count)", row=1, col=1)
+    value_axes(title_text="Share of span (%)", range=[0, 105], row=1, col=2)
     if horizontal:
-        fig.update_xaxes(range=[0, 105], row=1, col=2)
         fig.update_yaxes(type="category", autorange="reversed")
         fig.update_layout(height=200 + 22 * len(df))
-    else:
-        fig.update_yaxes(range=[0, 105], row=1, col=2)
     return apply_layout(fig, f"{TITLE} per stream",
                         subtitle="A high 'empty while idle' share: the stream starved for launches")
 

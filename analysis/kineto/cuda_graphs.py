@@ -11,9 +11,10 @@ each kernel launch is still issued by its operator (``aten::mm`` with its ``Inpu
 parsed: for each graph launch of the replay, its kernels (ordered by start time) are matched to
 a capture's kernel launches (between ``StreamBeginCapture`` and ``StreamEndCapture``, ordered by
 start time) with the same count and, where both carry kernel names, the same names in the same
-order. Each matched kernel gets a synthetic operator (the innermost CPU operator that enclosed
-the launch at capture, with its arguments) and a synthetic launch call, nested in the time of the
-original graph launch, so that every later analysis (operator summary, roofline, kernel tables)
+order. Each matched kernel gets a synthetic launch call and belongs to a synthetic operator (the innermost
+CPU operator that enclosed the launch at capture, with its arguments; consecutive kernels launched
+by the same captured operator call share one, so calls are counted as at capture), nested in the
+time of the original graph launch, so that every later analysis (operator summary, roofline, kernel tables)
 sees an ordinary operator → launch → kernel chain. Launches that no capture matches keep their
 kernels under the graph launch and are counted in ``GraphMergeStats.unmatched_launches``.
 """
@@ -32,6 +33,10 @@ from analysis.errors import InputFileError
 
 GRAPH_LAUNCH_SUFFIX = "GraphLaunch"  # cudaGraphLaunch, hipGraphLaunch
 CAPTURE_FOLDER = "capture_traces"
+# Bump when merge_graph_capture's output changes: cache entries of merged traces then miss.
+# 3: consecutive kernels of one captured operator call share one synthetic operator and its
+# External id (2 was a draft of it, never merged)
+MERGE_VERSION = 3
 _RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
 _SGLANG_PROFILER = "sglang_profiler::"
 
@@ -52,6 +57,7 @@ class GraphMergeStats:
 class _Capture:
     source: str
     ops: list[tuple[str, dict]]  # per captured kernel launch: (operator name, its args)
+    op_calls: list[int]  # per captured kernel launch: which operator call launched it (-1: none)
     kernel_names: list[str | None]
 
 
@@ -82,7 +88,7 @@ def capture_signature(url: str, capture: str | os.PathLike | None = None) -> str
     if location is None:
         return ""
     files = sorted(location.iterdir()) if location.is_dir() else [location]
-    parts = [str(location.resolve())] if capture is not None else []
+    parts = [f"merge {MERGE_VERSION}"] + ([str(location.resolve())] if capture is not None else [])
     for p in files:
         st = p.stat()
         parts.append(f"{p.name}:{st.st_size}:{st.st_mtime_ns}")
@@ -141,7 +147,7 @@ def _capture_of(events: list[dict], source: str) -> _Capture | None:
         for e in events
         if e.get("cat") == "kernel"
     }
-    ops, names = [], []
+    ops, names, op_calls = [], [], []
     for launch in launches:
         key = (launch.get("pid"), launch.get("tid"))
         ts = launch["ts"]
@@ -159,7 +165,8 @@ def _capture_of(events: list[dict], source: str) -> _Capture | None:
         ops.append(
             (_op_name(best["name"]), dict(best.get("args", {}))) if best else (launch["name"], {})
         )
-    return _Capture(source=source, ops=ops, kernel_names=names)
+        op_calls.append(id(best) if best else -1)
+    return _Capture(source=source, ops=ops, kernel_names=names, op_calls=op_calls)
 
 
 def _op_name(name: str) -> str:
@@ -219,20 +226,27 @@ def merge_graph_capture(
         n = len(kernels)
         width = launch.get("dur", 0) / max(n, 1)
         synthetic = []
+        op: dict = {}
         for i, (kernel, (op_name, op_args)) in enumerate(zip(kernels, cap.ops, strict=True)):
             corr, ext = next_id, next_id + 1
             next_id += 2
             ts = launch["ts"] + i * width
-            op = {
-                "ph": "X",
-                "cat": "cpu_op",
-                "name": op_name,
-                "pid": launch.get("pid"),
-                "tid": launch.get("tid"),
-                "ts": ts,
-                "dur": width * 0.9,
-                "args": {**op_args, "External id": ext, "graph_replay": True},
-            }
+            same_call = i > 0 and cap.op_calls[i] != -1 and cap.op_calls[i] == cap.op_calls[i - 1]
+            if same_call:  # the captured operator's next launch: its synthetic op grows
+                op["dur"] = ts + width * 0.9 - op["ts"]
+                ext = op["args"]["External id"]  # its launches share its External id
+            else:
+                op = {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": op_name,
+                    "pid": launch.get("pid"),
+                    "tid": launch.get("tid"),
+                    "ts": ts,
+                    "dur": width * 0.9,
+                    "args": {**op_args, "External id": ext, "graph_replay": True},
+                }
+                synthetic.append(op)
             call = {
                 "ph": "X",
                 "cat": launch["cat"],
@@ -243,7 +257,7 @@ def merge_graph_capture(
                 "dur": width * 0.5,
                 "args": {"correlation": corr, "External id": ext},
             }
-            synthetic += [op, call]
+            synthetic.append(call)
             new_kernel[id(kernel)] = {
                 **kernel,
                 "args": {**kernel.get("args", {}), "correlation": corr, "External id": ext},

@@ -171,6 +171,7 @@ class WindowStats:
     unlaunched_ns: int  # their summed duration
     unlaunched_kept: int  # of those, how many the window keeps
     source_format: str = "kineto"
+    steps: tuple[int, ...] = ()  # the profiler step numbers in the window (HTA's analysed steps)
 
     def note(self, gpu_events: str) -> str | None:
         """A one-line account of the unlaunched events, or None when there are none (or the file
@@ -187,7 +188,8 @@ class WindowStats:
 
 
 def window_stats(full: RankTrace, window: RankTrace) -> WindowStats:
-    """Counts of ``full``'s GPU events: all, in ``window``, unlaunched, and unlaunched kept."""
+    """Counts of ``full``'s GPU events: all, in ``window``, unlaunched, and unlaunched kept; and
+    the profiler steps ``window`` keeps."""
     unlaunched = unlaunched_mask(full)
     kept = np.isin(full.events.index.to_numpy(), window.events.index.to_numpy())
     return WindowStats(
@@ -199,6 +201,7 @@ def window_stats(full: RankTrace, window: RankTrace) -> WindowStats:
         unlaunched_ns=int(full.events["dur"].to_numpy()[unlaunched].sum()),
         unlaunched_kept=int((unlaunched & kept).sum()),
         source_format=full.meta.source_format,
+        steps=tuple(int(s) for s in profiler_steps(window)["step"]),
     )
 
 

@@ -23,7 +23,8 @@ from analysis.errors import BrowserNotFoundError, ExportError
 from analysis.reports.content import ReportContent, build_report, build_steps, select_report_ranks
 from analysis.reports.staging import moved, staged
 
-__all__ = ["ReportResult", "ReportContent", "build_report", "select_report_ranks", "write_report"]
+__all__ = ["ReportResult", "ReportContent", "build_report", "select_report_ranks", "write_report",
+           "write_tables"]
 
 
 
@@ -50,8 +51,14 @@ class ReportResult:
         return f'<p>Report: <a href="{escape(self.index.as_uri())}">{escape(str(self.index))}</a></p>'
 
 
-def write_tables(tables, tables_dir: Path) -> dict[str, Path]:
-    """Each ``{stem: DataFrame}`` as ``tables_dir/<stem>.csv`` (all rows); returns the paths."""
+def write_tables(tables, tables_dir: str | os.PathLike) -> dict[str, Path]:
+    """Each ``{stem: DataFrame}`` as ``tables_dir/<stem>.csv`` (all rows, the folder made if
+    needed); returns the paths. ``ExportError`` names the file or folder that cannot be written."""
+    tables_dir = Path(tables_dir)
+    try:
+        tables_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ExportError(tables_dir, f"cannot create the output directory: {e.strerror or e}") from e
     written = {}
     for name, df in tables.items():
         path = tables_dir / f"{name}.csv"

@@ -1,21 +1,26 @@
-"""Critical path vs HolisticTraceAnalysis 0.5.0, run live on HTA's own critical-path test traces.
+"""Critical path vs HolisticTraceAnalysis 0.5.0 on HTA's own critical-path test traces.
 
 HTA 0.5.0's critical path raises under pandas 3, so it runs in a separate pandas<3 environment
 (``scripts/make-hta-oracle-venv.sh``, built once per user into ``~/.cache/trace-analysis/venvs``,
-outside the checkout) through
-``hta_critical_path_oracle.py``. With ``kernel_patterns="hta"`` we must produce the same graph
+outside the checkout) through ``hta_critical_path_oracle.py``. Its answers are stored in
+``tests/data/hta_oracle/`` by ``scripts/hta_oracle_snapshot.py`` (the only place that builds that
+environment); ``HTA_LIVE=1`` runs it live instead (see ``tests/hta_oracle.py``). With
+``kernel_patterns="hta"`` we must produce the same graph
 (every edge: endpoints, weight, type, attributed event), the same path and the same breakdown.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections import Counter
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hta_oracle import hta_answer
 
 from analysis.kineto.model import Trace
 from analysis.kineto.parse import parse_trace_bytes
@@ -39,9 +44,11 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="session")
+@cache
 def hta_python() -> Path:
-    """The pandas<3 venv with HTA 0.5.0, built on first use (needs PyPI)."""
+    """The pandas<3 venv with HTA 0.5.0 (``HTA_ORACLE_PYTHON``, or built on first use: needs PyPI)."""
+    if os.environ.get("HTA_ORACLE_PYTHON"):
+        return Path(os.environ["HTA_ORACLE_PYTHON"])
     try:
         built = subprocess.run(
             [str(REPO_ROOT / "scripts" / "make-hta-oracle-venv.sh")],
@@ -59,12 +66,20 @@ def trace_file(case: str) -> Path:
     return next(folder.glob("*.json*"))
 
 
-def run_hta(python: Path, path: Path, annotation: str, instance: int) -> dict:
-    out = subprocess.run(
-        [str(python), str(ORACLE), str(path), annotation, str(instance)],
-        check=True, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    return json.loads(out.stdout)
+def run_hta(path: Path, annotation: str, instance: int) -> dict:
+    """HTA's critical path of ``path`` as JSON (stored answer; ``HTA_LIVE=1``: live)."""
+
+    def live():
+        out = subprocess.run(
+            [str(hta_python()), str(ORACLE), str(path), annotation, str(instance)],
+            check=True, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        h = json.loads(out.stdout)
+        for timing in ("load_s", "critical_path_s"):  # seconds, not part of the answer
+            h.pop(timing, None)
+        return h
+
+    return hta_answer([path], f"critical_path_analysis({annotation!r}, {instance})", live)
 
 
 def ours(path: Path, annotation: str, instance: int):
@@ -111,10 +126,10 @@ def hta_edges(h: dict) -> Counter:
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_same_graph_path_and_breakdown_as_hta(case, hta_python):
+def test_same_graph_path_and_breakdown_as_hta(case):
     path = trace_file(case)
     annotation, instance = CASES[case]
-    h = run_hta(hta_python, path, annotation, instance)
+    h = run_hta(path, annotation, instance)
     rt, graph = ours(path, annotation, instance)
     assert h["success"] and graph.success
     assert graph.num_nodes == h["nodes"]
@@ -144,7 +159,7 @@ def test_simple_add_counts_from_hta_test_file(hta_traces_dir):
     assert np.isclose(bd["duration"].sum(), graph.path_length_us)
 
 
-def test_out_of_order_call_stack_cycle(hta_python, tmp_path):
+def test_out_of_order_call_stack_cycle(tmp_path):
     """HTA #113: an operator ending after its parent makes the graph cyclic; HTA raises
     ``ValueError: Graph is not valid``, we break the cycle (the same way every time) and go on."""
     import gzip
@@ -155,7 +170,7 @@ def test_out_of_order_call_stack_cycle(hta_python, tmp_path):
     doc, _ = out_of_order_stack()
     path = tmp_path / "rank0.json.gz"
     path.write_bytes(gzip.compress(json.dumps(doc).encode()))
-    h = run_hta(hta_python, path, "ProfilerStep", 0)
+    h = run_hta(path, "ProfilerStep", 0)
     assert h["success"] is False and "Graph is not valid" in h["error"]
     rt = parse_trace_bytes(path.read_bytes(), str(path))
     with warnings.catch_warnings():

@@ -201,12 +201,17 @@ def test_rocprof_kernels_equal_dispatch_records():
 
 @pytest.mark.parametrize("path", [NSYS, XPLANE, ROCPROF], ids=lambda p: p.parent.name)
 def test_report_runs(path, tmp_path):
+    """The whole report on each format. The figures' SVG export (a headless browser: ~5 s a report)
+    runs on the nsys trace only; on the others the figures are drawn into the page."""
     need(path)
     out = tmp_path / "report"
-    result = CliRunner().invoke(main, ["report", str(path), "-o", str(out), "--no-cache"],
+    formats = [] if path == NSYS else ["-f", "html"]
+    result = CliRunner().invoke(main, ["report", str(path), "-o", str(out), "--no-cache", *formats],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert (out / "index.html").is_file()
+    assert (out / "index.html").read_text(encoding="utf-8").count('class="plotly-graph-div"') > 0
+    assert any((out / "figures").glob("*.svg")) == (path == NSYS)
     metadata = pd.read_csv(out / "tables" / "trace_metadata.csv")
     assert set(metadata["format"]) == {path.parent.name}
     assert "not available for" in result.output  # the operator analyses say why they are absent

@@ -1,4 +1,5 @@
-"""TraceComparison.compare_traces / ops_diff against HTA 0.5.0's TraceDiff, run live.
+"""TraceComparison.compare_traces / ops_diff against HTA 0.5.0's TraceDiff (stored answers, see
+``tests/hta_oracle.py``; ``HTA_LIVE=1`` runs it live).
 
 On HTA's own test data (../shared/traces/hta/trace_compare/{base,test}) and on synthetic pairs
 that HTA can read (one rank each, ``"rank": 0`` written with a space), for the argument
@@ -8,28 +9,33 @@ combinations HTA supports.
 from __future__ import annotations
 
 import logging
-import warnings
 
 import pandas as pd
 import pytest
+from hta_oracle import hta_answer
 
 from analysis import TraceAnalysis, compare
 from analysis.metrics.compare.trace_diff_hta import shorten_name
 from analysis.testing.trace_pairs import changed_pair
 
-trace_diff = pytest.importorskip("hta.trace_diff")
-
 
 def _hta(control_dir, test_dir, **kw):
-    logging.getLogger("hta").setLevel(logging.ERROR)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    """HTA's ``TraceDiff.compare_traces`` and ``ops_diff`` (stored answers; ``HTA_LIVE=1``: live)."""
+
+    def live():
+        trace_diff = pytest.importorskip("hta.trace_diff")
+        logging.getLogger("hta").setLevel(logging.ERROR)
+        hta_kw = dict(kw)
+        if "device_type" in kw:
+            hta_kw["device_type"] = trace_diff.DeviceType[kw["device_type"]]
         control = trace_diff.LabeledTrace(label="Control", trace_dir=str(control_dir))
         test = trace_diff.LabeledTrace(label="Test", trace_dir=str(test_dir))
-        frame = trace_diff.TraceDiff.compare_traces(control, test, **kw)
+        frame = trace_diff.TraceDiff.compare_traces(control, test, **hta_kw)
         diff = trace_diff.TraceDiff.ops_diff(
-            control, test, **{k: v for k, v in kw.items() if k != "use_short_name"})
-    return frame, diff
+            control, test, **{k: v for k, v in hta_kw.items() if k != "use_short_name"})
+        return frame, diff
+
+    return hta_answer([control_dir, test_dir], f"TraceDiff({sorted(kw.items())!r})", live)
 
 
 def _ours(control_dir, test_dir, patterns="default", **kw):
@@ -65,10 +71,7 @@ def compare_dirs(hta_traces_dir):
 
 @pytest.mark.parametrize("kw", ARGUMENTS, ids=[str(a) for a in ARGUMENTS])
 def test_compare_traces_equals_hta_on_its_test_data(compare_dirs, kw):
-    hta_kw = dict(kw)
-    if "device_type" in kw:
-        hta_kw["device_type"] = trace_diff.DeviceType[kw["device_type"]]
-    theirs, their_diff = _hta(*compare_dirs, **hta_kw)
+    theirs, their_diff = _hta(*compare_dirs, **kw)
     ours, our_diff = _ours(*compare_dirs, **kw)
     _same(ours, theirs)
     assert our_diff == their_diff
@@ -103,9 +106,10 @@ def test_same_labels_are_renamed_as_hta_does(compare_dirs, tmp_path):
     "std::vector<int> foo::bar<a<b>>(int) const",
 ])
 def test_shorten_name_equals_hta(name):
-    from hta.utils.utils import shorten_name as hta_shorten
+    def live():
+        return pytest.importorskip("hta.utils.utils").shorten_name(name)
 
-    assert shorten_name(name) == hta_shorten(name)
+    assert shorten_name(name) == hta_answer([], f"shorten_name({name!r})", live, name="shorten_name")
 
 
 
@@ -120,11 +124,8 @@ REAL = [
 
 @pytest.mark.parametrize(("folder", "kw"), REAL, ids=[f"{f}-{k}" for f, k in REAL])
 def test_compare_traces_equals_hta_on_real_traces(hta_traces_dir, folder, kw):
-    hta_kw = dict(kw)
-    if "device_type" in kw:
-        hta_kw["device_type"] = trace_diff.DeviceType[kw["device_type"]]
     trace_dir = hta_traces_dir / folder
-    theirs, their_diff = _hta(trace_dir, trace_dir, **hta_kw)
+    theirs, their_diff = _hta(trace_dir, trace_dir, **kw)
     ours, our_diff = _ours(trace_dir, trace_dir, patterns="hta", **kw)
     assert len(ours) > 10
     _same(ours, theirs)

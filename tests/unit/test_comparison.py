@@ -155,20 +155,18 @@ def test_compare_is_exported_and_labels_html(changed):
         assert isinstance(comparison.compare_traces(), pd.DataFrame)
 
 
-def test_dask_engine_compares_like_local(tmp_path):
-    distributed = pytest.importorskip("distributed")
+def test_dask_engine_compares_like_local(tmp_path, dask_client):
     base_dir, test_dir = changed_pair().write(tmp_path)
     local = analysis.compare(_load(base_dir), _load(test_dir))
-    with distributed.Client(n_workers=1, threads_per_worker=1, processes=False,
-                            dashboard_address=None) as client:
-        def remote(path):
-            return TraceAnalysis(path, use_cache=False, progress=False, client=client)
 
-        on_dask = analysis.compare(remote(base_dir), remote(test_dir))
-        for name, table in local.tables().items():
-            pd.testing.assert_frame_equal(on_dask.tables()[name], table, obj=name)
-        pd.testing.assert_frame_equal(on_dask.compare_traces(control_iteration=[10, 11]),
-                                      local.compare_traces(control_iteration=[10, 11]))
+    def remote(path):  # on the session's cluster (tests/conftest.py)
+        return TraceAnalysis(path, use_cache=False, progress=False, client=dask_client)
+
+    on_dask = analysis.compare(remote(base_dir), remote(test_dir))
+    for name, table in local.tables().items():
+        pd.testing.assert_frame_equal(on_dask.tables()[name], table, obj=name)
+    pd.testing.assert_frame_equal(on_dask.compare_traces(control_iteration=[10, 11]),
+                                  local.compare_traces(control_iteration=[10, 11]))
 
 
 def test_zero_threshold_still_calls_no_change_unchanged(tmp_path):

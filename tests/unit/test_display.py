@@ -12,6 +12,8 @@ import pytest
 
 from analysis import TraceAnalysis
 from analysis.display import overview, table
+from analysis.engines.local import LocalEngine
+from analysis.errors import NoGPUEventsError
 
 T0 = 1_732_000_000_000_000  # µs since the epoch: 2024-11-19 07:06:40 UTC
 EVIL = '<script>alert("x")</script> & <b>'
@@ -131,12 +133,50 @@ def test_repr_never_raises(hand_made, tmp_path, monkeypatch):
     assert "ranks=[0, 1]" in ta._repr_html_()
 
 
+def _health_result(monkeypatch, ta, result) -> None:
+    """Make the batch the overview runs answer ``result`` for the trace health check."""
+    run_many = ta.run_many
+
+    def with_health(requests, *args, **kwargs):
+        out = run_many(requests, *args, **kwargs)
+        return {**out, "trace_health": result} if "trace_health" in out else out
+
+    monkeypatch.setattr(ta, "run_many", with_health)
+
+
+class CountingEngine(LocalEngine):
+    """The local engine, counting its round trips (``map_ranks`` calls) and what they ran."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls: list[tuple[str, list]] = []
+
+    def map_ranks(self, func, ranks, *, window="steps", **kw):
+        self.calls.append((window, [n for n, _ in kw.get("requests", [])]))
+        return super().map_ranks(func, ranks, window=window, **kw)
+
+
+def test_overview_is_one_engine_round_trip(hand_made, tmp_path):
+    loaded = _ta(hand_made, tmp_path)
+    engine = CountingEngine(loaded.full_trace, gpu_events="launched")
+    ta = TraceAnalysis.from_engine(engine, gpu_events="launched")
+    ov = overview(ta)
+    assert engine.calls == [("full", ["trace_metadata", "profiler_step_table", "trace_health"])]
+    # the same numbers as the facade's own methods give
+    assert ov.steps_analysed == ta.get_profiler_steps() == [1, 2]
+    health = ta.check()
+    assert ov.findings == [(r.severity, r.check, r.message) for r in health.itertuples()
+                           if r.severity in ("error", "warning")]
+    repr(ta)  # the overview is kept: no second round trip
+    assert len(engine.calls) == 3  # the two calls above, not the overview again
+
+
 def test_trace_health_opens_the_summary_escaped(hand_made, tmp_path, monkeypatch):
     ta = _ta(hand_made, tmp_path)
     found = pd.DataFrame({"severity": ["error", "warning", "info"],
                           "check": [EVIL, "clock_skew", "ns_timestamps"],
                           "message": ["rank 1 <dropped>", "5 ms", "fine"]})
-    monkeypatch.setattr(ta, "check", lambda: found, raising=False)
+    _health_result(monkeypatch, ta, found)
     text = repr(ta)
     assert ("Trace health             1 error, 1 warning (details: ta.check(); what the analyses "
             "find wrong: ta.findings())") in text
@@ -149,11 +189,8 @@ def test_trace_health_opens_the_summary_escaped(hand_made, tmp_path, monkeypatch
 def test_findings_that_fail_say_why(hand_made, tmp_path, monkeypatch):
     ta = _ta(hand_made, tmp_path)
 
-    def broken():
-        raise ValueError("no kernels")
-
-    monkeypatch.setattr(ta, "check", broken, raising=False)
-    assert "not available (ValueError: no kernels)" in repr(ta)
+    _health_result(monkeypatch, ta, NoGPUEventsError([0, 1], "trace health"))
+    assert "not available (NoGPUEventsError: " in repr(ta)
 
 
 def test_steps_analysed_says_numbers_and_count():

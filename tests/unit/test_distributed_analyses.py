@@ -43,22 +43,14 @@ def test_facade_methods_return_the_truth(job_dir):
     assert set(two["rank"]) == {2, 3}
 
 
-def test_dask_engine_gives_the_same_tables(job_dir):
-    distributed = pytest.importorskip("distributed")
+def test_dask_engine_gives_the_same_tables(job_dir, dask_client):
     path, _ = job_dir
     local = open_local(path)
-    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       host="127.0.0.1", dashboard_address=None)
-    try:
-        with distributed.Client(cluster) as client:
-            remote = open_local(path, client=client, timeout=120)
-            for method in ("get_collectives", "get_stragglers", "get_step_breakdown"):
-                pd.testing.assert_frame_equal(getattr(remote, method)(visualize=False),
-                                              getattr(local, method)(visualize=False))
-            pd.testing.assert_frame_equal(remote.get_collective_summary(),
-                                          local.get_collective_summary())
-    finally:
-        cluster.close()
+    remote = open_local(path, client=dask_client, timeout=120)  # the session's cluster
+    for method in ("get_collectives", "get_stragglers", "get_step_breakdown"):
+        pd.testing.assert_frame_equal(getattr(remote, method)(visualize=False),
+                                      getattr(local, method)(visualize=False))
+    pd.testing.assert_frame_equal(remote.get_collective_summary(), local.get_collective_summary())
 
 
 def test_report_has_the_sections(job_dir):

@@ -63,6 +63,16 @@ def test_a_foreign_exception_is_a_row_and_the_other_ranks_still_count(broken):
         ta.get_temporal_breakdown(visualize=False)
 
 
+def test_collect_failures_leaves_the_failed_rank_out_of_a_get_method(broken):
+    ta = _open(broken)
+    with ta.collect_failures() as failures:
+        table = ta.get_temporal_breakdown(visualize=False)
+    assert table["rank"].tolist() == [0]
+    assert [(f.analysis, f.rank, f.is_bug) for f in failures] == [("temporal_breakdown", 1, True)]
+    with pytest.raises(AnalysisFailedError):  # outside the block, the failure is raised again
+        ta.get_temporal_breakdown(visualize=False)
+
+
 def test_analysis_failed_error_survives_pickling():
     err = AnalysisFailedError("critical_path", 3, "IndexError", "boolean index", "Traceback ...")
     back = pickle.loads(pickle.dumps(err))

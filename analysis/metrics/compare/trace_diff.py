@@ -17,8 +17,8 @@ Per rank, over the analysed window (complete profiler steps), ``trace_diff_rank`
   innermost operator open when its launch call ran, so nested operators are never counted twice).
   GPU time launched outside any operator, or by no launch call in the trace (kept with
   ``gpu_events="all"``), is the row ``NO_OPERATOR``. Operators are matched by name, and by name + input dims + input types when
-  the rank carries the recorded shapes (``rt.extras["op_shapes"]``, traces recorded with
-  ``record_shapes=True``); ``input_dims``/``input_types`` are ``""`` otherwise.
+  asked (``shapes=True``) and the rank carries the recorded shapes (``rt.extras["op_shapes"]``,
+  traces recorded with ``record_shapes=True``); ``input_dims``/``input_types`` are ``""`` otherwise.
 
 The deltas (``breakdown_deltas``, ``kernel_deltas``, ``operator_deltas``) compare *per profiler
 step* values, so runs with different numbers of steps compare fairly: each rank's totals are divided
@@ -71,9 +71,15 @@ class RankProfile:
 
 
 def trace_diff_rank(
-    rt: RankTrace, *, patterns: str | KernelPatterns = "default", rounding: Rounding = "exact"
+    rt: RankTrace, *, patterns: str | KernelPatterns = "default", rounding: Rounding = "exact",
+    shapes: bool = False,
 ) -> RankProfile:
-    """One rank's profile over its analysed window (the per-rank step of the comparison)."""
+    """One rank's profile over its analysed window (the per-rank step of the comparison).
+
+    ``shapes``: match operators by input dims and types too, from the recorded shapes the rank
+    carries (``rt.extras["op_shapes"]``). Off through the registry, which declares no extras for
+    this analysis: shapes another analysis attached to the rank earlier must not change the profile.
+    """
     gpu = classified_gpu_events(rt, patterns, rounding)
     steps = profiler_steps_rank(rt, rounding=rounding)
     return RankProfile(
@@ -81,7 +87,7 @@ def trace_diff_rank(
         steps=len(steps),
         breakdown=_breakdown(gpu, steps),
         kernels=_kernels(gpu),
-        operators=_operators(rt),
+        operators=_operators(rt, shapes),
         gpus=list(rt.meta.gpu_names),
     )
 
@@ -125,11 +131,11 @@ def _kernels(gpu: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"count": grouped.size(), "time_ns": grouped.sum()}).reset_index()
 
 
-def _operators(rt: RankTrace) -> pd.DataFrame:
+def _operators(rt: RankTrace, use_shapes: bool) -> pd.DataFrame:
     ev = rt.events
     ops = operator_times(ev)
     dims = types = np.full(len(ops), "", dtype=object)
-    shapes = (getattr(rt, "extras", None) or {}).get(SHAPES_EXTRA)
+    shapes = (getattr(rt, "extras", None) or {}).get(SHAPES_EXTRA) if use_shapes else None
     if shapes is not None and len(ops):
         aligned = shapes.reindex(ops.index)
         dims = aligned["input_dims"].astype(object).fillna("").astype(str).to_numpy()

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import TraceAnalysisError
+from analysis.metrics.gpu_time.kernel_launch_stats import RUNTIME_CUTOFF_US, classify
 from analysis.metrics.tensorboard.operator_table import TC_ELIGIBLE_OPS
 
 COLUMNS = ["severity", "title", "detail", "metric", "value", "threshold", "evidence", "suggestion"]
@@ -79,9 +80,6 @@ TB_DATALOADER_PCT = 5.0
 TB_GPU_UTILIZATION_PCT = 50.0
 TC_ELIGIBLE_PCT = 10.0
 RUNTIME_SHARE_PCT = 20.0
-# Launch calls longer than this (µs) are blocking calls (a synchronous copy waiting for the GPU),
-# not launch overhead: HTA's runtime_cutoff for the launch statistics.
-LAUNCH_CALL_CUTOFF_US = 50.0
 # Kernel-name markers of tensor-core kernels for the finding: the plugin's list (2021, PyProf) misses
 # today's CUTLASS (``tensorop``, ``wmma``), cuBLAS Hopper (``xmma``/``gmma``/``nvjet``) and flash
 # attention kernels, which would make the finding say "no tensor cores" about kernels that use them.
@@ -559,7 +557,10 @@ def launch_overhead(results: Mapping[str, Any]) -> list[Finding]:
     rows = []
     for rank, frame in launches.items():
         span = float(steps.loc[steps["rank"] == rank, "duration(us)"].sum())
-        short = frame["cpu_duration"][frame["cpu_duration"] <= LAUNCH_CALL_CUTOFF_US]
+        # runtime outliers (calls over the cut-off) block, e.g. a synchronous copy waiting for the
+        # GPU: they are not launch overhead
+        calls = classify(frame)
+        short = calls.loc[~calls["runtime_outlier"], "cpu_duration"]
         if span > 0 and len(short):
             rows.append((rank, 100 * float(short.sum()) / span, len(short)))
     if not rows:
@@ -570,7 +571,7 @@ def launch_overhead(results: Mapping[str, Any]) -> list[Finding]:
     return [Finding(
         "warning", "Kernel launch overhead takes a large share of the steps",
         f"Rank {rank} spends {worst:.1f} % of its step time inside {count:,} CUDA launch calls "
-        f"(cudaLaunchKernel, cudaMemcpyAsync...; calls over {LAUNCH_CALL_CUTOFF_US:.0f} µs, which "
+        f"(cudaLaunchKernel, cudaMemcpyAsync...; calls over {RUNTIME_CUTOFF_US:.0f} µs, which "
         "block, left out).",
         "launch_time_pct", round(worst, 2), RUNTIME_SHARE_PCT,
         "kernel_launch_stats: " + ", ".join(f"rank {r} {v:.1f} % ({n:,} launches)"

@@ -175,9 +175,9 @@ ENTRIES = (
                               "the rest are grouped as ``'others'``."),
             Param("include_memory_kernels", True, type="bool",
                   description="Analyse MEMORY kernels (memcpy, memset) as a type too."),
-            Param("image_renderer", None, role="renderer", type="str | None",
-                  description="The plotly renderer that shows the figures (None: plotly's "
-                              "default)."),
+            Param("image_renderer", "", role="renderer", type="str",
+                  description="The plotly renderer that shows the figures ('': plotly's "
+                              "default; HTA's default)."),
             RANKS_ALL,
         ),
         returns="tuple[pd.DataFrame, pd.DataFrame]",

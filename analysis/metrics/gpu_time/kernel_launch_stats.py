@@ -10,6 +10,15 @@ shared ``correlation`` id. Per launch (one row per matched CPU call and GPU even
 
 Times are float µs (HTA's columns are integers, whole µs after its rounding).
 
+Classification (:func:`classified_launches`, HTA's three histograms; the CSV of every launch and
+the figure read it), one boolean column each, with HTA's cut-offs as defaults (defined here only):
+
+- ``runtime_outlier``: the runtime call took longer than ``runtime_cutoff`` (50 µs);
+- ``short_kernel``: not a runtime outlier, and the kernel ran for less time on the GPU than its
+  launch call took on the CPU (``gpu_duration < cpu_duration``): launch-bound work;
+- ``launch_delay_outlier``: the event waited more than ``launch_delay_cutoff`` (100 µs) between the
+  end of its runtime call and its start: a queue of work ahead of it.
+
 Which runtime calls count as launches is preset data (``LAUNCH_API_PRESETS``), chosen with the
 kernel pattern preset: ``"hta"`` for ``patterns="hta"`` (any ``KernelPatterns`` with
 ``hta_quirks``), ``"default"`` otherwise; or pass ``launch_apis=`` (a preset name or a
@@ -35,10 +44,12 @@ from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.timebase import Rounding, event_bounds_ns, ns_to_us
 
 COLUMNS = ["correlation", "cpu_duration", "gpu_duration", "launch_delay"]
+CLASS_COLUMNS = ["runtime_outlier", "short_kernel", "launch_delay_outlier"]
 # The GPU events a launch can start (HTA's idle-time categories: kernels, copies, sets, MTIA CCP).
 LAUNCHED_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
-# HTA's cut-offs (µs): a launch call longer than RUNTIME_CUTOFF_US is a runtime outlier, a delay
-# longer than LAUNCH_DELAY_CUTOFF_US a launch-delay outlier.
+# HTA's cut-offs (µs), get_cuda_kernel_launch_stats's defaults: a launch call longer than
+# RUNTIME_CUTOFF_US is a runtime outlier, a delay longer than LAUNCH_DELAY_CUTOFF_US a launch-delay
+# outlier. The one definition: the figure, the report and the findings read them from here.
 RUNTIME_CUTOFF_US = 50
 LAUNCH_DELAY_CUTOFF_US = 100
 
@@ -191,30 +202,56 @@ def combine(frames: Mapping[int, pd.DataFrame]) -> dict[int, pd.DataFrame]:
     return {int(r): df[COLUMNS] for r, df in frames.items()}
 
 
+def classify(
+    launches: pd.DataFrame, runtime_cutoff: float = RUNTIME_CUTOFF_US,
+    launch_delay_cutoff: float = LAUNCH_DELAY_CUTOFF_US,
+) -> pd.DataFrame:
+    """``launches`` (rows of :data:`COLUMNS`) with the classification columns of the module doc
+    (:data:`CLASS_COLUMNS`, bool) appended; cut-offs in µs."""
+    cpu = launches["cpu_duration"].to_numpy()
+    runtime_outlier = cpu > runtime_cutoff
+    return launches.assign(
+        runtime_outlier=runtime_outlier,
+        short_kernel=~runtime_outlier & (launches["gpu_duration"].to_numpy() < cpu),
+        launch_delay_outlier=launches["launch_delay"].to_numpy() > launch_delay_cutoff,
+    )
+
+
+def classified_launches(
+    stats: Mapping[int, pd.DataFrame], runtime_cutoff: float = RUNTIME_CUTOFF_US,
+    launch_delay_cutoff: float = LAUNCH_DELAY_CUTOFF_US,
+) -> pd.DataFrame:
+    """Every rank's launches in one table (``rank`` column, ranks in the order given) with the
+    classification columns of the module doc; cut-offs in µs."""
+    frames = [df[COLUMNS].assign(rank=int(r)) for r, df in stats.items() if df is not None]
+    table = (pd.concat(frames, ignore_index=True) if frames
+             else pd.DataFrame({c: pd.Series(dtype="float64") for c in [*COLUMNS, "rank"]}))
+    return classify(table, runtime_cutoff, launch_delay_cutoff)
+
+
 def launch_summary(
     stats: Mapping[int, pd.DataFrame], runtime_cutoff: float = RUNTIME_CUTOFF_US,
     launch_delay_cutoff: float = LAUNCH_DELAY_CUTOFF_US,
 ) -> pd.DataFrame:
     """Per rank: number of launches, median CPU runtime-call duration, median GPU duration and
-    median launch delay (µs), and how many launches exceed the runtime cut-off
-    (``runtime_outliers``) and the launch-delay cut-off (``launch_delay_outliers``), both in µs
-    (HTA's defaults: 50 and 100)."""
-    rows = [
-        {
+    median launch delay (µs), and how many launches are runtime outliers (``runtime_outliers``)
+    and launch-delay outliers (``launch_delay_outliers``): the classification of the module doc."""
+    rows = []
+    for rank, df in stats.items():
+        flags = classify(df, runtime_cutoff, launch_delay_cutoff)
+        rows.append({
             "rank": rank,
             "launches": len(df),
             "median_cpu_duration_us": df["cpu_duration"].median(),
             "median_gpu_duration_us": df["gpu_duration"].median(),
             "median_launch_delay_us": df["launch_delay"].median(),
-            "runtime_outliers": int((df["cpu_duration"] > runtime_cutoff).sum()),
-            "launch_delay_outliers": int((df["launch_delay"] > launch_delay_cutoff).sum()),
-        }
-        for rank, df in stats.items()
-    ]
+            "runtime_outliers": int(flags["runtime_outlier"].sum()),
+            "launch_delay_outliers": int(flags["launch_delay_outlier"].sum()),
+        })
     return pd.DataFrame(rows)
 
 
 def all_launches(stats: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
-    """Every rank's launches in one table with a ``rank`` column."""
-    frames = [df.assign(rank=r) for r, df in stats.items()]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*COLUMNS, "rank"])
+    """Every rank's launches in one table with a ``rank`` column and the classification columns
+    (HTA's cut-offs): :func:`classified_launches`."""
+    return classified_launches(stats)

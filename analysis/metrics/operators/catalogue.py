@@ -15,7 +15,12 @@ ENTRIES = (
     Analysis(
         name="operator_summary",
         method="get_operator_summary",
-        doc="Per CPU operator: calls, total/self CPU time and the GPU time it launched (µs).",
+        doc="Per CPU operator: calls, total/self CPU time and the GPU time it launched (µs). "
+            "With ``group_by=\"name_and_input_shape\"``: per launching operator and its recorded "
+            "arguments (``input_dims``, ``input_types``, ``input_strides``, ``concrete_inputs``) "
+            "as TraceLens's unified_perf_summary groups them, the calls that launched GPU work, "
+            "their times, the ``kernels`` they launched, and a row per launch call and kernel "
+            "for GPU work outside every operator (rows sum to the rank's GPU time).",
         rank_step=operator_summary.operator_summary_rank,
         combine=operator_summary.combine,
         params=(
@@ -23,6 +28,11 @@ ENTRIES = (
             Param("top", TOP_OPERATORS, type="int | None",
                   description="Keep the first ``top`` operators per rank, by GPU time launched "
                               "then self CPU time (None: every operator)."),
+            Param("group_by", "name", type="Literal['name', 'name_and_input_shape']",
+                  description="Group by operator name, or by the launching operator's name and "
+                              "recorded arguments (``'name_and_input_shape'``: shape columns "
+                              "and ``kernels``; shapes need ``record_shapes=True``; sorted by "
+                              "``gpu_self_us``)."),
         ),
         columns=("rank", *operator_summary.COLUMNS),
         default_ranks="first",
@@ -33,5 +43,6 @@ ENTRIES = (
         ),
         report_options={"top": TOP_OPERATORS},
         needs=("operators",),
+        extras=operator_summary.extras,
     ),
 )

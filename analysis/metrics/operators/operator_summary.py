@@ -22,6 +22,19 @@ Definitions (all times in µs, summed over every call of the operator name):
   capture traces (``analysis.kineto.cuda_graphs``) those kernels belong to captured operators
   instead.
 
+Grouped by ``name`` (the default) or, with ``group_by="name_and_input_shape"``, by the launching
+operator's name and its recorded arguments (``record_shapes=True``: ``input_dims``, ``input_types``,
+``input_strides``, ``concrete_inputs``, compact JSON as :mod:`analysis.kineto.extras` keeps them;
+"" without), as TraceLens's ``unified_perf_summary`` groups its rows. That table is GPU time by
+*launcher*: an operator call is counted there only if it launched GPU work itself (``calls`` =
+such calls; a graph replay merged with its capture trace has the operator recorded at capture),
+``kernels`` lists the GPU events it launched (name and count, most GPU time first), and GPU work
+launched outside every operator gets a row per launching call and event name,
+``<launch call>-><kernel>`` (``(no launch call)->...`` when no runtime call carries its
+correlation id; a graph launch without capture keeps its ``CUDA graph (<launch call>)`` row), so
+that the rows' ``gpu_self_us`` sum to the GPU time of the rank's kernels, memcpy and memset. It is
+sorted by ``gpu_self_us``. See ``docs/deviations.md`` for where TraceLens's rows differ.
+
 Runtime calls are matched to operators by time on the thread rather than by ``External id``: time
 works for every trace vintage, whereas External ids are missing in old traces and shared by
 Python-function events in new ones. Nesting is computed with sorts, cumulative sums and
@@ -35,18 +48,36 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from analysis.errors import ConfigError
 from analysis.kineto.events import cat_mask, kernel_like_mask, runtime_mask
 from analysis.kineto.model import RankTrace
 
 COLUMNS = ["name", "calls", "cpu_total_us", "cpu_self_us", "gpu_total_us", "gpu_self_us"]
 CPU_OP_CATS = ("cpu_op",)
+GROUPS = ("name", "name_and_input_shape")
+SHAPES = "op_shapes"
+SHAPE_COLUMNS = ["input_dims", "input_types", "input_strides", "concrete_inputs"]
+SHAPE_TABLE_COLUMNS = ["name", *SHAPE_COLUMNS, *COLUMNS[1:], "kernels"]
+NO_LAUNCH_CALL = "(no launch call)"
 
 
-def operator_summary_rank(rank_trace: RankTrace, top: int | None = 20) -> pd.DataFrame:
+def extras(options: Mapping[str, object]) -> tuple[str, ...]:
+    """The event args the rank step reads: the recorded shapes when grouped by them."""
+    return (SHAPES,) if options.get("group_by", "name") == "name_and_input_shape" else ()
+
+
+def operator_summary_rank(rank_trace: RankTrace, top: int | None = 20,
+                          group_by: str = "name") -> pd.DataFrame:
     """One row per CPU operator name (columns ``COLUMNS``; see the module docstring for each metric,
     µs), sorted by ``gpu_total_us`` then ``cpu_self_us``, descending; the first ``top`` rows
-    (``None``: all)."""
+    (``None``: all). With ``group_by="name_and_input_shape"``: one row per launching operator
+    name and recorded arguments (columns ``SHAPE_TABLE_COLUMNS``, sorted by ``gpu_self_us``)."""
+    if group_by not in GROUPS:
+        raise ConfigError(f"group_by must be one of {GROUPS}, not {group_by!r}")
     events = rank_trace.events
+    if group_by == "name_and_input_shape":
+        table = _by_input_shape(events, rank_trace.extras.get(SHAPES))
+        return table if top is None else table.head(top).reset_index(drop=True)
     per_op = pd.concat([operator_times(events), graph_launch_times(events)])
     if per_op.empty:
         return pd.DataFrame({c: pd.Series(dtype="object" if c == "name" else "float64") for c in COLUMNS})
@@ -70,12 +101,92 @@ def operator_summary_rank(rank_trace: RankTrace, top: int | None = 20) -> pd.Dat
     return table[COLUMNS].reset_index(drop=True)
 
 
-def combine(frames: Mapping[int, pd.DataFrame]) -> pd.DataFrame:
+def combine(frames: Mapping[int, pd.DataFrame], group_by: str = "name") -> pd.DataFrame:
     """Per-rank ``operator_summary`` tables → one table with a leading ``rank`` column."""
-    parts = [table.assign(rank=rank)[["rank", *COLUMNS]] for rank, table in frames.items()]
+    columns = SHAPE_TABLE_COLUMNS if group_by == "name_and_input_shape" else COLUMNS
+    parts = [table.assign(rank=rank)[["rank", *columns]] for rank, table in frames.items()]
     if not parts:
-        return pd.DataFrame(columns=["rank", *COLUMNS])
+        return pd.DataFrame(columns=["rank", *columns])
     return pd.concat(parts, ignore_index=True)
+
+
+def _by_input_shape(events: pd.DataFrame, shapes: pd.DataFrame | None) -> pd.DataFrame:
+    """The ``group_by="name_and_input_shape"`` table (see the module docstring)."""
+    per_op, call_rows, call_owner = _operator_times(events)
+    gpu = events.loc[kernel_like_mask(events), ["name", "dur", "correlation"]]
+    calls = events.loc[call_rows, ["name", "correlation"]].assign(owner=call_owner)
+    calls = calls[calls["correlation"].to_numpy(np.int64) >= 0]
+    calls = calls[~calls["correlation"].duplicated()].set_index("correlation")
+    # each GPU event's launching call and that call's innermost operator (-1: none)
+    launched = gpu.join(calls.rename(columns={"name": "call"}), on="correlation")
+    owner = launched["owner"].fillna(-1).to_numpy(np.int64)
+    in_op = owner >= 0
+    gpu_names = launched["name"].astype(str).to_numpy()
+    by_op = pd.DataFrame({"op": owner[in_op], "kernel": gpu_names[in_op],
+                          "dur": launched["dur"].to_numpy(np.int64)[in_op]})
+    ops = per_op.loc[np.unique(by_op["op"].to_numpy())]  # launchers only
+    args = (shapes.reindex(ops.index) if shapes is not None and len(shapes)
+            else pd.DataFrame(index=ops.index, columns=SHAPE_COLUMNS))
+    ops = ops.assign(**{c: args[c].astype(object).fillna("").astype(str).to_numpy()
+                        for c in SHAPE_COLUMNS})
+    key = ["name", *SHAPE_COLUMNS]
+    ops["name"] = ops["name"].astype(str)
+    ops["group"] = ops.groupby(key, sort=False).ngroup()
+    by_op["group"] = ops["group"].reindex(by_op["op"].to_numpy()).to_numpy()
+    grouped = ops.groupby("group", sort=True)
+    table = grouped[key].first().assign(
+        calls=grouped.size(),
+        cpu_total_us=grouped["cpu_total_ns"].sum() / 1000.0,
+        cpu_self_us=grouped["cpu_self_ns"].sum() / 1000.0,
+        gpu_total_us=grouped["gpu_total_ns"].sum() / 1000.0,
+        gpu_self_us=grouped["gpu_self_ns"].sum() / 1000.0,
+        kernels=_kernel_lists(by_op, "group"),
+    )
+    rows = [table, _without_operator(events, launched[~in_op])]
+    table = pd.concat([r for r in rows if len(r)], ignore_index=True) if any(
+        len(r) for r in rows) else pd.DataFrame(columns=SHAPE_TABLE_COLUMNS)
+    table["calls"] = table["calls"].astype("int64")
+    table = table.sort_values(["gpu_self_us", "name"], ascending=[False, True], kind="stable")
+    return table[SHAPE_TABLE_COLUMNS].reset_index(drop=True)
+
+
+def _kernel_lists(launched: pd.DataFrame, by: str) -> pd.Series:
+    """Per value of ``by``: ``"kernel ×n; ..."`` over the GPU events of ``launched`` (``kernel``,
+    ``dur``), most GPU time first."""
+    per = launched.groupby([by, "kernel"], sort=False)["dur"].agg(["sum", "size"]).reset_index()
+    per = per.sort_values([by, "sum", "kernel"], ascending=[True, False, True], kind="stable")
+    text = per["kernel"] + " ×" + per["size"].astype(str)
+    return text.groupby(per[by].to_numpy(), sort=True).agg("; ".join)
+
+
+def _without_operator(events: pd.DataFrame, launched: pd.DataFrame) -> pd.DataFrame:
+    """Rows for GPU events no operator launched: ``<launch call>-><kernel>`` per call name and
+    event name (``calls`` = events), one ``CUDA graph (<call>)`` row per graph launch call name
+    (``calls`` = launches)."""
+    if launched.empty:
+        return pd.DataFrame(columns=SHAPE_TABLE_COLUMNS)
+    call = launched["call"].astype(object).fillna(NO_LAUNCH_CALL).astype(str)
+    kernel = launched["name"].astype(str)
+    graph = call.str.endswith(GRAPH_LAUNCH_SUFFIX).to_numpy()
+    name = np.where(graph, [GRAPH_ROW.format(c) for c in call], call + "->" + kernel)
+    part = pd.DataFrame({"name": name, "kernel": kernel.to_numpy(),
+                         "dur": launched["dur"].to_numpy(np.int64),
+                         "launch": np.where(graph, launched["correlation"].to_numpy(np.int64),
+                                            np.arange(len(launched)))})
+    grouped = part.groupby("name", sort=True)
+    gpu_us = grouped["dur"].sum() / 1000.0
+    graph_calls = graph_launch_times(events)
+    cpu_us = (graph_calls.groupby("name")["cpu_total_ns"].sum() / 1000.0
+              if len(graph_calls) else pd.Series(dtype=float))
+    cpu_us = cpu_us.reindex(gpu_us.index).fillna(0.0)
+    table = pd.DataFrame({
+        "name": gpu_us.index, **{c: "" for c in SHAPE_COLUMNS},
+        "calls": grouped["launch"].nunique().to_numpy(),
+        "cpu_total_us": cpu_us.to_numpy(), "cpu_self_us": cpu_us.to_numpy(),
+        "gpu_total_us": gpu_us.to_numpy(), "gpu_self_us": gpu_us.to_numpy(),
+        "kernels": _kernel_lists(part, "name").reindex(gpu_us.index).to_numpy(),
+    })
+    return table
 
 
 GRAPH_LAUNCH_SUFFIX = "GraphLaunch"
@@ -132,6 +243,12 @@ def operator_times(events: pd.DataFrame) -> pd.DataFrame:
     of the innermost enclosing operator, -1 at the top), ``depth`` (operators enclosing it),
     ``cpu_total_ns``, ``cpu_self_ns``, ``gpu_total_ns``, ``gpu_self_ns`` (see the module
     docstring; nanoseconds)."""
+    return _operator_times(events)[0]
+
+
+def _operator_times(events: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """``operator_times``, the index labels of the runtime calls, and for each call the index
+    label of its innermost open operator (-1: none)."""
     is_op = cat_mask(events, CPU_OP_CATS)
     is_rt = runtime_mask(events) & ~is_op
     ops = events.loc[is_op]
@@ -171,7 +288,9 @@ def operator_times(events: pd.DataFrame) -> pd.DataFrame:
     nested = op_parent >= 0
     children_dur = np.bincount(op_parent[nested], weights=op_dur[nested], minlength=n_ops)
     rows = ops.index.to_numpy()
-    return pd.DataFrame(
+    call_owner = np.where(attributed, rows[np.maximum(call_parent, 0)], -1) if n_ops else \
+        np.full(n_calls, -1, dtype=np.int64)
+    table = pd.DataFrame(
         {
             "name": ops["name"].to_numpy(),
             "parent": np.where(nested, rows[np.maximum(op_parent, 0)], -1),
@@ -183,6 +302,7 @@ def operator_times(events: pd.DataFrame) -> pd.DataFrame:
         },
         index=ops.index,
     )
+    return table, calls.index.to_numpy(), call_owner.astype(np.int64)
 
 
 def _nest(thread, ts, dur, item, n_ops):

@@ -12,14 +12,15 @@ ENTRIES = (
     Analysis(
         name="trace_metadata",
         method="get_trace_metadata",
-        doc="Per rank: source file, GPU, world size, events, profiler steps, time range (ms) and "
-            "the GPU events that nothing in the trace launched.",
+        doc="Per rank: source file, GPU, world size, events, profiler steps, serving "
+            "iterations, time range (ms) and the GPU events that nothing in the trace launched.",
         rank_step=trace_metadata.trace_metadata_rank,
         combine=trace_metadata.combine,
         params=(ranks_param("all"),),
         window="full",
         placement="context",
         title="Trace metadata",
+        tables=lambda df: {"trace_metadata": trace_metadata.report_table(df)},
         columns=tuple(trace_metadata.COLUMNS),
         headline=trace_metadata.headline,
         key_numbers=trace_metadata.key_numbers,

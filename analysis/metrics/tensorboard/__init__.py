@@ -6,7 +6,7 @@ parity tests compare with the plugin on real traces, ``tests/parity/test_tensorb
 - :mod:`.plugin_steps`: which events the plugin sees as what (its step spans, its categories);
   shared by the views below;
 - :mod:`.gpu_summary`: GPU utilization, est. SM efficiency, est. achieved occupancy, tensor-core
-  share per GPU;
+  share per GPU (the entry: the plugin's overview);
 - :mod:`.step_time_breakdown`: the overview's per-step Kernel / Memcpy / Memset / Runtime /
   DataLoader / CPU Exec / Other partition;
 - :mod:`.kernel_table`: the kernel view (per kernel name, and per kernel x launch configuration);

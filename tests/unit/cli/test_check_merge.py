@@ -37,6 +37,16 @@ def test_check_warnings_do_not_fail_and_csv(tmp_path):
     assert "missing_flows" not in quiet.output
 
 
+def test_check_prints_what_ta_check_returns(tmp_path):
+    from analysis.api import TraceAnalysis
+
+    ht.write_job(ht.faulty_job("negative_duration"), tmp_path / "t")
+    printed = run("check", str(tmp_path / "t"), "--no-cache", "-q", "--format", "csv")
+    table = TraceAnalysis(trace_dir=str(tmp_path / "t"), use_cache=False, progress=False).check()
+    assert printed.output == table.to_csv(index=False)
+    assert "negative_duration" in printed.output
+
+
 def test_merge_writes_one_trace(tmp_path):
     ht.write_job(ht.healthy_job(ranks=3), tmp_path / "t")
     out = tmp_path / "merged.json.gz"

@@ -14,8 +14,8 @@ import warnings
 from pathlib import Path
 
 import fsspec
-import pandas as pd
 import pytest
+from catalogue_checks import assert_same, every_analysis
 from fsspec.spec import AbstractFileSystem
 from isal import igzip
 
@@ -28,6 +28,7 @@ from analysis.errors import (  # noqa: E402
     CorruptTraceError,
     DuplicateRankError,
     NoGPUEventsError,
+    TraceAnalysisError,
     TraceLoadError,
     TraceLoadWarning,
 )
@@ -82,10 +83,18 @@ def table_bytes(rt):
 # ---------------------------------------------------------------------------------------------
 # Fixtures
 
+@pytest.fixture
+def client(dask_client):
+    """The session's cluster (tests/conftest.py): no worker dies on it."""
+    return dask_client
+
+
 @pytest.fixture(scope="module")
-def client():
-    # allowed_failures=0: the first worker death fails its tasks (Dask's default retries 3 times),
-    # which keeps the failure tests short and exercises the engine's own one-at-a-time retry.
+def dying_client():
+    """A cluster of its own for the tests that kill workers, so a dead or restarting worker never
+    reaches another test. allowed_failures=0: the first worker death fails its tasks (Dask's
+    default retries 3 times), which keeps the failure tests short and exercises the engine's own
+    one-at-a-time retry."""
     cluster = distributed.LocalCluster(
         n_workers=2, processes=True, threads_per_worker=1, host="127.0.0.1",
         dashboard_address=None, scheduler_kwargs={"allowed_failures": 0},
@@ -103,46 +112,26 @@ def cache_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp("trace-cache"))
 
 
-# Every analysis of the registry that reads a trace, with the options that exercise the most.
-EVERY_ANALYSIS = {
-    "temporal_breakdown": {}, "comm_comp_overlap": {},
-    "idle_time_breakdown": {"show_idle_interval_stats": True}, "kernel_launch_stats": {},
-    "kernel_breakdown": {}, "profiler_step_table": {}, "profiler_steps": {},
-    "operator_summary": {"top": None}, "trace_metadata": {},
-    # the TensorBoard views read extras (kernel args, shapes) on the workers
-    "gpu_summary": {}, "step_time_breakdown": {}, "kernel_table": {}, "operator_table": {},
-}
-
-
 def facade_of(engine, patterns="default", rounding="exact"):
     return TraceAnalysis.from_engine(engine, kernel_patterns=patterns, time_rounding=rounding)
 
 
 def results(engine, patterns="default", rounding="exact"):
-    """Every analysis through ``engine`` in one batch: per-rank steps on the engine, combine here."""
-    return facade_of(engine, patterns, rounding).run_many(EVERY_ANALYSIS, "all")
+    """Every analysis of the catalogue through ``engine`` in one batch: per-rank steps on the
+    engine, combine here; an analysis the traces cannot give has its error as its result."""
+    return facade_of(engine, patterns, rounding).run_many(every_analysis(), "all", errors="return")
 
 
 def one_by_one(engine, patterns="default", rounding="exact"):
     """The same analyses one facade call at a time (a batch must not change any number)."""
     ta = facade_of(engine, patterns, rounding)
-    return {name: ta.run(name, "all", **options) for name, options in EVERY_ANALYSIS.items()}
-
-
-def assert_same(a, b):
-    """Equal values, dtypes, index and order, through tuples, dicts and frames."""
-    if isinstance(a, pd.DataFrame):
-        pd.testing.assert_frame_equal(a, b, check_exact=True)
-    elif isinstance(a, dict):
-        assert list(a) == list(b)
-        for k in a:
-            assert_same(a[k], b[k])
-    elif isinstance(a, tuple):
-        assert len(a) == len(b)
-        for x, y in zip(a, b, strict=True):
-            assert_same(x, y)
-    else:
-        assert a == b
+    out = {}
+    for name, options in every_analysis().items():
+        try:
+            out[name] = ta.run(name, "all", **options)
+        except TraceAnalysisError as exc:
+            out[name] = exc
+    return out
 
 
 def loaded_the_same(dask_engine, local_engine):
@@ -163,7 +152,8 @@ def test_sample_traces_identical_to_local(client, sample_traces_dir, cache_dir):
     assert dask_engine.ranks == list(range(8))
     loaded_the_same(dask_engine, local)
     got = results(dask_engine)
-    assert_same(got, results(local))
+    # one batch on the cluster = one facade call at a time locally (the local batch on these
+    # traces is compared with the cluster's in tests/unit/test_contract.py)
     assert_same(got, one_by_one(local))
     # the window was cut on the workers: the last (partial) step is gone there too
     assert sorted(got["profiler_step_table"]["step"].unique()) == [10, 11, 12, 13, 14]
@@ -339,7 +329,8 @@ def test_corrupt_file_named_and_skipped(client, sample_traces_dir, tmp_path, cac
     assert_same(results(engine)["temporal_breakdown"], results(local)["temporal_breakdown"])
 
 
-def test_worker_death_while_loading(client, sample_traces_dir):
+def test_worker_death_while_loading(dying_client, sample_traces_dir):
+    client = dying_client
     good = [str(sample_traces_dir / f"rank-{r}.pt.trace.json.gz") for r in range(3)]
     crashing = f"{CRASH_PROTOCOL}://bucket/run/rank-7.pt.trace.json.gz"
     with pytest.warns(TraceLoadWarning, match="rank-7") as record:
@@ -354,7 +345,8 @@ def test_worker_death_while_loading(client, sample_traces_dir):
     assert counts == {r: len(engine.fetch_trace([r])[r].events) for r in range(3)}
 
 
-def test_worker_death_while_analysing(client, sample_traces_dir, cache_dir):
+def test_worker_death_while_analysing(dying_client, sample_traces_dir, cache_dir):
+    client = dying_client
     files = [str(sample_traces_dir / f"rank-{r}.pt.trace.json.gz") for r in range(4)]
     engine = load_engine(trace_files=files, client=client, cache_dir=cache_dir, on_error="skip",
                          timeout=TIMEOUT_S)

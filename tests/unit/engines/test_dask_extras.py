@@ -15,7 +15,7 @@ from roofline_traces import trace_events  # noqa: E402
 from analysis import TraceAnalysis  # noqa: E402
 
 
-def test_operator_roofline_on_a_cluster_equals_local(tmp_path):
+def test_operator_roofline_on_a_cluster_equals_local(tmp_path, dask_client):
     for rank in (0, 1):
         trace = {
             "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
@@ -27,20 +27,18 @@ def test_operator_roofline_on_a_cluster_equals_local(tmp_path):
     cache = tmp_path / "cache"
     local = TraceAnalysis(str(tmp_path), cache_dir=cache, gpu_events="all")
     expected = local.get_operator_roofline(ranks="all", visualize=False)
-    with distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=1,
-                                  host="127.0.0.1", dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
-        remote = TraceAnalysis(str(tmp_path), cache_dir=cache, gpu_events="all", client=client)
-        # one LoadOptions, facade -> Dask engine; the workers read extras with it
-        assert remote.options is remote.engine.options and remote.cache_dir == str(cache)
-        assert remote.engine.read_extras.options is remote.options
-        got = remote.get_operator_roofline(ranks="all", visualize=False)
+    # on the session's cluster (tests/conftest.py)
+    remote = TraceAnalysis(str(tmp_path), cache_dir=cache, gpu_events="all", client=dask_client)
+    # one LoadOptions, facade -> Dask engine; the workers read extras with it
+    assert remote.options is remote.engine.options and remote.cache_dir == str(cache)
+    assert remote.engine.read_extras.options is remote.options
+    got = remote.get_operator_roofline(ranks="all", visualize=False)
     pd.testing.assert_frame_equal(got.ops, expected.ops)
     pd.testing.assert_frame_equal(got.steps, expected.steps)
     assert got.ops.loc[got.ops["name"] == "aten::mm", "count"].item() == 4  # both ranks pooled
 
 
-def test_capture_trace_and_iteration_window_on_a_cluster_equal_local(tmp_path):
+def test_capture_trace_and_iteration_window_on_a_cluster_equal_local(tmp_path, dask_client):
     """``capture_trace=`` reaches the workers' loads (and their on-demand args tables), and the
     analysed window is cut at the serving iterations there too."""
     from analysis.testing.graph_traces import serving_events, write_pair
@@ -62,9 +60,6 @@ def test_capture_trace_and_iteration_window_on_a_cluster_equal_local(tmp_path):
 
     expected = results()
     assert set(expected[0]["name"]) == {"aten::mm", "aten::add"}
-    with distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=1,
-                                  host="127.0.0.1", dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
-        got = results(client=client)
+    got = results(client=dask_client)  # on the session's cluster (tests/conftest.py)
     for a, b in zip(got, expected, strict=True):
         pd.testing.assert_frame_equal(a, b)

@@ -16,17 +16,9 @@ METHODS = ("check", "get_queue_length_stream_summary", "get_memcpy_summary",
            "get_queue_length_summary", "get_memory_bw_summary")
 
 
-@pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=1,
-                                       host="127.0.0.1", dashboard_address=None)
-    with distributed.Client(cluster) as c:
-        yield c
-    cluster.close()
-
-
 @pytest.mark.parametrize("fault", ["clock_skew", "gpu_stops_early"])
-def test_same_on_dask(client, tmp_path, fault):
+def test_same_on_dask(dask_client, tmp_path, fault):
+    client = dask_client  # the session's cluster (tests/conftest.py)
     ht.write_job(ht.faulty_job(fault, ranks=3), tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -7,11 +7,14 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
+from figure_checks import figure_problems
 
+from analysis import analyses as catalogue
 from analysis import figures
 from analysis.figures.export import export_figures
 from analysis.figures.kernel_launch_stats import MAX_POINTS
 from analysis.figures.style import COLORS, MANY_RANKS, truncate
+from analysis.metrics.gpu_time.kernel_launch_stats import classified_launches
 
 RANK_SETS = {"1": [0], "8": list(range(8)), "160": list(range(160)), "odd": [3, 5, 17]}
 LONG_NAME = (
@@ -129,17 +132,33 @@ def kernel_metrics_df(ranks, n_compute=14, seed=0):
     return pd.DataFrame(rows, columns=cols)
 
 
-def all_figures(ranks) -> dict[str, go.Figure]:
+def results(ranks) -> dict[str, object]:
+    """HTA-shaped results of the five core analyses, by registry name."""
     return {
-        "temporal": figures.temporal_breakdown(temporal_df(ranks)),
-        "idle_pctg": figures.idle_time_breakdown(idle_df(ranks)),
-        "idle_us": figures.idle_time_breakdown(idle_df(ranks), pctg=False),
-        "idle_stats": figures.idle_interval_stats(stats_df(ranks)),
-        "overlap": figures.comm_comp_overlap(overlap_df(ranks)),
-        "launch": figures.kernel_launch_stats(launch_stats(ranks)),
-        "kernel_type": figures.kernel_type_breakdown(kernel_type_df()),
-        "kernels": figures.kernel_breakdown(kernel_metrics_df(ranks)),
+        "temporal_breakdown": temporal_df(ranks),
+        "idle_time_breakdown": (idle_df(ranks), stats_df(ranks)),
+        "comm_comp_overlap": overlap_df(ranks),
+        "cuda_kernel_launch_stats": launch_stats(ranks),
+        "gpu_kernel_breakdown": (kernel_type_df(), kernel_metrics_df(ranks)),
     }
+
+
+def all_figures(ranks) -> dict[str, go.Figure]:
+    """Every figure of those analyses by file stem, drawn through the registry
+    (``Analysis.draw``, as the facade and the report draw them); the idle breakdown also in µs."""
+    drawn = {stem: fig for name, result in results(ranks).items()
+             for stem, fig in catalogue.get(name).draw(result).items()}
+    idle = catalogue.get("idle_time_breakdown").draw(results(ranks)["idle_time_breakdown"],
+                                                    visualize_pctg=False)
+    drawn["idle_time_breakdown_us"] = idle["idle_time_breakdown"]
+    return drawn
+
+
+def test_all_figures_draws_every_figure_of_the_five_analyses():
+    assert set(all_figures([0])) == {
+        "temporal_breakdown", "idle_time_breakdown", "idle_time_breakdown_us",
+        "idle_interval_stats", "comm_comp_overlap", "kernel_launch_stats",
+        "kernel_type_breakdown", "kernel_breakdown"}
 
 
 def axis_titles(fig: go.Figure) -> list[str]:
@@ -164,9 +183,10 @@ def test_every_figure_builds_with_title_and_units(label):
         assert fig.layout.title.text, key
         titles = " ".join(axis_titles(fig))
         titles += " ".join(t.colorbar.title.text or "" for t in fig.data if t.type == "heatmap")
-        if key != "kernel_type":  # a pie has no axes
+        if key != "kernel_type_breakdown":  # a pie has no axes
             assert "µs" in titles or "%" in titles, (key, titles)
         assert not fig.layout.annotations or "No " not in fig.layout.annotations[0].text, key
+        assert figure_problems(fig) == [], key  # the contract test's check (tests/unit/test_contract.py)
 
 
 @pytest.mark.parametrize("label", ["1", "8", "odd"])
@@ -263,7 +283,8 @@ def test_overlap_marks_ranks_without_communication():
 def test_launch_stats_flags_past_the_cutoffs():
     stats = launch_stats([3, 5])
     df = pd.concat(stats.values())
-    fig = figures.kernel_launch_stats(stats, runtime_cutoff=20, launch_delay_cutoff=60)
+    fig = figures.kernel_launch_stats(classified_launches(stats, 20, 60), runtime_cutoff=20,
+                                      launch_delay_cutoff=60)
     by_name = {t.name: t for t in fig.data}
     runtime = by_name["runtime outlier (> 20 µs)"]
     assert len(runtime.x) == (df["cpu_duration"] > 20).sum()
@@ -279,7 +300,7 @@ def test_launch_stats_flags_past_the_cutoffs():
 
 def test_launch_stats_samples_large_inputs_keeping_outliers():
     stats = launch_stats(RANK_SETS["160"], n=200)  # 32 000 launches
-    fig = figures.kernel_launch_stats(stats, runtime_cutoff=50)
+    fig = figures.kernel_launch_stats(classified_launches(stats, 50), runtime_cutoff=50)
     points = sum(
         len(t.x)
         for t in fig.data
@@ -347,8 +368,8 @@ def test_truncate_keeps_both_ends():
         lambda: figures.idle_interval_stats(None),
         lambda: figures.idle_interval_stats(stats_df([])),
         lambda: figures.comm_comp_overlap(overlap_df([])),
-        lambda: figures.kernel_launch_stats({}),
-        lambda: figures.kernel_launch_stats({0: launch_stats([0])[0].iloc[:0]}),
+        lambda: figures.kernel_launch_stats(classified_launches({})),
+        lambda: figures.kernel_launch_stats(classified_launches({0: launch_stats([0])[0].iloc[:0]})),
         lambda: figures.kernel_type_breakdown(kernel_type_df().iloc[:0]),
         lambda: figures.kernel_breakdown(kernel_metrics_df([])),
     ],
@@ -381,14 +402,14 @@ def test_every_figure_renders_to_svg_with_its_labels(kaleido_session, tmp_path):
         assert fig.layout.title.text in svg, name
         for title in axis_titles(fig):
             assert title in svg, (name, title)
-    odd = written["temporal_odd"][0].read_text(encoding="utf-8")
+    odd = written["temporal_breakdown_odd"][0].read_text(encoding="utf-8")
     for text in (">3<", ">5<", ">17<", ">idle<", ">non-compute<", "Share of GPU span (%)"):
         assert text in odd
-    assert "COMPUTATION ∩ COMMUNICATION" in written["kernel_type_odd"][0].read_text(
+    assert "COMPUTATION ∩ COMMUNICATION" in written["kernel_type_breakdown_odd"][0].read_text(
         encoding="utf-8"
     )
-    kernels = written["kernels_odd"][0].read_text(encoding="utf-8")
-    label = next(t.name for t in figs["kernels_odd"].data if t.name.startswith("void"))
+    kernels = written["kernel_breakdown_odd"][0].read_text(encoding="utf-8")
+    label = next(t.name for t in figs["kernel_breakdown_odd"].data if t.name.startswith("void"))
     assert label.replace("<", "&#60;").replace(">", "&#62;") in kernels  # SVG escapes < and >
     assert "No ranks with GPU kernels" in written["empty"][0].read_text(encoding="utf-8")
 

@@ -133,3 +133,38 @@ def test_from_trace_takes_the_window(tmp_path):
         assert built.get_temporal_breakdown().equals(loaded.get_temporal_breakdown())
     assert TraceAnalysis.from_trace(load_trace(trace_files={0: path}, use_cache=False)
                                     ).get_temporal_breakdown()["kernel_time(us)"].iloc[0] == 3012
+
+
+def _slow_iteration(events: list[dict], index: int, dur_us: float) -> list[dict]:
+    """``events`` with the CPU time of iteration ``index``'s annotation set to ``dur_us``."""
+    annotations = [e for e in events if e.get("cat") == "user_annotation"]
+    annotations[index]["dur"] = dur_us
+    return events
+
+
+def test_trace_metadata_counts_serving_iterations(tmp_path):
+    """Iteration 0 is warm-up (the first of more than two); iteration 2 (a decode of 900 µs, over
+    3 × its phase's 100 µs median) is an outlier inside the window: 3 steady of 5, from #1 to #4."""
+    path = _write(tmp_path, _slow_iteration(serving_events(PHASES), 2, 900))
+    ta = TraceAnalysis(trace_files={0: path})
+    meta = ta.get_trace_metadata().iloc[0]
+    assert (meta["iterations"], meta["steady_iterations"]) == (5, 3)
+    assert (meta["steady_first"], meta["steady_last"]) == (1, 4)
+    text = " ".join(repr(ta).split())
+    assert "Serving iterations analysed #1–4 of 5 (2 warm-up left out)" in text
+
+
+def test_trace_metadata_without_serving_iterations(tmp_path):
+    """A training trace (ProfilerSteps, no serving annotations): no iterations, and the report's
+    metadata table leaves the iteration columns out."""
+    from analysis.analyses import get
+    from analysis.testing.synthetic import SynthConfig, write_traces
+
+    trace_dir = tmp_path / "train"
+    write_traces(SynthConfig(ranks=1, steps=2, kernels_per_step=10, slow_rank=None), trace_dir)
+    meta = TraceAnalysis(trace_dir=str(trace_dir)).get_trace_metadata()
+    assert meta["iterations"].tolist() == [0] and meta["steady_iterations"].tolist() == [0]
+    assert meta["steady_first"].isna().all() and meta["steady_last"].isna().all()
+    table = get("trace_metadata").tables(meta)["trace_metadata"]
+    assert "iterations" not in table.columns and "start(us)" not in table.columns
+    assert "steps" in table.columns

@@ -32,6 +32,11 @@ def kept_events(full: Trace, window: Trace) -> dict[int, Counter]:
 
 
 def hta_kept_events(hta) -> dict[int, Counter]:
+    """The same from HTA's filtered frames (stored: the counts, not HTA's frames)."""
+    return hta.computed("kept_events", _hta_kept_events)
+
+
+def _hta_kept_events(hta) -> dict[int, Counter]:
     names = np.asarray(hta.t.symbol_table.get_sym_table(), dtype=object)
     out = {}
     for rank in hta.t.get_ranks():

@@ -97,3 +97,52 @@ def test_default_rank_is_first_present_and_step_plus_combine():
     assert list(again) == [2, 5]
     for r in trace:
         pd.testing.assert_frame_equal(whole[r], again[r])
+
+
+def test_classification_columns_against_known_launch_delays():
+    from analysis.metrics.gpu_time.kernel_launch_stats import CLASS_COLUMNS, classified_launches
+
+    us = 1000
+    rt = rank_trace([
+        ("cudaLaunchKernel", "cuda_runtime", 0, 5 * us, -1, 1),
+        ("cudaLaunchKernel", "cuda_runtime", 10 * us, 60 * us, -1, 2),
+        ("cudaLaunchKernel", "cuda_runtime", 100 * us, 5 * us, -1, 3),
+        ("cudaLaunchKernel", "cuda_runtime", 300 * us, 5 * us, -1, 4),
+        ("k1", "kernel", 5 * us, 2 * us, 7, 1),     # 2 µs on the GPU for a 5 µs call: short kernel
+        ("k2", "kernel", 70 * us, 1 * us, 7, 2),    # 60 µs call: a runtime outlier, not short
+        ("k3", "kernel", 205 * us, 20 * us, 7, 3),  # waits exactly 100 µs: not an outlier
+        ("k4", "kernel", 406 * us, 20 * us, 7, 4),  # waits 101 µs: a launch delay outlier
+    ])
+    stats = analyse(Trace({0: rt}), rounding="exact").get_cuda_kernel_launch_stats(visualize=False)
+    table = classified_launches(stats)
+    assert list(table.columns) == [*COLUMNS, "rank", *CLASS_COLUMNS]
+    assert table["launch_delay"].tolist() == [0.0, 0.0, 100.0, 101.0]
+    assert table[CLASS_COLUMNS].values.tolist() == [
+        [False, True, False], [True, False, False], [False, False, False], [False, False, True],
+    ]
+    # other cut-offs move the classes; the summary counts the same columns
+    assert classified_launches(stats, 4, 99)[CLASS_COLUMNS].values.sum(axis=0).tolist() == [4, 0, 2]
+    from analysis.metrics.gpu_time.kernel_launch_stats import launch_summary
+
+    summary = launch_summary(stats)
+    assert summary[["runtime_outliers", "launch_delay_outliers"]].values.tolist() == [[1, 1]]
+
+
+def test_classification_of_a_synthetic_job(synthetic):
+    from analysis.metrics.gpu_time.kernel_launch_stats import classified_launches
+
+    job, trace = synthetic
+    stats = facade(trace, rounding="exact").get_cuda_kernel_launch_stats(visualize=False, ranks="all")
+    truth = pd.DataFrame([(rank, *launch) for rank, t in job.truth.items() for launch in t.launches],
+                         columns=["rank", *COLUMNS])
+    # cut-offs inside the known values, so that each class has members and non-members
+    runtime_cutoff = truth["cpu_duration"].median()
+    delay_cutoff = truth["launch_delay"].median()
+    got = classified_launches(stats, runtime_cutoff, delay_cutoff).sort_values(["rank", "correlation"])
+    truth = truth.sort_values(["rank", "correlation"])
+    expected_runtime = (truth["cpu_duration"] > runtime_cutoff).tolist()
+    assert got["runtime_outlier"].tolist() == expected_runtime and 0 < sum(expected_runtime) < len(truth)
+    assert got["launch_delay_outlier"].tolist() == (truth["launch_delay"] > delay_cutoff).tolist()
+    expected_short = [not r and g < c for r, g, c in zip(expected_runtime, truth["gpu_duration"],
+                                                         truth["cpu_duration"], strict=True)]
+    assert got["short_kernel"].tolist() == expected_short

@@ -29,17 +29,19 @@ def test_operators_are_split_by_recorded_shapes_when_present():
     plain = trace_diff_rank(rt).operators
     rt.extras = {"op_shapes": pd.DataFrame(
         {"input_dims": dims, "input_types": ["[\"float\",\"float\"]"] * 4}, index=addmm)}
-    shaped = trace_diff_rank(rt).operators
+    shaped = trace_diff_rank(rt, shapes=True).operators
     assert (plain["input_dims"] == "").all()
+    # shapes attached to the rank (by another analysis) are not read unless asked for
+    pd.testing.assert_frame_equal(trace_diff_rank(rt).operators, plain)
     rows = shaped[shaped["operator"] == "aten::addmm"].set_index("input_dims")
     assert rows["count"].to_dict() == {"[[4,16],[16,4]]": 3, "[[8,16],[16,4]]": 1}
     assert rows["gpu_time_ns"].to_dict() == {"[[4,16],[16,4]]": 300_000, "[[8,16],[16,4]]": 100_000}
     # operators without recorded shapes keep an empty key, and the totals do not change
     assert shaped["gpu_time_ns"].sum() == plain["gpu_time_ns"].sum()
     # a shape seen only in the test run is "added", the other "removed"
-    base = {0: trace_diff_rank(rt)}
+    base = {0: trace_diff_rank(rt, shapes=True)}
     rt.extras["op_shapes"] = rt.extras["op_shapes"].assign(input_dims="[[4,16],[16,4]]")
-    deltas = operator_deltas(base, {0: trace_diff_rank(rt)})
+    deltas = operator_deltas(base, {0: trace_diff_rank(rt, shapes=True)})
     mm = deltas[deltas["operator"] == "aten::addmm"].set_index("input_dims")["change"]
     assert mm.astype(str).to_dict() == {"[[4,16],[16,4]]": "slower", "[[8,16],[16,4]]": "removed"}
 

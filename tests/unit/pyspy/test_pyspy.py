@@ -301,3 +301,27 @@ def test_live_recording(tmp_path):
     assert shares["user_preprocess"] > max(shares["dense_kernel"], shares["user_callback"])
     attributed = report.set_index("leaf_function").loc["user_callback", "library_function"]
     assert set([attributed] if isinstance(attributed, str) else attributed) == {"run_callback"}
+
+
+def test_the_commands_print_what_the_library_reports_say(tmp_path):
+    from analysis.reports.pyspy import samples_report, write_flamegraph
+
+    report = samples_report(NODES, library_name="numpy", num_rows=7)
+    assert len(report.table) == 7 and report.files == 2
+    printed = CliRunner().invoke(report_command, [*map(str, NODES), "--library-name", "numpy",
+                                                  "--num-rows", "7"])
+    assert printed.exit_code == 0 and printed.output == "\n".join(report.lines()) + "\n"
+    out = write_flamegraph([SIMPLE], tmp_path / "f.html")
+    assert out == tmp_path / "f.html" and "icicle" in out.read_text()
+    with pytest.raises(ConfigError, match="use a .html"):
+        write_flamegraph([SIMPLE], tmp_path / "f.txt")
+
+
+def test_a_flamegraph_that_cannot_be_written_is_an_error_naming_it(tmp_path):
+    from analysis.errors import ExportError
+    from analysis.reports.pyspy import write_flamegraph
+
+    target = tmp_path / "taken.html"
+    target.mkdir()  # a folder where the file goes
+    with pytest.raises(ExportError, match="taken.html: cannot write"):
+        write_flamegraph([SIMPLE], target)
