@@ -77,6 +77,17 @@ class Param:
 
 
 @dataclass(frozen=True)
+class ChunkedTable:
+    """A table too long to hold whole (one row per event of every rank): ``chunks()`` gives its
+    rows as frames with the same ``columns``, one after another (e.g. one per rank), each time it
+    is called. An ``Analysis.csv_only`` may return one; the report writes it as one CSV, a chunk at
+    a time (:func:`analysis.reports.write_tables`)."""
+
+    chunks: Callable[[], Iterable[Any]]
+    columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Analysis:
     """Everything the facade, the report, the CLI and the engines need to know about an analysis.
 
@@ -102,7 +113,8 @@ class Analysis:
         title, how_to_read: the report section's heading and its "how to read it" text.
         report_options: the options the report runs it with.
         tables: ``result -> {stem: DataFrame}`` for the page and the CSVs (default ``{name: result}``).
-        csv_only: ``result -> {stem: DataFrame}`` written as CSV only (too long for the page).
+        csv_only: ``result -> {stem: DataFrame or ChunkedTable}`` written as CSV only (too long
+            for the page).
         headline: ``result -> DataFrame`` with a ``rank`` column: this analysis's columns in
             ``trace-analysis summary`` and the report's table of key numbers per rank.
         key_numbers: ``result -> [(label, value text)]``: cards at the top of the report.

@@ -11,7 +11,7 @@ the figure draws those columns.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -43,14 +43,6 @@ MAX_OUTLIERS_PER_RANK = 200
 LOG_FLOOR_US = 0.5
 
 
-def _sample(df: pd.DataFrame, n: int) -> pd.DataFrame:
-    """An even, deterministic sample of ``n`` rows (every k-th row), all rows when fewer."""
-    if len(df) <= n:
-        return df
-    idx = np.linspace(0, len(df) - 1, n).round().astype(int)
-    return df.iloc[np.unique(idx)]
-
-
 def _box_stats(values: pd.Series) -> dict:
     """Tukey box statistics of one rank's launch delays (whiskers at 1.5 IQR, as plotly would)."""
     q1, median, q3 = values.quantile([0.25, 0.5, 0.75])
@@ -66,8 +58,34 @@ def _box_stats(values: pd.Series) -> dict:
     )
 
 
+def _tables(launches) -> Callable[[], Iterable[pd.DataFrame]]:
+    """``launches`` as a callable giving the classified tables to read, one at a time."""
+    if launches is None or isinstance(launches, pd.DataFrame):
+        return lambda: [] if launches is None else [launches]
+    return launches
+
+
+def _kinds(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The left panel's three kinds of launch (masks over ``df``'s rows): runtime outliers, short
+    kernels, the others."""
+    runtime_outlier = df["runtime_outlier"].to_numpy(dtype=bool)
+    short = df["short_kernel"].to_numpy(dtype=bool)
+    return runtime_outlier, short, ~runtime_outlier & ~short
+
+
+def _top_delays(df: pd.DataFrame) -> pd.DataFrame:
+    """Per rank, the ``MAX_OUTLIERS_PER_RANK`` largest delays of ``df``'s launch delay outliers,
+    largest first; equal delays in ``df``'s order (a stable sort: the same rows whether the ranks
+    come in one table or one table each)."""
+    return (
+        df.sort_values("launch_delay", ascending=False, kind="stable")
+        .groupby("rank", sort=False)
+        .head(MAX_OUTLIERS_PER_RANK)
+    )
+
+
 def kernel_launch_stats(
-    launches: pd.DataFrame,
+    launches: pd.DataFrame | Callable[[], Iterable[pd.DataFrame]],
     runtime_cutoff: float = RUNTIME_CUTOFF_US,
     launch_delay_cutoff: float = LAUNCH_DELAY_CUTOFF_US,
 ) -> go.Figure:
@@ -76,22 +94,67 @@ def kernel_launch_stats(
     ``launches`` is the metric's classified table (``classified_launches``: per launch ``rank,
     correlation, cpu_duration, gpu_duration, launch_delay`` and the bool columns
     ``runtime_outlier``, ``short_kernel``, ``launch_delay_outlier``, whose definitions are the
-    metric's). ``runtime_cutoff`` and ``launch_delay_cutoff`` (µs) are the cut-offs it was
-    classified with, drawn as lines and named in the legend.
+    metric's), or a callable giving such tables one at a time (e.g. one per rank; each rank in one
+    table), read twice: the whole job's launches are then never held at once, and the figure is
+    the one their concatenation draws. ``runtime_cutoff`` and ``launch_delay_cutoff`` (µs) are the
+    cut-offs it was classified with, drawn as lines and named in the legend.
     """
-    df = launches
-    if df is None or not len(df):
+    tables = _tables(launches)
+    # first pass: counts per kind, extremes, each rank's delay box and its largest delays
+    totals = np.zeros(3, dtype=np.int64)
+    n_launches = n_delay_outliers = 0
+    ranks_seen: set[int] = set()
+    boxes: dict[int, dict] = {}
+    candidates: list[pd.DataFrame] = []
+    hi = max(runtime_cutoff, 1)
+    below_floor = False
+    for df in tables():
+        if df is None or not len(df):
+            continue
+        n_launches += len(df)
+        totals += [int(m.sum()) for m in _kinds(df)]
+        delay_outlier = df["launch_delay_outlier"].to_numpy(dtype=bool)
+        n_delay_outliers += int(delay_outlier.sum())
+        for r, rows in df.groupby("rank", sort=False).indices.items():
+            ranks_seen.add(int(r))
+            boxes[int(r)] = _box_stats(df["launch_delay"].iloc[rows])
+        candidates.append(_top_delays(df[delay_outlier]))
+        hi = max(df["cpu_duration"].max(), df["gpu_duration"].max(), hi)
+        below_floor |= bool((df[["cpu_duration", "gpu_duration"]] < LOG_FLOOR_US).any(axis=None))
+    if not n_launches:
         return no_data_figure(TITLE, "No kernel launches matched to GPU kernels")
-    ranks = sorted_ranks(df["rank"])
+    ranks = sorted_ranks(ranks_seen)
+    outliers = (candidates[0] if len(candidates) == 1
+                else _top_delays(pd.concat(candidates, ignore_index=True)))
+    del candidates
 
-    runtime_outlier = df["runtime_outlier"].to_numpy(dtype=bool)
-    short = df["short_kernel"].to_numpy(dtype=bool)
-    delay_outlier = df["launch_delay_outlier"].to_numpy(dtype=bool)
     kinds = (
-        (f"runtime outlier (> {runtime_cutoff:g} µs)", "runtime outlier", runtime_outlier),
-        ("short kernel (GPU < CPU time)", "short kernel", short),
-        ("other launches", "launch", ~runtime_outlier & ~short),
+        (f"runtime outlier (> {runtime_cutoff:g} µs)", "runtime outlier"),
+        ("short kernel (GPU < CPU time)", "short kernel"),
+        ("other launches", "launch"),
     )
+    # Left: one point per launch. Runtime outliers are drawn first, all of them if the budget
+    # allows; the rest of the budget is shared by the other two kinds in proportion to their size.
+    n_outliers = int(totals[0])
+    rest = n_launches - n_outliers
+    left = max(MAX_POINTS - n_outliers, 0)
+    quotas = [MAX_POINTS] + [(left * int(t)) // max(rest, 1) for t in totals[1:]]
+    # an even, deterministic sample of each kind over all tables (every k-th row, all when fewer):
+    # the positions in the kind's rows of all tables, then each table's share of them
+    wanted = [np.arange(t) if t <= q else np.unique(np.linspace(0, t - 1, q).round().astype(int))
+              for t, q in zip(totals, quotas, strict=True)]
+    sampled = any(len(w) < t for w, t in zip(wanted, totals, strict=True))
+    pieces: list[list[pd.DataFrame]] = [[], [], []]
+    offsets = [0, 0, 0]
+    for df in tables():
+        if df is None or not len(df):
+            continue
+        for k, mask in enumerate(_kinds(df)):
+            part = df[mask]
+            w = wanted[k]
+            local = w[(w >= offsets[k]) & (w < offsets[k] + len(part))] - offsets[k]
+            offsets[k] += len(part)
+            pieces[k].append(part.iloc[local])
 
     fig = make_subplots(
         rows=1,
@@ -100,18 +163,8 @@ def kernel_launch_stats(
         horizontal_spacing=0.1,
         subplot_titles=("Runtime call vs kernel duration", "Launch delay per rank"),
     )
-
-    # Left: one point per launch. Runtime outliers are drawn first, all of them if the budget
-    # allows; the rest of the budget is shared by the other two kinds in proportion to their size.
-    n_outliers = int(runtime_outlier.sum())
-    rest = len(df) - n_outliers
-    left = max(MAX_POINTS - n_outliers, 0)
-    sampled = False
-    for name, key, mask in kinds:
-        part = df[mask]
-        quota = MAX_POINTS if key == "runtime outlier" else (left * len(part)) // max(rest, 1)
-        shown = _sample(part, quota)
-        sampled |= len(shown) < len(part)
+    for (name, key), parts in zip(kinds, pieces, strict=True):
+        shown = parts[0] if len(parts) == 1 else pd.concat(parts)
         fig.add_trace(
             go.Scatter(
                 name=name,
@@ -133,7 +186,7 @@ def kernel_launch_stats(
             col=1,
         )
     lo = LOG_FLOOR_US
-    hi = float(max(df["cpu_duration"].max(), df["gpu_duration"].max(), runtime_cutoff, 1)) * 1.5
+    hi = float(hi) * 1.5
     fig.add_trace(
         go.Scatter(
             x=[lo, hi],
@@ -160,7 +213,7 @@ def kernel_launch_stats(
     # Right: per-rank box of the launch delays from precomputed quartiles (a box stays one SVG path
     # however many launches it summarises), and the outliers as points.
     names = [str(r) for r in ranks]
-    stats = [_box_stats(df.loc[df["rank"] == r, "launch_delay"]) for r in ranks]
+    stats = [boxes[r] for r in ranks]
     fig.add_trace(
         go.Box(
             name="launch delay",
@@ -174,12 +227,6 @@ def kernel_launch_stats(
         ),
         row=1,
         col=2,
-    )
-    outliers = (
-        df[delay_outlier]
-        .sort_values("launch_delay", ascending=False)
-        .groupby("rank", sort=False)
-        .head(MAX_OUTLIERS_PER_RANK)
     )
     delay_name = f"launch delay outlier (> {launch_delay_cutoff:g} µs)"
     fig.add_trace(
@@ -208,15 +255,15 @@ def kernel_launch_stats(
     fig.update_yaxes(title_text="Launch delay (µs)", rangemode="tozero", row=1, col=2)
 
     counts = [
-        f"{plural(int(runtime_outlier.sum()), 'runtime outlier')}",
-        f"{plural(int(short.sum()), 'short kernel')}",
-        f"{plural(int(delay_outlier.sum()), 'launch delay outlier')}",
-        f"of {len(df):,} launches on {plural(len(ranks), 'rank')}",
+        f"{plural(n_outliers, 'runtime outlier')}",
+        f"{plural(int(totals[1]), 'short kernel')}",
+        f"{plural(n_delay_outliers, 'launch delay outlier')}",
+        f"of {n_launches:,} launches on {plural(len(ranks), 'rank')}",
     ]
     note = ", ".join(counts[:3]) + " " + counts[3]
     if sampled:
         note += f"; left panel shows a sample of {MAX_POINTS:,} points"
-    if (df[["cpu_duration", "gpu_duration"]] < LOG_FLOOR_US).any(axis=None):
+    if below_floor:
         note += f"; durations < {LOG_FLOOR_US:g} µs drawn at {LOG_FLOOR_US:g} µs"
     apply_layout(fig, TITLE, subtitle=note, legend_title="Launch", height=520)
     fig.update_layout(
@@ -231,8 +278,14 @@ def draw(
     launch_delay_cutoff: float = LAUNCH_DELAY_CUTOFF_US,
 ) -> dict[str, go.Figure]:
     """The launch statistics figure of ``get_cuda_kernel_launch_stats()``'s result by file stem
-    (its launches as the metric classifies them with these cut-offs, µs)."""
-    launches = classified_launches(result or {}, runtime_cutoff, launch_delay_cutoff)
+    (its launches as the metric classifies them with these cut-offs, µs), read one rank at a
+    time: the whole job's launches are never held in one table."""
+    stats = result or {}
+
+    def launches():
+        return (classified_launches({r: df}, runtime_cutoff, launch_delay_cutoff)
+                for r, df in stats.items())
+
     return {
         "kernel_launch_stats": kernel_launch_stats(
             launches, runtime_cutoff=runtime_cutoff, launch_delay_cutoff=launch_delay_cutoff

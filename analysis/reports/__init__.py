@@ -20,6 +20,7 @@ from pathlib import Path
 from analysis import arguments
 from analysis.arguments import REPORT_FORMATS
 from analysis.errors import BrowserNotFoundError, ExportError
+from analysis.registry import ChunkedTable
 from analysis.reports.content import ReportContent, build_report, build_steps, select_report_ranks
 from analysis.reports.staging import moved, staged
 
@@ -52,7 +53,7 @@ class ReportResult:
 
 
 def write_tables(tables, tables_dir: str | os.PathLike) -> dict[str, Path]:
-    """Each ``{stem: DataFrame}`` as ``tables_dir/<stem>.csv`` (all rows, the folder made if
+    """Each ``{stem: DataFrame or registry.ChunkedTable}`` as ``tables_dir/<stem>.csv`` (all rows, the folder made if
     needed); returns the paths. ``ExportError`` names the file or folder that cannot be written."""
     tables_dir = Path(tables_dir)
     try:
@@ -63,11 +64,25 @@ def write_tables(tables, tables_dir: str | os.PathLike) -> dict[str, Path]:
     for name, df in tables.items():
         path = tables_dir / f"{name}.csv"
         try:
-            df.to_csv(path, index=False)
+            if isinstance(df, ChunkedTable):  # a chunk at a time: never held whole
+                _write_chunks(df, path)
+            else:
+                df.to_csv(path, index=False)
         except OSError as e:
             raise ExportError(path, f"cannot write: {e.strerror or e}") from e
         written[name] = path
     return written
+
+
+def _write_chunks(table: ChunkedTable, path: Path) -> None:
+    """``table``'s chunks as one CSV: the header, then each chunk's rows (the CSV of their
+    concatenation)."""
+    import pandas as pd
+
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        pd.DataFrame(columns=list(table.columns)).to_csv(f, index=False)
+        for chunk in table.chunks():
+            chunk[list(table.columns)].to_csv(f, index=False, header=False)
 
 
 def _write_text(path: Path, text: str) -> None:

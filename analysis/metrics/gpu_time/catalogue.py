@@ -14,7 +14,15 @@ from analysis.metrics.gpu_time import (
     queue_length,
     temporal_breakdown,
 )
-from analysis.registry import RANKS_ALL, VISUALIZE, Analysis, Param, ranks_param, visualize_param
+from analysis.registry import (
+    RANKS_ALL,
+    VISUALIZE,
+    Analysis,
+    ChunkedTable,
+    Param,
+    ranks_param,
+    visualize_param,
+)
 
 
 def _hta_counter(name: str, method: str, doc: str, rank_step, combine, returns: str,
@@ -154,7 +162,11 @@ ENTRIES = (
             "kernel."
         ),
         tables=lambda stats: {"kernel_launch_summary": kernel_launch_stats.launch_summary(stats)},
-        csv_only=lambda stats: {"kernel_launch_stats": kernel_launch_stats.all_launches(stats)},
+        # one row per launch of every rank: written a rank at a time, never held whole
+        csv_only=lambda stats: {"kernel_launch_stats": ChunkedTable(
+            lambda: (kernel_launch_stats.all_launches({r: df}) for r, df in stats.items()
+                     if df is not None),
+            columns=(*kernel_launch_stats.COLUMNS, "rank", *kernel_launch_stats.CLASS_COLUMNS))},
     ),
     Analysis(
         name="gpu_kernel_breakdown",

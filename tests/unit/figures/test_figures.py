@@ -312,6 +312,27 @@ def test_launch_stats_samples_large_inputs_keeping_outliers():
     assert "sample" in fig.layout.title.subtitle.text
 
 
+def test_launch_stats_drawn_a_rank_at_a_time_is_the_figure_of_the_whole_table():
+    # draw() reads one rank's launches at a time (the report's memory stays bounded): the figure
+    # must be the one the concatenated table gives, sample, boxes and top delays included
+    import importlib
+
+    module = importlib.import_module("analysis.figures.kernel_launch_stats")
+    stats = launch_stats(range(40), n=400, seed=3)  # 16 000 launches: sampled
+    for r in (5, 17):  # more delay outliers than MAX_OUTLIERS_PER_RANK, with ties
+        stats[r]["launch_delay"] = 1000.0 + (np.arange(400) % 7)
+    whole = figures.kernel_launch_stats(classified_launches(stats, 20, 60), runtime_cutoff=20,
+                                        launch_delay_cutoff=60)
+    by_rank = module.draw(stats, runtime_cutoff=20, launch_delay_cutoff=60)["kernel_launch_stats"]
+    assert "sample" in whole.layout.title.subtitle.text
+    assert by_rank.to_json() == whole.to_json()
+    delays = {t.name: t for t in by_rank.data}["launch delay outlier (> 60 µs)"]
+    assert list(delays.x).count("5") == module.MAX_OUTLIERS_PER_RANK
+    # equal delays keep the trace's order (the first correlations of each delay)
+    fives = [c for x, c in zip(delays.x, delays.customdata[:, 0], strict=True) if x == "5"]
+    assert fives[:3] == [6, 13, 20]
+
+
 def test_kernel_type_breakdown_uses_the_shared_palette():
     fig = figures.kernel_type_breakdown(kernel_type_df())
     pie = fig.data[0]
