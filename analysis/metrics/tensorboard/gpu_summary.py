@@ -109,7 +109,6 @@ def _plugin_kernels(rt: RankTrace) -> PluginKernels:
     codes, names = coded(ev["name"])
     position = np.full(len(ev), -1, dtype=np.int64)
     position[rows] = np.arange(len(rows))
-    by_start = position[view.by_start]
     return PluginKernels(
         dur_ns=ev["dur"].to_numpy(np.int64)[rows],
         ts=view.ts[rows],
@@ -122,7 +121,7 @@ def _plugin_kernels(rt: RankTrace) -> PluginKernels:
         args={c: arg(c) for c in FLOAT_ARGS},
         grid=arg_codes("grid"),
         block=arg_codes("block"),
-        by_start=by_start[by_start >= 0],
+        by_start=position[view.kernel_by_start],
     )
 
 

@@ -113,19 +113,36 @@ def _table(rank: int, k: PluginKernels, key_columns: dict[str, tuple[np.ndarray,
     return pd.DataFrame(data, columns=columns)
 
 
+def _last_row_of(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Per ``wanted`` id: the last position of ``ids`` holding it, -1 when none. A table indexed
+    by id when the ids are few and small (they count up from 0 in a trace), else a sort."""
+    out = np.full(len(wanted), -1, dtype=np.int64)
+    if not len(ids) or not len(wanted):
+        return out
+    low, high = int(min(ids.min(), wanted.min())), int(max(ids.max(), wanted.max()))
+    if low >= 0 and high < 4 * (len(ids) + len(wanted)):
+        last = np.full(high + 1, -1, dtype=np.int64)
+        np.maximum.at(last, ids, np.arange(len(ids)))
+        return last[wanted]
+    order = np.argsort(ids, kind="stable")
+    ids_sorted = ids[order]
+    at = np.searchsorted(ids_sorted, wanted, side="right") - 1  # the last of equal ids
+    hit = (at >= 0) & (ids_sorted[np.maximum(at, 0)] == wanted)
+    out[hit] = order[at[hit]]
+    return out
+
+
 def _launching_operators(rt: RankTrace, external_ids: np.ndarray) -> tuple[np.ndarray, list]:
     """Per kernel: the name of the last CPU operator with its external id (the plugin's link),
     :data:`NO_OPERATOR` when none; as ``(codes, values)``."""
     ev = rt.events
     cpu = np.flatnonzero(flags_of(ev["cat"], lambda v: v == "cpu_op"))
     name_codes, names = coded(ev["name"])
-    ids = ev["external_id"].to_numpy()[cpu][::-1]  # reversed: np.unique finds the last one
-    codes = name_codes[cpu][::-1]
-    unique, first = np.unique(ids, return_index=True)
-    at = np.minimum(np.searchsorted(unique, external_ids), max(len(unique) - 1, 0))
-    found = (unique[at] == external_ids) if len(unique) else np.zeros(len(external_ids), bool)
+    ids = ev["external_id"].to_numpy(np.int64)[cpu]
+    last = _last_row_of(ids, external_ids)  # into cpu, -1: no operator with that id
     op_codes = np.full(len(external_ids), len(names), dtype=np.int64)  # NO_OPERATOR
-    op_codes[found] = codes[first[at[found]]]
+    found = last >= 0
+    op_codes[found] = name_codes[cpu[last[found]]]
     op_codes[op_codes < 0] = len(names)  # an operator without a name: read as none
     return op_codes, [*names, NO_OPERATOR]
 

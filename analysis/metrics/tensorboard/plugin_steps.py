@@ -59,7 +59,7 @@ class PluginView:
     external_ids: np.ndarray  # per event row: the external id the plugin reads (see below)
     ts: np.ndarray  # per event row: start, µs as the plugin holds it (plugin_us)
     end: np.ndarray  # per event row: ts + dur, µs (plugin_us)
-    by_start: np.ndarray  # the event rows by start (file order among equal starts)
+    kernel_by_start: np.ndarray  # ``kernel_rows`` by start (row order among equal starts)
 
 
 def plugin_view(rt: RankTrace) -> PluginView:
@@ -158,18 +158,9 @@ def _plugin_view(rt: RankTrace) -> PluginView:
         "dataloader": is_loader,
         "cpu_exec": is_cpu_exec,
     }
-    # one sort of every event by start (the ns order is the µs order), then by role (the roles
-    # are exclusive): each role's intervals come out contiguous and sorted, for every role at once
-    by_start = np.argsort(ev["ts"].to_numpy(np.int64), kind="stable")
-    role_of = np.full(n, len(masks), dtype=np.int8)  # no role
-    for i, mask in enumerate(masks.values()):
-        role_of[mask] = i
-    by_role = by_start[np.argsort(role_of[by_start], kind="stable")]
-    bounds = np.searchsorted(role_of[by_role], np.arange(len(masks) + 1))
-    roles = {}
-    for i, role in enumerate(masks):
-        rows = by_role[bounds[i]:bounds[i + 1]]
-        roles[role] = merge(ts[rows], end[rows], by_start=True)
+    roles = _roles(masks, ev["ts"].to_numpy(np.int64), ts, end)
+    kernel_by_start = kernel_rows[np.argsort(ev["ts"].to_numpy(np.int64)[kernel_rows],
+                                             kind="stable")]
 
     step_rows = _by_start(np.flatnonzero(is_step), ts)
     if len(step_rows):
@@ -188,7 +179,31 @@ def _plugin_view(rt: RankTrace) -> PluginView:
         steps = _device_steps(steps, ts, end, ev["correlation"].to_numpy(), is_legacy_runtime,
                               _by_start(np.flatnonzero(device), ts))
     return PluginView(roles=roles, steps=steps.reset_index(drop=True), kernel_rows=kernel_rows,
-                      external_ids=ext, ts=ts, end=end, by_start=by_start)
+                      external_ids=ext, ts=ts, end=end,
+                      kernel_by_start=kernel_by_start)
+
+
+def _roles(masks: dict[str, np.ndarray], ts_ns: np.ndarray, ts: np.ndarray,
+           end: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each role's merged intervals. The roles are exclusive: one sort of the events by (role,
+    start) (the ns order is the µs order) lays every role's intervals out sorted, one after
+    the other."""
+    role_of = np.full(len(ts_ns), len(masks), dtype=np.int64)  # no role
+    for i, mask in enumerate(masks.values()):
+        role_of[mask] = i
+    if not len(ts_ns):
+        return {role: merge(ts[:0], end[:0]) for role in masks}
+    offset = ts_ns - ts_ns.min()
+    if int(offset.max()) < 1 << 58:  # (role, start) in one integer: one sort
+        order = np.argsort((role_of << 58) | offset, kind="stable")
+    else:
+        order = np.lexsort((ts_ns, role_of))
+    bounds = np.searchsorted(role_of[order], np.arange(len(masks) + 1))
+    out = {}
+    for i, role in enumerate(masks):
+        rows = order[bounds[i]:bounds[i + 1]]
+        out[role] = merge(ts[rows], end[rows], by_start=True)
+    return out
 
 
 def _same_rows(index: pd.Index, labels: pd.Index) -> bool:
