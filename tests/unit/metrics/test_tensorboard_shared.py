@@ -7,6 +7,7 @@ building blocks equal their plain definitions on random inputs."""
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -76,7 +77,9 @@ def test_shared_parts_on_real_traces_equal_fresh_ones(relpath):
     shared = _rank(str(path))
     together = {name: step(shared) for name, step in STEPS.items()}
     for name, step in reversed(STEPS.items()):  # another order, each on a fresh rank
-        _equal(together[name], step(_rank(str(path))))
+        fresh = replace(shared)  # the same tables, nothing memoised
+        assert not fresh._memo
+        _equal(together[name], step(fresh))
 
 
 def test_cached_batch_equals_fresh_batch(tmp_path):
