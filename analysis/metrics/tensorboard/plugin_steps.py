@@ -191,6 +191,9 @@ def _roles(masks: dict[str, np.ndarray], ts_ns: np.ndarray, ts: np.ndarray,
     role_of = np.full(len(ts_ns), len(masks), dtype=np.int64)  # no role
     for i, mask in enumerate(masks.values()):
         role_of[mask] = i
+    if sum(int(m.sum()) for m in masks.values()) != int((role_of < len(masks)).sum()):
+        # an event in two roles (none by the masks' definitions): each role on its own
+        return {role: merge(ts[m], end[m]) for role, m in masks.items()}
     if not len(ts_ns):
         return {role: merge(ts[:0], end[:0]) for role in masks}
     offset = ts_ns - ts_ns.min()

@@ -157,3 +157,21 @@ def test_group_ids_equal_a_pandas_group_by():
             for a, b in zip(starts, np.r_[starts[1:], len(by)], strict=True)}
     assert ours == {tuple(int(x) for x in key): rows.tolist() for key, rows in groups.items()}
     assert sorted(first.tolist()) == sorted(rows[0] for rows in groups.values())
+
+
+def test_roles_from_one_sort_equal_each_role_merged_alone():
+    """``_roles`` lays the roles out by one (role, start) sort; with overlapping masks (which the
+    plugin's definitions never give) it merges each role on its own: the same ranges either way."""
+    from analysis.metrics.tensorboard.plugin_steps import _roles
+
+    rng = np.random.default_rng(11)
+    ts_ns = rng.integers(0, 10**9, 300)
+    ts, end = ts_ns / 1000, ts_ns / 1000 + rng.integers(0, 5000, 300)
+    which = rng.integers(0, 4, 300)
+    exclusive = {f"r{i}": which == i for i in range(3)}  # role 3: none
+    overlapping = {**exclusive, "both": which <= 1}
+    for masks in (exclusive, overlapping):
+        got = _roles(masks, ts_ns, ts, end)
+        for role, m in masks.items():
+            alone = merge(ts[m], end[m])
+            assert all(np.array_equal(x, y) for x, y in zip(got[role], alone, strict=True))
