@@ -175,3 +175,26 @@ def test_roles_from_one_sort_equal_each_role_merged_alone():
         for role, m in masks.items():
             alone = merge(ts[m], end[m])
             assert all(np.array_equal(x, y) for x, y in zip(got[role], alone, strict=True))
+
+
+def test_plugin_us_equals_integer_division():
+    """ns → µs without integer division: the same doubles as ``ns // 1000 + ns % 1000 / 1000``,
+    for epoch-sized times, remainders 0 and 999, negatives and offsets too large for a float."""
+    from analysis.metrics.tensorboard.ranges import plugin_us
+
+    def by_division(ns):
+        ns = np.asarray(ns, dtype=np.int64)
+        return (ns // 1000).astype(np.float64) + (ns % 1000) / 1000
+
+    rng = np.random.default_rng(5)
+    cases = [
+        1_700_000_000_000_000_000 + rng.integers(0, 10**12, 10**5),
+        rng.integers(0, 10**9, 10**5) * 1000 + 999,
+        rng.integers(0, 10**9, 10**5) * 1000,
+        np.array([-1001, -1000, -999, -1, 0, 1, 999, 1000, 1001]),
+        rng.integers(-10**18, 10**18, 10**4),  # offsets beyond 2**52: integer division
+        np.array([], dtype=np.int64),
+    ]
+    for ns in cases:
+        assert np.array_equal(plugin_us(ns), by_division(ns))
+    assert plugin_us(1_234_567) == by_division(1_234_567)
