@@ -103,8 +103,26 @@ def _restore_dtypes(df: pd.DataFrame, record: dict[str, list[str | None]]) -> pd
     return df
 
 
+def _dictionary_encoded(table: pa.Table) -> pa.Table:
+    """``table`` with each text column whose values repeat (at most one distinct value per two
+    rows) dictionary-encoded: a collective's ``pg_ranks`` (the group's ranks written out, 2.4 kB
+    per row at 512 ranks) is stored once per group, and read back as a categorical whose object
+    column (:func:`_restore_dtypes`) shares the group's one string instead of a string per row."""
+    for i, field in enumerate(table.schema):
+        if not (pa.types.is_string(field.type) or pa.types.is_large_string(field.type)):
+            continue
+        column = table.column(i)
+        if len(column) < 2 or column.null_count:  # nulls would come back as NaN, not None
+            continue
+        encoded = column.dictionary_encode()
+        distinct = max((len(chunk.dictionary) for chunk in encoded.chunks), default=0)
+        if 2 * distinct <= len(column):
+            table = table.set_column(i, field.name, encoded)
+    return table
+
+
 def _write_table(df: pd.DataFrame, path: Path) -> None:
-    table = pa.Table.from_pandas(df, preserve_index=False)
+    table = _dictionary_encoded(pa.Table.from_pandas(df, preserve_index=False))
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
 

@@ -138,3 +138,32 @@ def test_loader_survives_a_damaged_entry(two_ranks, tmp_path):
 def test_use_cache_false_writes_nothing(two_ranks, tmp_path):
     load_trace(two_ranks, cache_dir=tmp_path / "cache", use_cache=False, max_workers=1)
     assert TraceCache(tmp_path / "cache").info()["entries"] == 0
+
+
+def test_repeated_text_is_stored_once_per_value_and_read_back_as_the_same_strings(tmp_path):
+    """A collective's ``pg_ranks`` repeats the group's ranks on every row (2.4 kB per row at
+    512 ranks): stored dictionary-encoded, read back as the same object column, its rows sharing
+    one string per group; a column of mostly distinct text (or with nulls) stays plain text."""
+    import pyarrow as pa
+
+    from analysis.kineto.cache import _dtype_record, _read_table, _restore_dtypes, _write_table
+
+    ranks = str(list(range(512)))
+    df = pd.DataFrame({
+        "pg_ranks": pd.Series([ranks, "[0, 1]"] * 50, dtype=object),
+        "name": pd.Series([f"kernel {i}" for i in range(100)], dtype=object),
+        "with_null": pd.Series(["a", None] * 50, dtype=object),
+        "seq": range(100),
+    })
+    path = tmp_path / "collectives.arrow"
+    _write_table(df, path)
+    with pa.memory_map(str(path), "r") as source:
+        schema = pa.ipc.open_file(source).schema
+    assert pa.types.is_dictionary(schema.field("pg_ranks").type)
+    assert pa.types.is_string(schema.field("name").type)  # 100 distinct values in 100 rows
+    assert not pa.types.is_dictionary(schema.field("with_null").type)
+    back = _restore_dtypes(_read_table(path), _dtype_record(df))
+    columns = ["pg_ranks", "name", "seq"]
+    pd.testing.assert_frame_equal(back[columns], df[columns])
+    assert back["pg_ranks"].dtype == object
+    assert len({id(v) for v in back["pg_ranks"]}) == 2  # one string per group, not per row
