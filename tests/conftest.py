@@ -39,6 +39,23 @@ HTA_GPU_TRACE_DIRS = [
 ]
 
 
+# Tests that share an expensive per-process resource: one pytest-xdist worker runs each group
+# (``make test`` runs ``-n auto --dist loadgroup``), so the resource is made once, not per worker.
+XDIST_GROUPS = {
+    "dask": lambda item: "dask_client" in getattr(item, "fixturenames", ()),  # the session cluster
+    # the walkthrough, executed once per process (notebook_helpers.execute) and served by JupyterLab
+    "notebooks": lambda item: item.path.name in {"test_notebooks.py", "test_jupyterlab.py"},
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for group, member in XDIST_GROUPS.items():
+            if member(item):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT
