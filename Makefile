@@ -25,10 +25,10 @@ browser:
 demo: $(STAMP) browser
 	$(BIN)/trace-analysis report sample_traces -o report
 
-# The whole suite, one pytest-xdist worker per core; tests that share a session resource (the
-# Dask cluster, the executed notebooks) stay on one worker (tests/conftest.py: xdist groups).
+# The whole suite, one pytest-xdist worker per core, a test module (or a group of modules sharing a
+# session resource) per unit of work, the longest first: tests/conftest.py, XDIST_GROUPS.
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q -n auto --dist loadgroup
+	$(BIN)/python -m pytest -q -n auto --dist loadgroup --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(BIN)/ruff check analysis tests benchmarks

@@ -39,21 +39,38 @@ HTA_GPU_TRACE_DIRS = [
 ]
 
 
-# Tests that share an expensive per-process resource: one pytest-xdist worker runs each group
-# (``make test`` runs ``-n auto --dist loadgroup``), so the resource is made once, not per worker.
+# How ``make test`` spreads the suite over pytest-xdist workers (``-n auto --dist loadgroup
+# --no-loadscope-reorder``): each test module is one unit of work, so that a module's fixtures are
+# made once (a worker switching modules tears module fixtures down); tests that share an expensive
+# per-process resource are one unit across modules, so the resource is made once, not per worker.
 XDIST_GROUPS = {
     "dask": lambda item: "dask_client" in getattr(item, "fixturenames", ()),  # the session cluster
     # the walkthrough, executed once per process (notebook_helpers.execute) and served by JupyterLab
     "notebooks": lambda item: item.path.name in {"test_notebooks.py", "test_jupyterlab.py"},
 }
+# Units handed out first (the longest, about 25-70 s each on 2 cores), so that no long unit starts
+# last while the other workers have nothing left; the others follow in collection order. Order
+# only changes how long the suite takes, never what it checks.
+LONG_UNITS = [
+    "notebooks", "dask", "tests/unit/test_robustness_matrix.py",
+    "tests/integration/test_readme_commands.py", "tests/unit/cli/test_cli.py",
+    "tests/unit/reports/test_report.py", "tests/unit/kineto/test_gcs.py",
+    "tests/unit/metrics/test_collectives_gloo.py",
+]
 
 
 def pytest_collection_modifyitems(config, items):
+    module = {item: item.nodeid.split("::")[0] for item in items}
+    joined: dict[str, str] = {}  # a module with a test in a shared group joins it whole
     for item in items:
         for group, member in XDIST_GROUPS.items():
             if member(item):
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+                joined.setdefault(module[item], group)
+    unit = {item: joined.get(module[item], module[item]) for item in items}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(unit[item]))
+    first = {name: i for i, name in enumerate(LONG_UNITS)}
+    items.sort(key=lambda item: first.get(unit[item], len(first)))  # stable: modules stay whole
 
 
 @pytest.fixture(scope="session")
