@@ -26,9 +26,9 @@ demo: $(STAMP) browser
 	$(BIN)/trace-analysis report sample_traces -o report
 
 # The whole suite, one pytest-xdist worker per core, a test module (or a group of modules sharing a
-# session resource) per unit of work, the longest first: tests/conftest.py, XDIST_GROUPS.
+# session resource) per unit of work, the longest first: tests/conftest.py, xdist_unit.
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q -n auto --dist loadgroup --no-loadscope-reorder
+	$(BIN)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(BIN)/ruff check analysis tests benchmarks

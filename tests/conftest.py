@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import subprocess
@@ -39,15 +40,13 @@ HTA_GPU_TRACE_DIRS = [
 ]
 
 
-# How ``make test`` spreads the suite over pytest-xdist workers (``-n auto --dist loadgroup
-# --no-loadscope-reorder``): each test module is one unit of work, so that a module's fixtures are
-# made once (a worker switching modules tears module fixtures down); tests that share an expensive
-# per-process resource are one unit across modules, so the resource is made once, not per worker.
-XDIST_GROUPS = {
-    "dask": lambda item: "dask_client" in getattr(item, "fixturenames", ()),  # the session cluster
-    # the walkthrough, executed once per process (notebook_helpers.execute) and served by JupyterLab
-    "notebooks": lambda item: item.path.name in {"test_notebooks.py", "test_jupyterlab.py"},
-}
+# How ``make test`` spreads the suite over pytest-xdist workers (``-n auto --dist loadscope
+# --no-loadscope-reorder``, with the scheduler below): each test module is one unit of work, so
+# that a module's fixtures are made once (a worker switching modules tears module fixtures down);
+# modules that share an expensive per-process resource are one unit, so that the resource is made
+# once, not once per worker: the session Dask cluster (``dask_client``), and the walkthrough,
+# executed once per process (``notebook_helpers.execute``) and served by JupyterLab.
+NOTEBOOK_MODULES = {"test_notebooks.py", "test_jupyterlab.py"}
 # Units handed out first (the longest, about 25-70 s each on 2 cores), so that no long unit starts
 # last while the other workers have nothing left; the others follow in collection order. Order
 # only changes how long the suite takes, never what it checks.
@@ -59,18 +58,34 @@ LONG_UNITS = [
 ]
 
 
+@functools.lru_cache(maxsize=None)
+def xdist_unit(module: str) -> str:
+    """The unit of work of the test module at ``module`` (a node id's path, from the root)."""
+    path = REPO_ROOT / module
+    if path.name in NOTEBOOK_MODULES:
+        return "notebooks"
+    if path.suffix == ".py" and "dask_client" in path.read_text(encoding="utf-8"):
+        return "dask"
+    return module
+
+
 def pytest_collection_modifyitems(config, items):
-    module = {item: item.nodeid.split("::")[0] for item in items}
-    joined: dict[str, str] = {}  # a module with a test in a shared group joins it whole
-    for item in items:
-        for group, member in XDIST_GROUPS.items():
-            if member(item):
-                joined.setdefault(module[item], group)
-    unit = {item: joined.get(module[item], module[item]) for item in items}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(unit[item]))
     first = {name: i for i, name in enumerate(LONG_UNITS)}
-    items.sort(key=lambda item: first.get(unit[item], len(first)))  # stable: modules stay whole
+    # stable: each module's tests stay together, in their order
+    items.sort(key=lambda item: first.get(xdist_unit(item.nodeid.split("::")[0]), len(first)))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadscope`` with :func:`xdist_unit` as the scope of each test."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_unit(nodeid.split("::")[0])
+
+    return ModuleUnits(config, log)
 
 
 @pytest.fixture(scope="session")
