@@ -58,7 +58,7 @@ LONG_UNITS = [
 ]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def xdist_unit(module: str) -> str:
     """The unit of work of the test module at ``module`` (a node id's path, from the root)."""
     path = REPO_ROOT / module
