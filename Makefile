@@ -27,8 +27,10 @@ demo: $(STAMP) browser
 
 # The whole suite, one pytest-xdist worker per core, a test module (or a group of modules sharing a
 # session resource) per unit of work, the longest first: tests/conftest.py, xdist_unit.
+# PYTHONDONTWRITEBYTECODE emptied: with it set, every worker and every CLI subprocess would compile
+# the package and rewrite the tests' asserts again (~3 s of collection per worker).
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(BIN)/ruff check analysis tests benchmarks
