@@ -31,6 +31,7 @@ frames and arrays the analyses memoised on the rank.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import importlib.util
@@ -91,12 +92,25 @@ def _nbytes(value: Any, depth: int = 0) -> int:
         return sum(_nbytes(v, depth + 1) for v in value)
     if depth < 3 and isinstance(value, dict):
         return sum(_nbytes(v, depth + 1) for v in value.values())
+    if depth < 3 and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(_nbytes(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value))
     return 0
 
 
+_SIZES = "engine: bytes measured"  # a memo entry of the rank: what _rank_bytes measured
+
+
 def _rank_bytes(rt: RankTrace) -> int:
-    tables = (rt.events, rt.flows, rt.collectives, *rt.extras.values())
-    return sum(_nbytes(t) for t in tables) + _nbytes(list(rt._memo.values()))
+    """The bytes of the rank's tables and memoised values, each measured once (a table, or a
+    memoised value, never changes once there; ``deep`` measures take milliseconds per table)."""
+    sizes = rt._memo.setdefault(_SIZES, {})
+    tables = {("table", "events"): rt.events, ("table", "flows"): rt.flows,
+              ("table", "collectives"): rt.collectives,
+              **{("extra", name): t for name, t in rt.extras.items()}}
+    for key, value in (*tables.items(), *rt._memo.items()):
+        if key != _SIZES and key not in sizes:
+            sizes[key] = _nbytes(value)
+    return sum(sizes.values())
 
 
 def _pack(rows: np.ndarray | None) -> np.ndarray | None:

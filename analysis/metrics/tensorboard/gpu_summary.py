@@ -21,13 +21,20 @@ tensor-core share.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from analysis.kineto.model import RankTrace
-from analysis.metrics.tensorboard.plugin_steps import KERNEL_ARGS, concat_parts, plugin_view
-from analysis.metrics.tensorboard.ranges import length_within, merge, plugin_us
+from analysis.metrics.tensorboard.plugin_steps import (
+    KERNEL_ARGS,
+    coded,
+    concat_parts,
+    flags_of,
+    plugin_view,
+)
+from analysis.metrics.tensorboard.ranges import length_within, lengths_within, merge, plugin_us
 
 COLUMNS = ["rank", "gpu", "gpu_utilization_pct", "sm_efficiency_pct", "achieved_occupancy_pct",
            "tensor_core_pct"]
@@ -39,26 +46,112 @@ TC_MARKERS = ("h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816",
               "xmma_gemm", "xmma_sparse_gemm", "c1688")
 
 
+def uses_tensor_core(name: str) -> bool:
+    """Does the kernel name contain one of :data:`TC_MARKERS`."""
+    return any(m in name for m in TC_MARKERS)
+
+
 def uses_tensor_cores(names: pd.Series) -> np.ndarray:
-    """Per kernel name: does it contain one of :data:`TC_MARKERS`."""
-    if isinstance(names.dtype, pd.CategoricalDtype):  # each category tested once, by its code
-        cats = names.cat.categories.astype(str)
-        flags = np.array([any(m in n for m in TC_MARKERS) for n in cats] + [False], dtype=bool)
-        return flags[names.cat.codes.to_numpy()]  # code -1 (missing): "nan", no marker
-    names = names.astype(str)
-    distinct = pd.Series(names.unique())
-    flags = {n: any(m in n for m in TC_MARKERS) for n in distinct}
-    return names.map(flags).to_numpy(bool)
+    """Per kernel name: does it contain one of :data:`TC_MARKERS` (each distinct name tested
+    once; a missing name has no marker)."""
+    return flags_of(names, uses_tensor_core)
 
 
-def kernels_with_args(rt: RankTrace) -> pd.DataFrame:
-    """The plugin's kernel rows with ``blocks_per_sm``, ``occupancy_pct``, launch config (memoised)."""
-    def compute():
-        kernels = plugin_view(rt).kernels
-        args = rt.extra(KERNEL_ARGS).reindex(kernels.index)
-        return pd.concat([kernels[["ts", "dur", "name", "device", "external_id", "correlation"]],
-                          args.drop(columns="raw_cat")], axis=1)
-    return rt.memoised("tensorboard_kernels", compute)
+@dataclass(frozen=True)
+class PluginKernels:
+    """The plugin's Kernel events of one rank (:attr:`.PluginView.kernel_rows`, in row order) as
+    arrays, with their launch args (NaN, or code -1, where a kernel has none): what the GPU
+    summary, the utilization timeline and the kernel table read, built once per rank."""
+
+    dur_ns: np.ndarray  # int64
+    ts: np.ndarray  # µs as the plugin holds them (plugin_us)
+    end: np.ndarray
+    device: np.ndarray  # int64, -1: none
+    name_codes: np.ndarray  # int64 into ``names``, -1: missing
+    names: list[str]
+    tensor_cores: np.ndarray  # per name code, a trailing False for code -1
+    external_id: np.ndarray  # the id the plugin reads (:attr:`.PluginView.external_ids`)
+    args: dict[str, np.ndarray]  # blocks_per_sm, occupancy_pct, registers_per_thread, shared_memory
+    grid: tuple[np.ndarray, list]  # (codes, values), as :func:`.plugin_steps.coded`
+    block: tuple[np.ndarray, list]
+    by_start: np.ndarray  # positions in these arrays by start (row order among equal starts)
+
+
+FLOAT_ARGS = ("blocks_per_sm", "occupancy_pct", "registers_per_thread", "shared_memory")
+
+
+def plugin_kernels(rt: RankTrace) -> PluginKernels:
+    """The rank's :class:`PluginKernels` (memoised; needs the ``kernel_args`` extra)."""
+    return rt.memoised("tensorboard_kernels", lambda: _plugin_kernels(rt))
+
+
+def _plugin_kernels(rt: RankTrace) -> PluginKernels:
+    view = plugin_view(rt)
+    rows = view.kernel_rows
+    ev = rt.events
+    args = rt.extra(KERNEL_ARGS)
+    at = np.full(len(ev), -1, dtype=np.int64)  # per event row: its row in ``args``, -1: none
+    at[ev.index.get_indexer(args.index)] = np.arange(len(args))
+    at = at[rows]
+    has = at >= 0
+
+    def arg(col: str) -> np.ndarray:
+        out = np.full(len(rows), np.nan)
+        out[has] = args[col].to_numpy(np.float64)[at[has]]
+        return out
+
+    def arg_codes(col: str) -> tuple[np.ndarray, list]:
+        codes, values = coded(args[col])
+        out = np.full(len(rows), -1, dtype=np.int64)
+        out[has] = codes[at[has]]
+        return out, values
+
+    codes, names = coded(ev["name"])
+    position = np.full(len(ev), -1, dtype=np.int64)
+    position[rows] = np.arange(len(rows))
+    return PluginKernels(
+        dur_ns=ev["dur"].to_numpy(np.int64)[rows],
+        ts=view.ts[rows],
+        end=view.end[rows],
+        device=ev["device"].to_numpy(np.int64)[rows],
+        name_codes=codes[rows],
+        names=[str(v) for v in names],
+        tensor_cores=np.array([uses_tensor_core(str(v)) for v in names] + [False], dtype=bool),
+        external_id=view.external_ids[rows],
+        args={c: arg(c) for c in FLOAT_ARGS},
+        grid=arg_codes("grid"),
+        block=arg_codes("block"),
+        by_start=position[view.kernel_by_start],
+    )
+
+
+@dataclass(frozen=True)
+class GpuActivity:
+    """One GPU's kernels as both views of the GPU summary read them: the union of their
+    intervals (busy) and the segments of the SM-efficiency sweep (None: no kernel has a
+    ``blocks per SM`` arg)."""
+
+    busy: tuple[np.ndarray, np.ndarray]
+    segments: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+
+
+def gpu_activity(rt: RankTrace) -> dict[int, GpuActivity]:
+    """Per GPU (``args.device`` ≥ 0, ascending) of the rank: its :class:`GpuActivity`
+    (memoised: the GPU summary and the utilization timeline share it)."""
+    def compute() -> dict[int, GpuActivity]:
+        k = plugin_kernels(rt)
+        out = {}
+        for gpu in np.unique(k.device[k.device >= 0]).tolist():
+            at = k.by_start[k.device[k.by_start] == gpu]  # this GPU's kernels by start
+            ts, end = k.ts[at], k.end[at]
+            blocks = k.args["blocks_per_sm"][at]
+            has = blocks > 0  # NaN compares False: no arg
+            out[int(gpu)] = GpuActivity(
+                busy=merge(ts, end, by_start=True),
+                segments=_sm_segments(ts[has], end[has], blocks[has]) if has.any() else None,
+            )
+        return out
+    return rt.memoised("tensorboard_gpu_activity", compute)
 
 
 def _sm_segments(ts, end, blocks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -82,41 +175,28 @@ def _sm_within(segments, w0, w1) -> float:
     return float((value * inside).sum())
 
 
-def _sm_efficiency_us(ts, end, blocks, w0, w1) -> float:
-    """∫ min(Σ blocks per SM of running kernels, 1) dt over [w0, w1), in µs (the plugin's sweep)."""
-    if not len(ts):
-        return 0.0
-    return _sm_within(_sm_segments(ts, end, blocks), w0, w1)
-
-
 def gpu_summary_rank(rt: RankTrace) -> pd.DataFrame:
     view = plugin_view(rt)
-    k = kernels_with_args(rt)
+    k = plugin_kernels(rt)
     w0, w1 = float(view.steps["start"].iloc[0]), float(view.steps["end"].iloc[-1])
     span = w1 - w0
     rows = []
-    k = k[k["device"] >= 0]
-    tc = uses_tensor_cores(k["name"])
-    for gpu in sorted(k["device"].unique().tolist()):
-        on = (k["device"] == gpu).to_numpy()
-        g = k[on]
-        ts = plugin_us(g["ts"].to_numpy(np.int64))
-        end = ts + plugin_us(g["dur"].to_numpy(np.int64))
-        busy = merge(ts, end)
-        util = length_within(busy, w0, w1) / span if span else np.nan
-        blocks = g["blocks_per_sm"].to_numpy(float)
-        has_blocks = blocks > 0  # NaN compares False: no arg
-        sm = (_sm_efficiency_us(ts[has_blocks], end[has_blocks], blocks[has_blocks], w0, w1) / span
-              if has_blocks.any() and span else np.nan)
-        occ = g["occupancy_pct"].to_numpy(float)
+    tc = k.tensor_cores[k.name_codes]
+    for gpu, act in gpu_activity(rt).items():
+        on = k.device == gpu
+        ts, end = k.ts[on], k.end[on]
+        util = length_within(act.busy, w0, w1) / span if span else np.nan
+        sm = (_sm_within(act.segments, w0, w1) / span
+              if act.segments is not None and span else np.nan)
+        occ = k.args["occupancy_pct"][on]
         has_occ = occ >= 0
         clipped = np.clip(np.minimum(end, w1) - np.maximum(ts, w0), 0, None)[has_occ]
         occupancy = (float((occ[has_occ] * clipped).sum() / clipped.sum())
                      if clipped.sum() > 0 else np.nan)
-        dur = g["dur"].to_numpy(np.int64)
+        dur = k.dur_ns[on]
         total = dur.sum()
         tc_pct = 100 * dur[tc[on]].sum() / total if total > 0 else np.nan
-        rows.append({"rank": rt.rank, "gpu": int(gpu), "gpu_utilization_pct": 100 * util,
+        rows.append({"rank": rt.rank, "gpu": gpu, "gpu_utilization_pct": 100 * util,
                      "sm_efficiency_pct": 100 * sm, "achieved_occupancy_pct": occupancy,
                      "tensor_core_pct": tc_pct})
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -156,39 +236,52 @@ def bucket_edges(start: float, end: float) -> np.ndarray:
     return edges
 
 
+def _sm_within_each(segments, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """:func:`_sm_within` per window ``[starts[i], ends[i])``, windows sorted and disjoint."""
+    seg_s, seg_e, value = segments
+    out = np.zeros(len(starts))
+    if not len(seg_s):
+        return out
+    cum = np.concatenate([[0.0], np.cumsum(value * (seg_e - seg_s))])
+    first = np.searchsorted(seg_e, starts, side="right")  # segments are sorted and disjoint
+    stop = np.searchsorted(seg_s, ends, side="left")
+    some = first < stop
+    i, j = first[some], stop[some]
+    total = cum[j] - cum[i]
+    total -= value[i] * np.clip(starts[some] - seg_s[i], 0, None)
+    total -= value[j - 1] * np.clip(seg_e[j - 1] - ends[some], 0, None)
+    out[some] = total
+    return out
+
+
 def gpu_utilization_timeline_rank(rt: RankTrace) -> pd.DataFrame:
     """Per GPU and bucket of the whole trace (the profiler's span, else every event's): the share
     of the bucket with a kernel running (``gpu_utilization_pct``) and the est. SM efficiency over
     the bucket (``sm_efficiency_pct``: ∫ min(Σ blocks per SM, 1) dt / bucket width). The plugin
     draws the first as counters in its trace view, the second per kernel interval."""
-    k = kernels_with_args(rt)
-    k = k[k["device"] >= 0]
-    ev = rt.events
     if rt.meta.profiler_span is not None:
         s0, d0 = rt.meta.profiler_span
         start, end = plugin_us(s0), plugin_us(s0) + plugin_us(d0)
-    elif len(ev):
-        ts = plugin_us(ev["ts"].to_numpy(np.int64))
-        start, end = float(ts.min()), float((ts + plugin_us(ev["dur"].to_numpy(np.int64))).max())
+    elif len(rt.events):
+        view = plugin_view(rt)
+        start, end = float(view.ts.min()), float(view.end.max())
     else:
         return pd.DataFrame(columns=TIMELINE_COLUMNS)
     edges = bucket_edges(float(start), float(end))
-    rows = []
-    for gpu in sorted(k["device"].unique().tolist()):
-        g = k[(k["device"] == gpu).to_numpy()]
-        ts = plugin_us(g["ts"].to_numpy(np.int64))
-        stop = ts + plugin_us(g["dur"].to_numpy(np.int64))
-        busy = merge(ts, stop)
-        blocks = g["blocks_per_sm"].to_numpy(float)
-        has = blocks > 0
-        segments = _sm_segments(ts[has], stop[has], blocks[has]) if has.any() else None
-        for a, b in zip(edges[:-1], edges[1:], strict=True):
-            width = b - a
-            sm = _sm_within(segments, a, b) / width if segments is not None else np.nan
-            rows.append({"rank": rt.rank, "gpu": int(gpu), "start_us": a, "end_us": b,
-                         "gpu_utilization_pct": 100 * length_within(busy, a, b) / width,
-                         "sm_efficiency_pct": 100 * sm})
-    return pd.DataFrame(rows, columns=TIMELINE_COLUMNS)
+    lo, hi = edges[:-1], edges[1:]
+    width = hi - lo
+    parts = []
+    for gpu, act in gpu_activity(rt).items():
+        sm = (_sm_within_each(act.segments, lo, hi) / width if act.segments is not None
+              else np.full(len(lo), np.nan))
+        parts.append(pd.DataFrame({
+            "rank": rt.rank, "gpu": gpu, "start_us": lo, "end_us": hi,
+            "gpu_utilization_pct": 100 * lengths_within(act.busy, lo, hi) / width,
+            "sm_efficiency_pct": 100 * sm,
+        }, columns=TIMELINE_COLUMNS))
+    if not parts:
+        return pd.DataFrame(columns=TIMELINE_COLUMNS)
+    return pd.concat(parts, ignore_index=True)
 
 
 def combine_timeline(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:

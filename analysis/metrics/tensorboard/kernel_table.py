@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from analysis.kineto.model import RankTrace
-from analysis.metrics.tensorboard.gpu_summary import kernels_with_args, uses_tensor_cores
-from analysis.metrics.tensorboard.plugin_steps import by_category
+from analysis.metrics.tensorboard.gpu_summary import PluginKernels, plugin_kernels
+from analysis.metrics.tensorboard.plugin_steps import coded, flags_of
 
 COLUMNS = ["rank", "name", "tensor_cores_used", "calls", "total_us", "mean_us", "max_us",
            "min_us", "mean_blocks_per_sm", "mean_est_achieved_occupancy_pct"]
@@ -37,69 +37,131 @@ class KernelTables(NamedTuple):
     by_operator: pd.DataFrame
 
 
-def _group_ids(frame: pd.DataFrame, keys: list[str]) -> np.ndarray:
-    """One id per distinct combination of ``keys`` (missing values included), numbered in order
-    of first appearance: a group-by on one integer column instead of several."""
-    ids = np.zeros(len(frame), dtype=np.int64)
-    for k in keys:
-        col = frame[k]
-        if isinstance(col.dtype, pd.CategoricalDtype):
-            codes, size = col.cat.codes.to_numpy(np.int64) + 1, len(col.cat.categories) + 1
-        else:
-            codes, uniques = pd.factorize(col.to_numpy(), use_na_sentinel=False)
-            size = len(uniques)
-        ids = pd.factorize(ids * size + codes)[0].astype(np.int64)
-    return ids
+def _group_ids(keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Groups of rows by their combination of ``keys`` (integer codes ≥ -1, -1 for missing):
+    ``by`` (the rows, each group's together, in row order within it), ``starts`` (where each
+    group begins in ``by``), ``first`` (each group's first row). One stable sort of one integer
+    key (the codes in mixed radix)."""
+    n = len(keys[0]) if keys else 0
+    key = np.zeros(n, dtype=np.int64)
+    span = 1
+    for codes in keys:
+        codes = codes.astype(np.int64) + 1  # -1 (missing) becomes a value of its own
+        size = int(codes.max()) + 1 if n else 1
+        if span * size >= 1 << 62:  # would overflow: renumber the combinations so far
+            _, key = np.unique(key, return_inverse=True)
+            span = int(key.max()) + 1
+        key, span = key * size + codes, span * size
+    by = np.argsort(key, kind="stable")
+    sorted_key = key[by]
+    starts = np.flatnonzero(np.r_[True, sorted_key[1:] != sorted_key[:-1]]) if n else by[:0]
+    return by, starts, by[starts]  # stable: each group's first row
 
 
-def _stats(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    dur = frame["dur"].to_numpy(np.int64) / 1000
-    ids = _group_ids(frame, keys)
-    f = pd.DataFrame({"dur": dur})
-    for col, out in (("blocks_per_sm", "b"), ("occupancy_pct", "o")):
-        f[out + "w"] = np.nan_to_num(frame[col].to_numpy(float)) * dur
-    g = f.groupby(ids, sort=False)
-    out = g["dur"].agg(calls="count", total_us="sum", mean_us="mean", max_us="max", min_us="min")
-    weight = out["total_us"].where(out["total_us"] > 0)
-    out["mean_blocks_per_sm"] = (g["bw"].sum() / weight).fillna(0.0)
-    out["mean_est_achieved_occupancy_pct"] = (g["ow"].sum() / weight).fillna(0.0)
-    first = pd.Series(np.arange(len(ids))).groupby(ids, sort=False).first().to_numpy()
-    out = out.reset_index(drop=True)
-    for i, k in enumerate(keys):  # each group's key values, categories as plain text
-        values = frame[k].iloc[first].reset_index(drop=True)
-        out.insert(i, k, values.astype(str) if isinstance(values.dtype, pd.CategoricalDtype)
-                   else values)
-    out.insert(keys.index("name") + 1 if "name" in keys else 0, "tensor_cores_used",
-               uses_tensor_cores(frame["name"].iloc[first]))  # categorical: once per name
-    return out.sort_values("total_us", ascending=False, kind="stable")
+def _stats(k: PluginKernels, by: np.ndarray, starts: np.ndarray) -> dict[str, np.ndarray]:
+    """Per group (rows ``by``, groups starting at ``starts``): calls, total/mean/max/min duration
+    (µs) and the duration-weighted means of blocks per SM and est. achieved occupancy (a kernel
+    without the arg counts as 0; 0 when every weight is 0)."""
+    dur = k.dur_ns / 1000
+    d = dur[by]
+    calls = np.diff(np.r_[starts, len(by)]).astype(np.int64)
+
+    def per_group(ufunc, values: np.ndarray) -> np.ndarray:
+        return ufunc.reduceat(values, starts) if len(by) else np.zeros(0)
+
+    total = per_group(np.add, d)
+    out = {
+        "calls": calls,
+        "total_us": total,
+        "mean_us": total / np.maximum(calls, 1),
+        "max_us": per_group(np.maximum, d),
+        "min_us": per_group(np.minimum, d),
+    }
+    weight = np.where(total > 0, total, np.nan)
+    for col, name in (("blocks_per_sm", "mean_blocks_per_sm"),
+                      ("occupancy_pct", "mean_est_achieved_occupancy_pct")):
+        sums = per_group(np.add, (np.nan_to_num(k.args[col]) * dur)[by])
+        out[name] = np.nan_to_num(sums / weight, nan=0.0)
+    return out
 
 
-def _launching_operators(rt: RankTrace, external_ids: np.ndarray) -> pd.Categorical:
+def _text(codes: np.ndarray, values: list) -> np.ndarray:
+    """The values at ``codes`` as text (a missing one reads "nan", as pandas writes it)."""
+    table = np.array([str(v) for v in values] + ["nan"], dtype=object)
+    return table[codes]
+
+
+def _table(rank: int, k: PluginKernels, key_columns: dict[str, tuple[np.ndarray, object]],
+           columns: list[str]) -> pd.DataFrame:
+    """The per-group statistics of ``k`` by ``key_columns`` (``{column: (codes, values)}``:
+    codes into a list of text ``values``; or, with ``values`` None, a numeric column, its values
+    per row), sorted by total time, descending (first appearance among equals)."""
+    by, starts, first = _group_ids([
+        codes if values is not None else np.unique(codes, return_inverse=True)[1]
+        for codes, values in key_columns.values()
+    ])
+    stats = _stats(k, by, starts)
+    appearance = np.argsort(first, kind="stable")  # the groups in order of first appearance
+    order = appearance[np.argsort(-stats["total_us"][appearance], kind="stable")]
+    rows = first[order]
+    data: dict[str, object] = {"rank": np.full(len(rows), rank, dtype=np.int64)}
+    for column, (codes, values) in key_columns.items():
+        data[column] = (pd.array(_text(codes[rows], values), dtype="str") if values is not None
+                        else codes[rows])
+    data["tensor_cores_used"] = k.tensor_cores[k.name_codes[rows]]
+    data.update({c: v[order] for c, v in stats.items()})
+    return pd.DataFrame(data, columns=columns)
+
+
+def _last_row_of(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Per ``wanted`` id: the last position of ``ids`` holding it, -1 when none. A table indexed
+    by id when the ids are few and small (they count up from 0 in a trace), else a sort."""
+    out = np.full(len(wanted), -1, dtype=np.int64)
+    if not len(ids) or not len(wanted):
+        return out
+    low, high = int(min(ids.min(), wanted.min())), int(max(ids.max(), wanted.max()))
+    if low >= 0 and high < 4 * (len(ids) + len(wanted)):
+        last = np.full(high + 1, -1, dtype=np.int64)
+        np.maximum.at(last, ids, np.arange(len(ids)))
+        return last[wanted]
+    order = np.argsort(ids, kind="stable")
+    ids_sorted = ids[order]
+    at = np.searchsorted(ids_sorted, wanted, side="right") - 1  # the last of equal ids
+    hit = (at >= 0) & (ids_sorted[np.maximum(at, 0)] == wanted)
+    out[hit] = order[at[hit]]
+    return out
+
+
+def _launching_operators(rt: RankTrace, external_ids: np.ndarray) -> tuple[np.ndarray, list]:
     """Per kernel: the name of the last CPU operator with its external id (the plugin's link),
-    :data:`NO_OPERATOR` when none."""
+    :data:`NO_OPERATOR` when none; as ``(codes, values)``."""
     ev = rt.events
-    cpu = np.flatnonzero(by_category(ev["cat"], lambda v: v == "cpu_op"))
-    ids = ev["external_id"].to_numpy()[cpu][::-1]  # reversed: np.unique finds the last one
-    codes = ev["name"].cat.codes.to_numpy()[cpu][::-1]
-    unique, first = np.unique(ids, return_index=True)
-    at = np.minimum(np.searchsorted(unique, external_ids), max(len(unique) - 1, 0))
-    found = (unique[at] == external_ids) if len(unique) else np.zeros(len(external_ids), bool)
-    labels = np.array([*ev["name"].cat.categories.astype(str), NO_OPERATOR], dtype=object)
-    op_codes = np.full(len(external_ids), len(labels) - 1, dtype=np.int64)
-    op_codes[found] = codes[first[at[found]]]
-    return pd.Categorical(labels[op_codes])
+    cpu = np.flatnonzero(flags_of(ev["cat"], lambda v: v == "cpu_op"))
+    name_codes, names = coded(ev["name"])
+    ids = ev["external_id"].to_numpy(np.int64)[cpu]
+    last = _last_row_of(ids, external_ids)  # into cpu, -1: no operator with that id
+    op_codes = np.full(len(external_ids), len(names), dtype=np.int64)  # NO_OPERATOR
+    found = last >= 0
+    op_codes[found] = name_codes[cpu[last[found]]]
+    op_codes[op_codes < 0] = len(names)  # an operator without a name: read as none
+    return op_codes, [*names, NO_OPERATOR]
 
 
 def kernel_table_rank(rt: RankTrace) -> KernelTables:
-    k = kernels_with_args(rt)
-    with_op = k.assign(operator=_launching_operators(rt, k["external_id"].to_numpy()))
-    with_op["registers_per_thread"] = with_op["registers_per_thread"].fillna(0)
-    with_op["shared_memory"] = with_op["shared_memory"].fillna(0)
-    kernels = _stats(k, ["name"])
-    by_op = _stats(with_op, ["name", *OP_KEY])
-    kernels.insert(0, "rank", rt.rank)
-    by_op.insert(0, "rank", rt.rank)
-    return KernelTables(kernels[COLUMNS].reset_index(drop=True), by_op[OP_COLUMNS].reset_index(drop=True))
+    k = plugin_kernels(rt)
+    kernels = _table(rt.rank, k, {"name": (k.name_codes, k.names)}, COLUMNS)
+    op_codes, op_names = _launching_operators(rt, k.external_id)
+    registers = np.nan_to_num(k.args["registers_per_thread"], nan=0.0)
+    shared = np.nan_to_num(k.args["shared_memory"], nan=0.0)
+    by_op = _table(rt.rank, k, {
+        "name": (k.name_codes, k.names),
+        "operator": (op_codes, op_names),
+        "grid": k.grid,
+        "block": k.block,
+        "registers_per_thread": (registers, None),
+        "shared_memory": (shared, None),
+    }, OP_COLUMNS)
+    return KernelTables(kernels, by_op)
 
 
 def combine(parts: Mapping[int, KernelTables]) -> KernelTables:

@@ -47,17 +47,41 @@ ROLES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader",
 
 @dataclass(frozen=True)
 class PluginView:
-    """One rank as the plugin sees it: role interval sets (merged, ns), steps, kernel rows."""
+    """One rank as the plugin sees it: role interval sets (merged, µs), steps, its Kernel rows.
+
+    Computed once per rank (memoised) and shared by every view of the family: the GPU summary,
+    the step time breakdown, the kernel table and the utilization timeline of one batch read it.
+    """
 
     roles: dict[str, tuple[np.ndarray, np.ndarray]]
     steps: pd.DataFrame  # name (str), start, end (µs, plugin_us), plugin order
-    kernels: pd.DataFrame  # rows of the plugin's Kernel events (comm kernels included)
+    kernel_rows: np.ndarray  # positions of the plugin's Kernel events (comm kernels included)
     external_ids: np.ndarray  # per event row: the external id the plugin reads (see below)
+    ts: np.ndarray  # per event row: start, µs as the plugin holds it (plugin_us)
+    end: np.ndarray  # per event row: ts + dur, µs (plugin_us)
+    kernel_by_start: np.ndarray  # ``kernel_rows`` by start (row order among equal starts)
 
 
 def plugin_view(rt: RankTrace) -> PluginView:
     """The plugin's roles and steps of ``rt`` (memoised; needs the ``kernel_args`` extra)."""
     return rt.memoised("tensorboard_plugin_view", lambda: _plugin_view(rt))
+
+
+def coded(column: pd.Series) -> tuple[np.ndarray, list]:
+    """A column as ``(codes, values)``: per row an index into ``values`` (its distinct values),
+    -1 where missing; a categorical column's own codes and categories, no copy of the text."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy(np.int64), column.cat.categories.tolist()
+    codes, uniques = pd.factorize(column.to_numpy(object))
+    return codes.astype(np.int64), list(uniques)
+
+
+def flags_of(column: pd.Series | tuple[np.ndarray, list], predicate) -> np.ndarray:
+    """``predicate(value)`` per row of a column (or of its :func:`coded` form), evaluated once per
+    distinct value; False where the value is missing."""
+    codes, values = coded(column) if isinstance(column, pd.Series) else column
+    flags = np.array([bool(predicate(str(v))) for v in values] + [False], dtype=bool)
+    return flags[codes]  # code -1 (missing) reads the trailing False
 
 
 def by_category(column: pd.Series, test) -> np.ndarray:
@@ -70,9 +94,15 @@ def by_category(column: pd.Series, test) -> np.ndarray:
     return np.asarray(test(column.astype(str)), dtype=bool)
 
 
-def dataloader_names(names: pd.Series) -> np.ndarray:
-    """Which names are the plugin's DataLoader events (``enumerate(DataLoader)#*.__next__``,
+def dataloader_name(name: str) -> bool:
+    """Is ``name`` one of the plugin's DataLoader events (``enumerate(DataLoader)#*.__next__``,
     ``enumerate(DataPipe)#*``)."""
+    return ((name.startswith("enumerate(DataLoader)#") and name.endswith(".__next__"))
+            or name.startswith("enumerate(DataPipe)#"))
+
+
+def dataloader_names(names: pd.Series) -> np.ndarray:
+    """:func:`dataloader_name` per row of a Series of names (vectorised string tests)."""
     return (
         (names.str.startswith("enumerate(DataLoader)#") & names.str.endswith(".__next__"))
         | names.str.startswith("enumerate(DataPipe)#")
@@ -81,33 +111,41 @@ def dataloader_names(names: pd.Series) -> np.ndarray:
 
 def _plugin_view(rt: RankTrace) -> PluginView:
     ev = rt.events
-    raw = rt.extra(KERNEL_ARGS)["raw_cat"]
-    is_legacy_runtime = np.zeros(len(ev), bool)
-    is_legacy_python = np.zeros(len(ev), bool)
-    where = ev.index.get_indexer(raw.index)
-    is_legacy_runtime[where[by_category(raw, lambda v: v.str.lower() == "runtime")]] = True
-    is_legacy_python[where[by_category(raw, lambda v: v.str.lower() == "python")]] = True
+    n = len(ev)
+    args = rt.extra(KERNEL_ARGS)
+    where = (args.index.to_numpy(np.int64) if _same_rows(ev.index, args.index)  # labels: positions
+             else ev.index.get_indexer(args.index))
+    raw_cat = coded(args["raw_cat"])
+    is_legacy_runtime = np.zeros(n, bool)
+    is_legacy_python = np.zeros(n, bool)
+    is_legacy_runtime[where[flags_of(raw_cat, lambda v: v.lower() == "runtime")]] = True
+    is_legacy_python[where[flags_of(raw_cat, lambda v: v.lower() == "python")]] = True
+
+    cat = coded(ev["cat"])
 
     def cat_in(*values: str) -> np.ndarray:
-        return by_category(ev["cat"], lambda v: v.isin(values))
+        return flags_of(cat, lambda v: v in values)
 
     is_op = cat_in("cpu_op")
     is_annotation = cat_in("user_annotation", "gpu_user_annotation")
-    names = ev["name"]
-    is_step_name = by_category(names, lambda v: v.str.startswith(STEP_PREFIX))
-    is_comm_name = by_category(names, lambda v: v.isin(COMM_NAMES))
+    names = coded(ev["name"])
+    is_step_name = flags_of(names, lambda v: v.startswith(STEP_PREFIX))
+    is_comm_name = flags_of(names, lambda v: v in COMM_NAMES)
     is_step = (is_op | is_annotation) & is_step_name
-    is_loader = is_op & ~is_step & by_category(names, dataloader_names)
+    is_loader = is_op & ~is_step & flags_of(names, dataloader_name)
     cpu_like = (is_op & ~is_step) | is_legacy_python
     comm_ops = (cpu_like | is_annotation) & ~is_step & is_comm_name
     is_cpu_exec = cpu_like & ~is_loader & ~comm_ops
     kernel = cat_in("kernel")
     # the plugin reads "external id" first (Kineto 2021 GPU and runtime events), then "External id"
-    ext = ev["external_id"].to_numpy().copy()
-    lower = rt.extra(KERNEL_ARGS)["external_id_lower"].to_numpy()
+    ext = ev["external_id"].to_numpy(np.int64).copy()
+    lower = args["external_id_lower"].to_numpy(np.int64)
     ext[where[lower >= 0]] = lower[lower >= 0]
+    kernel_rows = np.flatnonzero(kernel)
     comm_ids = ext[comm_ops]
-    comm_kernel = kernel & np.isin(ext, comm_ids) if len(comm_ids) else np.zeros(len(ev), bool)
+    comm_kernel = np.zeros(n, bool)
+    if len(comm_ids):
+        comm_kernel[kernel_rows[np.isin(ext[kernel_rows], comm_ids)]] = True
 
     ts = plugin_us(ev["ts"].to_numpy(np.int64))
     end = ts + plugin_us(ev["dur"].to_numpy(np.int64))
@@ -120,13 +158,15 @@ def _plugin_view(rt: RankTrace) -> PluginView:
         "dataloader": is_loader,
         "cpu_exec": is_cpu_exec,
     }
-    roles = {k: merge(ts[m], end[m]) for k, m in masks.items()}
+    roles = _roles(masks, ev["ts"].to_numpy(np.int64), ts, end)
+    kernel_by_start = kernel_rows[np.argsort(ev["ts"].to_numpy(np.int64)[kernel_rows],
+                                             kind="stable")]
 
     step_rows = _by_start(np.flatnonzero(is_step), ts)
     if len(step_rows):
-        step_names = _category_values(names, step_rows)
+        codes, values = names
         steps = pd.DataFrame({
-            "name": [str(int(str(n).split("#")[1])) for n in step_names],
+            "name": [str(int(str(values[c]).split("#")[1])) for c in codes[step_rows]],
             "start": ts[step_rows],
             "end": end[step_rows],
         })
@@ -138,22 +178,46 @@ def _plugin_view(rt: RankTrace) -> PluginView:
     if is_legacy_runtime.any() and len(step_rows):
         steps = _device_steps(steps, ts, end, ev["correlation"].to_numpy(), is_legacy_runtime,
                               _by_start(np.flatnonzero(device), ts))
-    kernels = ev.loc[kernel, ["ts", "dur", "name", "device", "correlation"]]
-    kernels.insert(4, "external_id", ext[kernel])
-    return PluginView(roles=roles, steps=steps.reset_index(drop=True), kernels=kernels,
-                      external_ids=ext)
+    return PluginView(roles=roles, steps=steps.reset_index(drop=True), kernel_rows=kernel_rows,
+                      external_ids=ext, ts=ts, end=end,
+                      kernel_by_start=kernel_by_start)
+
+
+def _roles(masks: dict[str, np.ndarray], ts_ns: np.ndarray, ts: np.ndarray,
+           end: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each role's merged intervals. The roles are exclusive: one sort of the events by (role,
+    start) (the ns order is the µs order) lays every role's intervals out sorted, one after
+    the other."""
+    role_of = np.full(len(ts_ns), len(masks), dtype=np.int64)  # no role
+    for i, mask in enumerate(masks.values()):
+        role_of[mask] = i
+    if sum(int(m.sum()) for m in masks.values()) != int((role_of < len(masks)).sum()):
+        # an event in two roles (none by the masks' definitions): each role on its own
+        return {role: merge(ts[m], end[m]) for role, m in masks.items()}
+    if not len(ts_ns):
+        return {role: merge(ts[:0], end[:0]) for role in masks}
+    offset = ts_ns - ts_ns.min()
+    if int(offset.max()) < 1 << 58:  # (role, start) in one integer: one sort
+        order = np.argsort((role_of << 58) | offset, kind="stable")
+    else:
+        order = np.lexsort((ts_ns, role_of))
+    bounds = np.searchsorted(role_of[order], np.arange(len(masks) + 1))
+    out = {}
+    for i, role in enumerate(masks):
+        rows = order[bounds[i]:bounds[i + 1]]
+        out[role] = merge(ts[rows], end[rows], by_start=True)
+    return out
+
+
+def _same_rows(index: pd.Index, labels: pd.Index) -> bool:
+    """Are ``labels`` positions of ``index`` too (the whole trace: a 0..n-1 range index)?"""
+    return (isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
+            and (not len(labels) or (labels.min() >= 0 and labels.max() < len(index))))
 
 
 def _by_start(rows: np.ndarray, ts: np.ndarray) -> np.ndarray:
     """``rows`` in the plugin's event order: by start, file order at equal starts."""
     return rows[np.argsort(ts[rows], kind="stable")]
-
-
-def _category_values(column: pd.Series, rows: np.ndarray) -> np.ndarray:
-    """The values of a (categorical) column at ``rows``, without converting the whole column."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        return column.cat.categories.to_numpy(object)[column.cat.codes.to_numpy()[rows]]
-    return column.to_numpy(object)[rows]
 
 
 def _device_steps(steps, ts, end, corr, runtime, dev_rows) -> pd.DataFrame:

@@ -17,25 +17,48 @@ Ranges = tuple[np.ndarray, np.ndarray]
 def plugin_us(ns) -> np.ndarray:
     """Int ns → float64 µs as the plugin holds them (the nearest double to the µs written)."""
     ns = np.asarray(ns, dtype=np.int64)
-    return (ns // 1000).astype(np.float64) + (ns % 1000) / 1000
+    whole, part = _divmod_1000(ns)
+    return whole.astype(np.float64) + part / 1000
 
 
-def merge(starts, ends) -> Ranges:
-    """The union of ``[start, end)`` intervals as sorted disjoint ranges (touching ones joined)."""
+def _divmod_1000(ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(ns // 1000, ns % 1000)``, exactly, without integer division (slow in numpy): from an
+    offset small enough for float64 to hold, a float quotient, then corrected by one either way."""
+    if ns.ndim == 0 or not ns.size:  # one value (or none): integer division is cheap enough
+        return np.divmod(ns, 1000)
+    base = (int(ns.min()) // 1000) * 1000
+    offset = ns - base
+    if int(offset.max()) >= 1 << 52:  # float64 cannot hold the offsets: integer division
+        return np.divmod(ns, 1000)
+    whole = (offset / 1000).astype(np.int64)  # offsets ≥ 0: truncation is the floor
+    part = offset - whole * 1000
+    low, high = part < 0, part >= 1000  # the float quotient rounded across an integer
+    whole[low] -= 1
+    part[low] += 1000
+    whole[high] += 1
+    part[high] -= 1000
+    return whole + base // 1000, part
+
+
+def merge(starts, ends, by_start: bool = False) -> Ranges:
+    """The union of ``[start, end)`` intervals as sorted disjoint ranges (touching ones joined);
+    ``by_start``: the intervals come sorted by start already (no sort)."""
     starts = np.asarray(starts, dtype=np.float64)
     ends = np.asarray(ends, dtype=np.float64)
     if not len(starts):
         return starts[:0], ends[:0]
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
+    if by_start:
+        s, e = starts, ends
+    else:
+        order = np.argsort(starts, kind="stable")
+        s, e = starts[order], ends[order]
     reach = np.maximum.accumulate(e)
     new = np.ones(len(s), bool)
     new[1:] = s[1:] > reach[:-1]
-    group = np.cumsum(new) - 1
-    out_s = s[new]
-    out_e = np.full(len(out_s), -np.inf)
-    np.maximum.at(out_e, group, e)
-    out_e = np.maximum(out_e, out_s)
+    first = np.flatnonzero(new)
+    out_s = s[first]
+    # a group's end: the running maximum at its last interval (the groups before it end earlier)
+    out_e = np.maximum(reach[np.r_[first[1:] - 1, len(s) - 1]], out_s)
     return out_s, out_e
 
 
@@ -47,12 +70,19 @@ def length_within(r: Ranges, start: float, end: float) -> float:
 
 
 def union(a: Ranges, b: Ranges) -> Ranges:
-    """The union of two sets of sorted disjoint ranges (a merge of two sorted runs)."""
+    """The union of two sets of sorted disjoint ranges (a merge of two sorted runs, no sort)."""
     if not len(a[0]):
         return b
     if not len(b[0]):
         return a
-    return merge(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+    n = len(a[0]) + len(b[0])
+    at_b = np.searchsorted(a[0], b[0], side="right") + np.arange(len(b[0]))  # a's first at ties
+    at_a = np.ones(n, bool)
+    at_a[at_b] = False
+    starts, ends = np.empty(n), np.empty(n)
+    starts[at_a], ends[at_a] = a
+    starts[at_b], ends[at_b] = b
+    return merge(starts, ends, by_start=True)
 
 
 def lengths_within(r: Ranges, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

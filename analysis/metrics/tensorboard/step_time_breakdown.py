@@ -34,16 +34,16 @@ def step_time_breakdown_rank(rt: RankTrace) -> pd.DataFrame:
     # by priority: role i's time in a step is |roles 0..i| - |roles 0..i-1| inside the step
     covered = (np.zeros(0), np.zeros(0))
     before = np.zeros(len(steps))
-    out = pd.DataFrame({"rank": rt.rank, "step": steps["name"].astype(int).to_numpy()},
-                       columns=COLUMNS)
+    columns = {"rank": np.full(len(steps), rt.rank, dtype=np.int64),
+               "step": steps["name"].astype(int).to_numpy(np.int64)}
     for role in ROLES:
         covered = union(covered, view.roles[role])
         now = lengths_within(covered, starts, ends)
-        out[f"{role}_us"] = now - before
+        columns[f"{role}_us"] = now - before
         before = now
-    out["other_us"] = (ends - starts) - before
-    out["total_us"] = ends - starts
-    return out.astype({c: "float64" for c in COLUMNS[2:]}).astype({"rank": "int64", "step": "int64"})
+    columns["other_us"] = (ends - starts) - before
+    columns["total_us"] = ends - starts
+    return pd.DataFrame(columns, columns=COLUMNS)
 
 
 def combine(parts: Mapping[int, pd.DataFrame]) -> pd.DataFrame:

@@ -231,3 +231,36 @@ def test_the_iterations_window_is_cut_as_each_rank_arrives(tmp_path, monkeypatch
                           progress=False, max_workers=1)
     assert not steps.run("temporal_breakdown", ranks="all").equals(
         ta.run("temporal_breakdown", ranks="all"))  # the iterations window did cut something
+
+
+def test_rank_bytes_measures_each_table_and_memoised_value_once(job, monkeypatch):
+    """The memory accounting counts the tables and every memoised value (arrays inside a
+    dataclass included), and measures each only once: a table or a memoised value never changes
+    once there, and a deep measure of a table takes milliseconds."""
+    from dataclasses import dataclass
+
+    import numpy as np
+
+    from analysis.engines import local
+
+    rt = _open(job, "bytes").engine.rank_trace(0, "full")
+
+    @dataclass(frozen=True)
+    class Held:
+        values: np.ndarray
+        parts: dict
+
+    before = local._rank_bytes(rt)
+    rt.memoised("held", lambda: Held(np.zeros(1000), {"a": (np.zeros(10), np.zeros(20))}))
+    calls = []
+    measure = local._nbytes
+
+    def counted(value, depth=0):
+        if depth == 0:  # one measure (its nested calls not counted)
+            calls.append(value)
+        return measure(value, depth)
+
+    monkeypatch.setattr(local, "_nbytes", counted)
+    assert local._rank_bytes(rt) == before + 8 * (1000 + 10 + 20)
+    assert len(calls) == 1  # only the new memoised value: the tables were measured before
+    assert local._rank_bytes(rt) == before + 8 * 1030 and len(calls) == 1
