@@ -10,7 +10,10 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	# uv resolves and installs the same versions as pip in a few seconds (pip: about 30 s); pip
+	# installs them when uv cannot be had or cannot reach the index
+	( $(BIN)/pip install -q uv && $(BIN)/uv pip install -q --python $(BIN)/python -e '.[dev]' ) \
+		|| $(BIN)/pip install -q -e '.[dev]'
 	$(BIN)/python -m ipykernel install --sys-prefix >/dev/null
 	# torch pinned to 2.13.0, the CPU wheel the capture tests use (other specs pull GBs of CUDA wheels)
 	$(BIN)/pip install -q torch==2.13.0 || echo "torch==2.13.0 not installable: capture tests will skip"
@@ -22,8 +25,12 @@ browser:
 demo: $(STAMP) browser
 	$(BIN)/trace-analysis report sample_traces -o report
 
+# The whole suite, one pytest-xdist worker per core, a test module (or a group of modules sharing a
+# session resource) per unit of work, the longest first: tests/conftest.py, xdist_unit.
+# PYTHONDONTWRITEBYTECODE emptied: with it set, every worker and every CLI subprocess would compile
+# the package and rewrite the tests' asserts again (~3 s of collection per worker).
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(BIN)/ruff check analysis tests benchmarks

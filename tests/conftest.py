@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import subprocess
@@ -37,6 +38,54 @@ HTA_GPU_TRACE_DIRS = [
     "triton_example",
     "mtia_inference_trace",
 ]
+
+
+# How ``make test`` spreads the suite over pytest-xdist workers (``-n auto --dist loadscope
+# --no-loadscope-reorder``, with the scheduler below): each test module is one unit of work, so
+# that a module's fixtures are made once (a worker switching modules tears module fixtures down);
+# modules that share an expensive per-process resource are one unit, so that the resource is made
+# once, not once per worker: the session Dask cluster (``dask_client``), and the walkthrough,
+# executed once per process (``notebook_helpers.execute``) and served by JupyterLab.
+NOTEBOOK_MODULES = {"test_notebooks.py", "test_jupyterlab.py"}
+# Units handed out first (the longest, about 25-70 s each on 2 cores), so that no long unit starts
+# last while the other workers have nothing left; the others follow in collection order. Order
+# only changes how long the suite takes, never what it checks.
+LONG_UNITS = [
+    "notebooks", "dask", "tests/unit/test_robustness_matrix.py",
+    "tests/integration/test_readme_commands.py", "tests/unit/cli/test_cli.py",
+    "tests/unit/reports/test_report.py", "tests/unit/kineto/test_gcs.py",
+    "tests/unit/metrics/test_collectives_gloo.py",
+]
+
+
+@functools.cache
+def xdist_unit(module: str) -> str:
+    """The unit of work of the test module at ``module`` (a node id's path, from the root)."""
+    path = REPO_ROOT / module
+    if path.name in NOTEBOOK_MODULES:
+        return "notebooks"
+    if path.suffix == ".py" and "dask_client" in path.read_text(encoding="utf-8"):
+        return "dask"
+    return module
+
+
+def pytest_collection_modifyitems(config, items):
+    first = {name: i for i, name in enumerate(LONG_UNITS)}
+    # stable: each module's tests stay together, in their order
+    items.sort(key=lambda item: first.get(xdist_unit(item.nodeid.split("::")[0]), len(first)))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadscope`` with :func:`xdist_unit` as the scope of each test."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_unit(nodeid.split("::")[0])
+
+    return ModuleUnits(config, log)
 
 
 @pytest.fixture(scope="session")

@@ -9,12 +9,15 @@ analyses join from the registry. An analysis that raises something else than a
 ``TraceAnalysisError`` is caught at the (analysis, rank) boundary as ``AnalysisFailedError``:
 here, that fails the test with the original traceback.
 
-Each trace is loaded once (a module fixture, its cache in a tmp dir); the analyses run in one
-batch per trace; the report is written as HTML only.
+Each trace is loaded once (a module fixture, its cache in a tmp dir) with the options the CLI's
+``summary`` and ``report`` open it with (their defaults are the API's); the analyses run in one
+batch per trace; the CLI's commands then run on that same loaded job (its memoised per-rank results:
+what they add is their own runs, rendering and exit codes), and the report is written as HTML only.
 """
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from pathlib import Path
 
@@ -26,6 +29,7 @@ from analysis import analyses as catalogue
 from analysis import registry
 from analysis.api import TraceAnalysis
 from analysis.cli import main
+from analysis.cli import options as cli_options
 from analysis.errors import AnalysisFailedError, TraceAnalysisError
 from analysis.testing.edge_traces import EDGE_JOBS
 from analysis.testing.health_traces import faulty_job, write_job
@@ -120,11 +124,36 @@ def test_findings_and_check(loaded):
         _no_bug(result, call.__name__)
 
 
+def _reuse_the_loaded_job(monkeypatch, command: str, path: Path, cache: Path, ta) -> list:
+    """The command's ``open_analysis`` gives the fixture's job when asked with the options the
+    fixture opened it with (the command's defaults, ``-q``, the cache dir), else opens as usual."""
+    module = importlib.import_module(f"analysis.cli.{command}")
+    real = cli_options.open_analysis
+    same = dict(kernel_patterns="default", no_cache=False, cache_dir=str(cache), on_error="raise",
+                include_last_step=False, quiet=True, gpu_events=None, window="auto",
+                capture_trace=None)
+
+    reused: list = []
+
+    def opening(traces: str, **options):
+        if traces != str(path) or options != same:
+            return real(traces, **options)
+        reused.append(traces)
+        if isinstance(ta, TraceAnalysisError):
+            raise ta
+        return ta
+
+    monkeypatch.setattr(module, "open_analysis", opening)
+    return reused
+
+
 @pytest.mark.parametrize("command", ["summary", "report"])
-def test_cli_exits_0_once_loaded(loaded, command, tmp_path):
+def test_cli_exits_0_once_loaded(loaded, command, tmp_path, monkeypatch):
     path, cache, ta = loaded
+    reused = _reuse_the_loaded_job(monkeypatch, command, path, cache, ta)
     extra = ["-o", str(tmp_path / "out"), "-f", "html"] if command == "report" else []
     result = CliRunner().invoke(main, [command, str(path), "-q", "--cache-dir", str(cache), *extra])
+    assert reused == [str(path)], "the command opened the job with other options than the fixture"
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     if isinstance(ta, TraceAnalysisError):  # loading failed: one line, the project's error
         assert result.exit_code == 1 and result.stderr.startswith("error: "), result.output

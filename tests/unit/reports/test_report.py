@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -116,6 +117,16 @@ def _chromium(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
     cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
            "--hide-scrollbars", "--virtual-time-budget=10000", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=True)
+
+
+@pytest.fixture(scope="module")
+def rendered(report, tmp_path_factory) -> tuple[str, Path]:
+    """The report page as headless Chromium renders it in a 1400 × 4000 window: (its DOM, a
+    screenshot of the window), from one browser run (a start costs seconds)."""
+    shot = tmp_path_factory.mktemp("rendered") / "shot.png"
+    dom = _chromium("--dump-dom", f"--screenshot={shot}", "--window-size=1400,4000",
+                    report.index.as_uri()).stdout
+    return dom, shot
 
 
 # ------------------------------------------------------------------------------------ contents
@@ -267,20 +278,18 @@ def test_trace_strings_stay_text_in_the_rendered_dom(evil_report):
 
 
 # ------------------------------------------------------------------------------------ rendering
-def test_page_renders_its_figures_in_headless_chromium(report, tmp_path):
-    dom = _chromium("--dump-dom", report.index.as_uri()).stdout
+def test_page_renders_its_figures_in_headless_chromium(rendered):
+    dom, shot = rendered
     parts = re.split(r'id="fig-([a-z_]+)"', dom)
-    rendered = {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
-    assert sorted(rendered) == sorted(FIGURES)
-    for fig, block in rendered.items():
+    rendered_figures = {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
+    assert sorted(rendered_figures) == sorted(FIGURES)
+    for fig, block in rendered_figures.items():
         # plotly marked the div as plotted and drew its SVG layers into it
         assert block.startswith(' class="plotly-graph-div js-plotly-plot"'), fig
         assert block.count('class="main-svg"') >= 2, fig
 
     from PIL import Image, ImageStat
 
-    shot = tmp_path / "shot.png"
-    _chromium(f"--screenshot={shot}", "--window-size=1400,4000", report.index.as_uri())
     image = Image.open(shot).convert("L")
     assert image.size == (1400, 4000)
     # a blank page is one flat colour; a rendered one has text, bars and axes
@@ -305,14 +314,13 @@ def test_report_json_in_figures_is_valid(page):
     assert len(fig.data) > 0
 
 
-def test_first_screen_opens_with_the_findings(report, tmp_path):
-    dom = _chromium("--dump-dom", report.index.as_uri()).stdout
+def test_first_screen_opens_with_the_findings(rendered):
+    dom, shot = rendered
     findings, cards = dom.index('<section id="findings">'), dom.index('class="cards"')
     assert findings < cards < dom.index('<section id="temporal_breakdown">')
     assert "Rank 1 is slower than the others" in dom[findings:cards]
     from PIL import Image, ImageStat
 
-    shot = tmp_path / "first-screen.png"
-    _chromium(f"--screenshot={shot}", "--window-size=1400,900", report.index.as_uri())
-    image = Image.open(shot).convert("L")
-    assert ImageStat.Stat(image.crop((0, 100, 1400, 600))).stddev[0] > 20  # text, not blank
+    # the first screen of a 1400 × 900 window: text, not blank
+    image = Image.open(shot).convert("L").crop((0, 0, 1400, 900))
+    assert ImageStat.Stat(image.crop((0, 100, 1400, 600))).stddev[0] > 20
