@@ -1,6 +1,8 @@
 # One-command set-up: every target creates .venv and installs what it needs (Python packages, torch's
 # CPU wheel for the capture tests, Chromium for SVG export) on a fresh Debian machine.
 PYTHON ?= python3
+# pytest-xdist workers for `make test` (auto: one per core)
+TEST_WORKERS ?= auto
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -30,7 +32,7 @@ demo: $(STAMP) browser
 # PYTHONDONTWRITEBYTECODE emptied: with it set, every worker and every CLI subprocess would compile
 # the package and rewrite the tests' asserts again (~3 s of collection per worker).
 test: $(STAMP) browser
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto --dist loadscope --no-loadscope-reorder
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(BIN)/ruff check analysis tests benchmarks
