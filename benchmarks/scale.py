@@ -2,13 +2,16 @@
 
 Usage (from the repository root)::
 
-    .venv/bin/python benchmarks/scale.py DATA_DIR [DATA_DIR ...] [--json OUT.json]
+    .venv/bin/python benchmarks/scale.py DATA [DATA ...] [--json OUT.json]
+
+DATA: a directory of traces, or the name of a dataset of ``datasets.py`` (built first if it is
+not complete), e.g. issue 31's case ``synth-r64of512-e250k synth-r512-e250k``.
 
 For each directory, three whole processes, in order, each measured like ``run.py``'s workers
 (wall time from start to exit, peak *sum of RSS* and of PSS over the process and all its
 descendants, sampled every 50 ms): ``summary`` with an empty cache directory (a first open: parse
 and write the cache), ``report -f html`` (reading that cache) and ``summary`` again (cached).
-Every command must exit 0. The 512-rank dataset of RESULTS.md: see its notes (how it was built).
+Every command must exit 0. The 512-rank datasets: ``datasets.py``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 sys.path[:0] = [str(REPO), str(BENCH_DIR)]
 
+import datasets  # noqa: E402
 import environment  # noqa: E402
 import run as run_py  # noqa: E402
 from run import TreeMemory  # noqa: E402
@@ -84,7 +88,7 @@ def run(data: Path, log, max_rss: float | None = None, steps=STEPS) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("data", nargs="+", type=Path)
+    p.add_argument("data", nargs="+", help="a directory of traces or a dataset's name")
     p.add_argument("--json", type=Path, help="append the records to this JSON file")
     p.add_argument("--max-rss-gib", type=float, default=None,
                    help="kill a command whose process tree's summed RSS goes above this")
@@ -99,8 +103,12 @@ def main(argv: list[str] | None = None) -> None:
     max_rss = None if args.max_rss_gib is None else args.max_rss_gib * 2**30
     records = []
     with open(BENCH_DIR / ".scale.log", "ab") as log:
-        for data in args.data:
+        for name in args.data:
+            data = Path(name)
+            if not data.is_dir() and name in datasets.BY_NAME:
+                data = datasets.ensure(datasets.BY_NAME[name], log=lambda m: print(m, file=sys.stderr))
             rec = run(data, log, max_rss, steps)
+            rec["dataset_name"] = name
             rec.update(machine=environment.machine_info(), time=time.time(),
                        load_avg=os.getloadavg()[0])
             records.append(rec)

@@ -533,15 +533,17 @@ def trace_path(out_dir: Path, rank: int, gzip: bool = True) -> Path:
     return Path(out_dir) / f"rank-{rank}.pt.trace.json{'.gz' if gzip else ''}"
 
 
-def write_traces(config: SynthConfig, out_dir, gzip: bool = True) -> list[Path]:
+def write_traces(config: SynthConfig, out_dir, gzip: bool = True, ranks=None) -> list[Path]:
     """Write one trace per rank (``rank-N.pt.trace.json[.gz]``), step by step; returns the paths.
 
-    Byte-identical for the same config: the gzip header carries no time stamp or file name."""
+    ``ranks``: only these ranks of the job (default all ``config.ranks``); each file is the same as
+    in a whole-job write. Byte-identical for the same config: the gzip header carries no time
+    stamp or file name."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     encoder = msgspec.json.Encoder(decimal_format="number")
     paths = []
-    for rank in range(config.ranks):
+    for rank in range(config.ranks) if ranks is None else ranks:
         sim = _RankSim(config, rank)
         before, after = _header(config, rank)
         path = trace_path(out_dir, rank, gzip)

@@ -62,6 +62,15 @@ def test_same_seed_same_bytes_and_other_seed_differs(tmp_path, small_dir):
     assert other[0].read_bytes() != (small_dir / other[0].name).read_bytes()
 
 
+def test_some_ranks_written_as_in_the_whole_job(tmp_path, small_dir):
+    """``ranks=``: only those files, each byte-identical to the whole job's (the 512-rank benchmark
+    dataset writes some ranks of a 512-rank job and copies them)."""
+    some = write_traces(SMALL, tmp_path, ranks=[1])
+    assert [p.name for p in some] == ["rank-1.pt.trace.json.gz"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank-1.pt.trace.json.gz"]
+    assert some[0].read_bytes() == (small_dir / "rank-1.pt.trace.json.gz").read_bytes()
+
+
 def test_written_file_equals_in_memory_document(small_dir, small_job):
     for rank in (0, 1):
         assert json.loads(_load(small_dir / f"rank-{rank}.pt.trace.json.gz")) == small_job.traces[rank]
