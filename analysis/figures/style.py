@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 # Above this many ranks, one bar (or pie) per rank stops being readable: figures switch to
 # distributions (box + points, hover names the rank) or heatmaps.
@@ -73,7 +74,25 @@ LOG_RANGE = 50
 # More categories than this on an x axis, and their labels collide: bars turn horizontal.
 MAX_VERTICAL_CATEGORIES = 12
 
-TEMPLATE = "plotly_white"
+# plotly_white, cut to what these figures can use so that it looks the same: its whole layout and
+# the per-trace defaults of the trace types drawn here (a template's defaults for other types never
+# apply). Plotly copies and validates the template each time a figure gets it: the whole
+# plotly_white (defaults for 24 trace types) took about 10 ms per figure, a quarter of a small
+# report's time; this one about 4 ms. Registered once in plotly.io.templates under TEMPLATE.
+TEMPLATE = "trace_analysis"
+BASE_TEMPLATE = "plotly_white"
+TRACE_TYPES: tuple[str, ...] = ("bar", "box", "heatmap", "icicle", "pie", "scatter", "table", "waterfall")
+
+
+def _register_template() -> None:
+    if TEMPLATE in pio.templates:
+        return
+    base = pio.templates[BASE_TEMPLATE]
+    data = {t: base.data[t] for t in TRACE_TYPES if base.data[t]}
+    pio.templates[TEMPLATE] = go.layout.Template(layout=base.layout, data=data)
+
+
+_register_template()
 
 
 def category_label(*parts: object) -> str:

@@ -22,6 +22,7 @@ import inspect
 import json
 import warnings
 
+import plotly.io as pio
 import pytest
 from catalogue_checks import assert_same, every_analysis
 from figure_checks import figure_problems
@@ -30,6 +31,7 @@ from roofline_traces import trace_events
 
 from analysis import analyses as catalogue
 from analysis.api import TraceAnalysis
+from analysis.figures import style
 from analysis.testing import tensorboard_traces
 from analysis.testing.graph_traces import serving_events
 
@@ -130,6 +132,10 @@ def test_figures_have_titles_and_units(name, local_results):
     assert figures, f"{name} declares figures but drew none on the contract's traces"
     for label, stem, fig in figures:
         assert figure_problems(fig) == [], f"{name}: {stem} on {label}"
+        # the package's template keeps plotly_white's defaults for the trace types it draws only
+        untemplated = {t.type for t in fig.data} - set(style.TRACE_TYPES)
+        assert not [t for t in untemplated if pio.templates[style.BASE_TEMPLATE].data[t]], (
+            f"{name}: {stem} draws {sorted(untemplated)}: add them to style.TRACE_TYPES")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,11 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 import pytest
 from figure_checks import figure_problems
 
 from analysis import analyses as catalogue
 from analysis import figures
+from analysis.figures import style
 from analysis.figures.export import export_figures
 from analysis.figures.kernel_launch_stats import MAX_POINTS
 from analysis.figures.style import COLORS, MANY_RANKS, truncate
@@ -173,6 +175,18 @@ def axis_titles(fig: go.Figure) -> list[str]:
 
 
 # --- structure ------------------------------------------------------------------------------------
+
+
+def test_the_template_is_plotly_white_for_the_trace_types_drawn():
+    """The lean template looks like plotly_white: the same layout, and the same defaults for every
+    trace type the figures draw (the contract test checks each figure draws only those)."""
+    ours, white = pio.templates[style.TEMPLATE], pio.templates["plotly_white"]
+    assert ours.layout.to_plotly_json() == white.layout.to_plotly_json()
+    for kind in style.TRACE_TYPES:
+        assert [t.to_plotly_json() for t in ours.data[kind]] == [t.to_plotly_json() for t in white.data[kind]]
+    assert set(ours.to_plotly_json()["data"]) < set(white.to_plotly_json()["data"])
+    fig = style.apply_layout(go.Figure(go.Bar(x=[1], y=[2])), "t")
+    assert fig.layout.template.layout.to_plotly_json() == white.layout.to_plotly_json()
 
 
 @pytest.mark.parametrize("label", RANK_SETS)
