@@ -189,6 +189,24 @@ def test_the_template_is_plotly_white_for_the_trace_types_drawn():
     assert fig.layout.template.layout.to_plotly_json() == white.layout.to_plotly_json()
 
 
+def test_set_template_gives_the_same_figure_as_validating_it():
+    """``set_template`` skips plotly's second validation of the registered template: the figure's
+    JSON equals ``update_layout(template=...)``'s, and editing one figure's template leaves the
+    registered one and other figures alone."""
+    def drawn():
+        return go.Figure([go.Bar(x=[1, 2], y=[3, 4]), go.Scatter(x=[1], y=[2]), go.Heatmap(z=[[1]])])
+
+    validated = drawn().update_layout(template=style.TEMPLATE)
+    fig = style.set_template(drawn())
+    assert fig.to_plotly_json() == validated.to_plotly_json()
+    fig.update_layout(title_text="t", template_layout_font_size=99)
+    assert fig.layout.template.layout.font.size == 99
+    assert pio.templates[style.TEMPLATE].layout.font.size is None
+    assert style.set_template(drawn()).layout.template.layout.font.size is None
+    with pytest.raises(ValueError):  # the figure validates again after it
+        fig.update_layout(no_such_property=1)
+
+
 @pytest.mark.parametrize("label", RANK_SETS)
 def test_every_figure_builds_with_title_and_units(label):
     ranks = RANK_SETS[label]
