@@ -2,7 +2,8 @@
 # CPU wheel for the capture tests, Chromium for SVG export) on a fresh Debian machine.
 PYTHON ?= python3
 # pytest-xdist workers for `make test`: one more than the cores, as tests that wait (servers,
-# browsers, timeouts) leave a core idle (2 cores: 2 workers 5:43, 3 workers 4:30 for make test)
+# browsers, timeouts) leave a core idle (2 cores: 2 workers 5:43, 3 workers 4:30 for make test;
+# on a slower machine 3 workers 5:41, 4 workers 6:17)
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 VENV := .venv
 BIN := $(VENV)/bin
