@@ -187,8 +187,13 @@ def pytest_runtest_teardown(item, nextitem):
         return
     if nextitem is not None and xdist_unit(nextitem.nodeid.split("::")[0]) == "dask":
         return
-    for fixturedef in item.session._fixturemanager.getfixturedefs("dask_client", item) or ():
-        fixturedef.finish(item._request)
+    try:  # pytest's fixture machinery (8 and 9); if it changes, the cluster closes at the end
+        fixturedefs = item.session._fixturemanager.getfixturedefs("dask_client", item) or ()
+        request = item._request
+    except AttributeError:
+        return
+    for fixturedef in fixturedefs:
+        fixturedef.finish(request)
 
 
 @pytest.fixture(scope="session")
