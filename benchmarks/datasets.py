@@ -47,8 +47,7 @@ class Dataset:
     ranks: int
     events_per_rank: int | None  # None: the real trace
     full_only: bool = False
-    job_ranks: int | None = None  # world size of the job its ranks come from (default: ranks)
-    prefix_of: str | None = None  # its files are this dataset's first ones (linked when built)
+    prefix_of: str | None = None  # its files are this dataset's first ones (the same job)
 
     @property
     def path(self) -> Path:
@@ -67,7 +66,7 @@ SYNTHETIC = [
 SCALE = [
     Dataset("synth-r512-e250k", "synthetic, 512 ranks × 0.25 M events", 512, 250_000),
     Dataset("synth-r64of512-e250k", "synthetic, ranks 0..63 of synth-r512-e250k", 64, 250_000,
-            job_ranks=512, prefix_of="synth-r512-e250k"),
+            prefix_of="synth-r512-e250k"),
 ]
 ALL = [REAL, *SYNTHETIC]
 BY_NAME = {d.name: d for d in [*ALL, *SCALE]}
@@ -103,12 +102,12 @@ def _build_real(ds: Dataset, tmp: Path) -> None:
 def _build_synthetic(ds: Dataset, tmp: Path) -> None:
     from analysis.testing.synthetic import SynthConfig, trace_path, write_traces
 
-    whole = BY_NAME[ds.prefix_of].path if ds.prefix_of else None
-    if whole is not None and (whole / MARKER).exists():  # the same bytes: link, not regenerate
+    whole = BY_NAME[ds.prefix_of] if ds.prefix_of else ds  # the job its ranks come from
+    if whole is not ds and (whole.path / MARKER).exists():  # the same bytes: link, not regenerate
         for rank in range(ds.ranks):
-            os.link(trace_path(whole, rank), trace_path(tmp, rank))
+            os.link(trace_path(whole.path, rank), trace_path(tmp, rank))
         return
-    job_ranks = ds.job_ranks or ds.ranks
+    job_ranks = whole.ranks
     slow_rank = 1 if job_ranks > 1 else None  # the synthesiser's default, where there is a rank 1
     config = SynthConfig(ranks=job_ranks, events_per_rank=ds.events_per_rank, slow_rank=slow_rank)
     write_traces(config, tmp, ranks=range(ds.ranks))

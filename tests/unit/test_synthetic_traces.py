@@ -63,8 +63,8 @@ def test_same_seed_same_bytes_and_other_seed_differs(tmp_path, small_dir):
 
 
 def test_some_ranks_written_as_in_the_whole_job(tmp_path, small_dir):
-    """``ranks=``: only those files, each byte-identical to the whole job's (the 512-rank benchmark
-    dataset writes some ranks of a 512-rank job and copies them)."""
+    """``ranks=``: only those files, each byte-identical to the whole job's (the benchmark's
+    64-of-512-rank dataset writes the first 64 ranks of a 512-rank job)."""
     some = write_traces(SMALL, tmp_path, ranks=[1])
     assert [p.name for p in some] == ["rank-1.pt.trace.json.gz"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rank-1.pt.trace.json.gz"]
