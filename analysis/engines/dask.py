@@ -22,7 +22,9 @@ Failures: a file that fails to load raises (``on_error="raise"``) or is skipped 
 (``KilledWorker``: a crash, or the OOM killer) fails that file only: files that died with it are
 retried one at a time, so an innocent file is never blamed; the error names the file and, where
 known, its rank. A worker death while running an analysis names the rank and its file, and with
-``on_error="skip"`` drops that rank from the result with a warning.
+``on_error="skip"`` drops that rank from the result with a warning; the ranks that died with it
+are run again one at a time, and a rank whose tables Dask gave up on (a worker died while
+recomputing them too) is first built again from its file, so an innocent rank is never blamed.
 """
 
 from __future__ import annotations
@@ -194,6 +196,7 @@ class DaskEngine:
         self.on_error = self.options.on_error
         self.timeout = self.options.timeout
         self.window_stats: dict[int, Any] = {}
+        self._recipes: dict[int, _Recipe] = {}  # how each rank's tables were built (by load)
 
     # ------------------------------------------------------------------------------- loading
     @classmethod
@@ -219,6 +222,7 @@ class DaskEngine:
         """
         opts = LoadOptions.of(options, **load_options)
         on_error, progress, timeout = opts.on_error, opts.progress, opts.timeout
+        window_source = window
         source = os.fspath(trace_dir) if trace_dir is not None else "trace_files"
         files = find_trace_files(trace_dir, trace_files, opts.storage_options)
 
@@ -297,7 +301,7 @@ class DaskEngine:
             numbers |= steps
         window = {
             rank: client.submit(rank_window, fut, len(numbers), include_last_profiler_step,
-                                gpu_events, check_window(window),
+                                gpu_events, check_window(window_source),
                                 key=_task_key("rank_window", rank), pure=False)
             for rank, fut in full.items()
         }
@@ -309,6 +313,12 @@ class DaskEngine:
         loads.clear()  # the placed tables keep what they need; Dask frees the rest
         metas = {rank: rt.meta for rank, rt in by_rank.items()}
         engine = cls(client, full, window, metas, source=source, skipped=skipped, options=opts)
+        file_of = {f.url: f for f in files}
+        engine._recipes = {
+            rank: _Recipe(file_of[rt.meta.source], len(numbers), include_last_profiler_step,
+                          gpu_events, check_window(window_source))
+            for rank, rt in by_rank.items()
+        }
         what = f"{source}: preparing the ranks on the Dask cluster"
         _wait(list(window.values()) + list(stats.values()), timeout, what)
         engine.window_stats = {rank: _outcome(f, timeout, what) for rank, f in stats.items()}
@@ -365,6 +375,7 @@ class DaskEngine:
         # As when loading: a worker death fails every task it ran; rerun those ranks one at a
         # time, so only the rank that kills its worker is blamed.
         for r in [r for r in chosen if _killed(outcomes[r])]:
+            self._rebuild_lost(r)
             outcomes[r] = _outcome(submit(r, "-retry"), self.timeout, what)
         out: dict[int, Any] = {}
         for r in chosen:
@@ -380,6 +391,32 @@ class DaskEngine:
                 continue
             raise error from value.exc
         return out
+
+    def _rebuild_lost(self, rank: int) -> None:
+        """Submit again the tasks that build ``rank``'s tables if Dask gave them up.
+
+        Dask recomputes a held table lost with a dead worker from the tasks that made it; but
+        when a worker dies while running that recomputation too (with the scheduler's
+        ``allowed_failures`` spent), the table's future ends in error, and every later step on
+        that rank would fail with the death of a worker it never ran on. Such a rank is built
+        again here from its file (the whole trace) or from its whole trace (the window), with the
+        metadata and window the load gave it."""
+        recipe = self._recipes.get(rank)
+        full, window = self._full.get(rank), self._window.get(rank)
+        if recipe is None or full is None or window is None:
+            return
+        if full.status == "error":
+            loaded = self.client.submit(load_rank, recipe.file, self.options, pure=False,
+                                        key=_task_key("load_rank", f"again-{rank}"))
+            full = self.client.submit(place_rank, loaded, self.metas[rank], pure=False,
+                                      key=_task_key("place_rank", f"again-{rank}"))
+            self._full[rank] = full
+        elif window.status != "error":
+            return
+        self._window[rank] = self.client.submit(
+            rank_window, full, recipe.n_steps, recipe.include_last_profiler_step,
+            recipe.gpu_events, recipe.window, key=_task_key("rank_window", f"again-{rank}"),
+            pure=False)
 
     def _rank_error(self, rank: int, exc: BaseException, what: str) -> TraceAnalysisError:
         source = self.metas[rank].source
@@ -409,6 +446,18 @@ class DaskEngine:
 
     def __repr__(self) -> str:
         return f"DaskEngine(source={self.source!r}, ranks={self.ranks}, client={self.client!r})"
+
+
+@dataclass(frozen=True)
+class _Recipe:
+    """What :meth:`DaskEngine.load` built a rank's tables from: its file, the number of profiler
+    steps over all ranks and the window options (:func:`analysis.kineto.window.rank_window`)."""
+
+    file: TraceFile
+    n_steps: int
+    include_last_profiler_step: bool
+    gpu_events: str
+    window: str
 
 
 @dataclass

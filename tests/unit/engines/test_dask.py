@@ -12,6 +12,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import fsspec
 import pytest
@@ -73,6 +74,12 @@ def kill_worker_on_rank(rt, *, rank):
         distributed.get_worker()
         os._exit(1)
     return len(rt.events)
+
+
+def given_up_on():
+    """What the future of a table holds once Dask gave up recomputing it: a worker died while
+    recomputing it too, with the scheduler's ``allowed_failures`` spent."""
+    raise distributed.KilledWorker("rank_window-lost", SimpleNamespace(address="tcp://dead:1"), 0)
 
 
 def table_bytes(rt):
@@ -272,6 +279,32 @@ with distributed.Client(address, timeout=timeout) as client:
     print(json.dumps({"peak": peak, "result_bytes": result_bytes,
                       "ranks": table["rank"].tolist()}))
 """
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_a_rank_whose_tables_dask_gave_up_on_is_built_again(client, sample_traces_dir, cache_dir,
+                                                             on_error):
+    """A rank's tables whose futures ended in a worker death (a worker died while Dask recomputed
+    them) are built again before the rank is retried: the next analysis gives the same numbers,
+    and no rank is blamed for a death it had no part in (rank 0: its window alone was given up;
+    rank 1: its whole trace, so its window too)."""
+    files = [str(sample_traces_dir / f"rank-{r}.pt.trace.json.gz") for r in range(3)]
+    engine = load_engine(trace_files=files, client=client, cache_dir=cache_dir, on_error=on_error,
+                         timeout=TIMEOUT_S)
+    counts = {window: engine.map_ranks(kill_worker_on_rank, engine.ranks, window=window, rank=-1)
+              for window in ("steps", "full")}
+    assert counts["steps"][0] < counts["full"][0]  # the window is cut: a different table
+    lost = client.submit(given_up_on, pure=False)
+    assert isinstance(lost.exception(timeout=TIMEOUT_S), distributed.KilledWorker)
+    engine._window[0] = lost
+    engine._full[1] = engine._window[1] = lost
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no rank left out
+        for window in ("steps", "full"):
+            assert engine.map_ranks(kill_worker_on_rank, engine.ranks, window=window,
+                                    rank=-1) == counts[window]
+    assert {engine._full[1].status, engine._window[0].status, engine._window[1].status} == {
+        "finished"}
 
 
 def test_caller_memory_bounded_by_results(client, sample_traces_dir, tmp_path):
