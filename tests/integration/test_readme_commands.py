@@ -73,13 +73,20 @@ def clone(tmp_path_factory):
     return root
 
 
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """One trace cache for all the commands, as a user's default cache is: the first command
+    parses sample_traces/, the next ones read it (and the answers it keeps)."""
+    return tmp_path_factory.mktemp("readme-cache")
+
+
 # the two report lines are the same command: run it once
 @pytest.mark.parametrize("command", [c for c in dict.fromkeys(COMMANDS) if c != "make demo"])
-def test_readme_command_runs_as_written(command, clone, tmp_path):
+def test_readme_command_runs_as_written(command, clone, cache):
     argv = as_argv(command, clone)
     if argv is None:
         pytest.skip(f"{command!r} is this test suite")
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TRACE_ANALYSIS_CACHE": str(tmp_path / "cache"),
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TRACE_ANALYSIS_CACHE": str(cache),
            "COLUMNS": "100"}
     proc = subprocess.run(argv, cwd=clone, capture_output=True, text=True, env=env, timeout=600,
                           stdin=subprocess.DEVNULL)
