@@ -130,10 +130,13 @@ class Analysis:
             (:mod:`analysis.kineto.extras`, e.g. ``"op_shapes"``): attached to each rank, read
             from the cache or the trace file once, before the rank step runs; or a function of
             the options giving them (kinds only some options read).
-        persist: the per-rank part is a function of the file alone (``window="full"``; a
+        persist: the per-rank part is a function of the rank's trace alone (its file, and for
+            ``window="steps"`` how the window was cut) and of the options and context (a
             DataFrame or a tuple of them): the local engine keeps it in the rank's trace cache
-            entry, so a later process reads it instead of computing it again (keyed by the options,
-            the rank and the source of the metric's family; :mod:`analysis.engines.local`).
+            entry, so a later process reads it instead of computing it again (keyed by the
+            options, the rank, its file, the window's options and the package's source;
+            :mod:`analysis.engines.local`). Worth it where the rank step costs more than reading
+            a few small Arrow files back (about 1 ms).
         returns: the facade method's return annotation as written in source (``"pd.DataFrame"``,
             ``"dict[int, pd.DataFrame]"``, ``"RooflineResult"``; names from
             :data:`ANNOTATION_NAMES`).

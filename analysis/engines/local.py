@@ -17,11 +17,13 @@ parsed traces). The engine then keeps per-rank *results*, not per-rank traces:
 - the parts of a ``run_on_rank`` step (:func:`analysis.registry.run_on_rank`) are memoised per (analysis, options, context,
   window, rank): asking the same question again runs nothing, and a batch runs only the analyses
   a rank has not answered yet;
-- the parts of analyses declared ``persist`` (a function of the file alone) are also kept in the
-  rank's trace cache entry (:func:`analysis.kineto.cache.put_result`), keyed by the analysis, its
-  options and context, the rank and a hash of the metric family's source (:func:`_source_hash`:
-  editing the family's code is enough to compute them again): a later process that asks again
-  reads them, without reading the rank's tables.
+- the parts of analyses declared ``persist`` (a function of the rank's trace alone) are also kept
+  in the rank's trace cache entry (:func:`analysis.kineto.cache.put_result`), keyed by the
+  analysis, its options and context, the rank and its file, what cuts the analysed window (the
+  number of profiler steps over all ranks, ``include_last_profiler_step``, ``gpu_events``,
+  ``window``; for a ``"steps"`` part) and a hash of the package's source (:func:`_source_hash`:
+  any change to the code computes them again): a later process that asks again reads them,
+  without reading the rank's tables.
 
 ``max_memory`` defaults to :func:`default_max_memory` (an eighth of the memory available when the
 engine starts, at most 512 MiB, at least 128 MiB). The sizes counted are the tables' bytes (the
@@ -34,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 import gc
 import hashlib
-import importlib.util
 import os
 import pickle
 from collections import OrderedDict
@@ -188,31 +189,26 @@ class _Intake:
         return stand_in
 
 
-def _source_hash(module: str) -> str:
-    """A hash of the source files a persisted part depends on: the metric's family package (all
-    its modules), the shared metric modules and the extras' builders."""
-    return _package_hash(module.rsplit(".", 1)[0])
-
-
-_HASHES: dict[str, str] = {}
-
-
-def _package_hash(package: str) -> str:
-    if package not in _HASHES:
+def _source_hash() -> str:
+    """A hash of the package's Python source (every module under ``analysis/``), read once per
+    process: a persisted part depends on its metric, on the modules it reads (other families, the
+    shared metric modules, the extras' builders) and on how the rank's window was cut
+    (:mod:`analysis.kineto.window`), so any change to the code keys the parts anew."""
+    global _HASH
+    if _HASH is None:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # analysis/
         digest = hashlib.sha256()
-        for name in (package, "analysis.metrics", "analysis.kineto.extras"):
-            spec = importlib.util.find_spec(name)
-            origin = spec.origin if spec is not None else None
-            if origin is None:
-                continue
-            files = (sorted(os.path.join(os.path.dirname(origin), f)
-                            for f in os.listdir(os.path.dirname(origin)) if f.endswith(".py"))
-                     if origin.endswith("__init__.py") else [origin])
-            for path in files:
+        for folder, dirs, names in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__pycache__")))
+            for name in sorted(n for n in names if n.endswith(".py")):
+                path = os.path.join(folder, name)
                 with open(path, "rb") as f:
-                    digest.update(path.encode() + b"\0" + f.read())
-        _HASHES[package] = digest.hexdigest()
-    return _HASHES[package]
+                    digest.update(os.path.relpath(path, root).encode() + b"\0" + f.read())
+        _HASH = digest.hexdigest()
+    return _HASH
+
+
+_HASH: str | None = None
 
 
 class LocalEngine:
@@ -489,11 +485,14 @@ class LocalEngine:
 
     def _stored_key(self, module: str | None, memo_key, rank: int, window: Window) -> str | None:
         """Where the part of ``rank`` of an analysis whose metric ``module`` is kept in its cache
-        entry (None: not kept: not a ``persist`` analysis, another window, no entry, or options
-        that cannot be keyed)."""
-        if module is None or window != "full" or memo_key is None or rank not in self._entries:
+        entry (None: not kept: not a ``persist`` analysis, no entry, or options that cannot be
+        keyed)."""
+        if module is None or memo_key is None or rank not in self._entries:
             return None
-        text = pickle.dumps((memo_key[1:4], self.metas[rank].rank, _source_hash(module)),
+        cut = None if window == "full" else (
+            self._n_steps, self.include_last_profiler_step, self.gpu_events, self.window)
+        meta = self.metas[rank]
+        text = pickle.dumps((memo_key[1:4], meta.rank, meta.source, window, cut, _source_hash()),
                             protocol=pickle.HIGHEST_PROTOCOL)
         return hashlib.sha256(text).hexdigest()[:32]
 

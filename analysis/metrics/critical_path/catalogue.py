@@ -20,6 +20,7 @@ ENTRIES = (
             "gpu_compute_bound, gpu_communication_bound, gpu_kernel_kernel_overhead, "
             "gpu_kernel_launch_overhead). ``annotation`` names the windows (every instance).",
         rank_step=critical_path.critical_path_summary_rank,
+        persist=True,
         needs=("launches",),
         combine=critical_path.combine_summaries,
         params=(

@@ -15,6 +15,7 @@ ENTRIES = (
         doc="One row per (collective instance, rank): type, process group, bytes, start/end (µs), "
             "skew, wait, transfer and exposed time (µs), algorithm and bus bandwidth (GB/s).",
         rank_step=collectives.collectives_rank,
+        persist=True,
         combine=collectives.combine,
         params=(VISUALIZE, RANKS_ALL),
         figures="analysis.figures.collectives",
@@ -41,6 +42,7 @@ ENTRIES = (
         doc="Per (collective type, message-size bucket, process group): instances, ranks, total "
             "and exposed time (µs), median bus bandwidth (GB/s) and 95th-percentile skew (µs).",
         rank_step=collectives.collectives_rank,
+        persist=True,
         combine=collectives.combine_summary,
         params=(RANKS_ALL,),
         placement="none",
@@ -53,6 +55,7 @@ ENTRIES = (
         doc="One row per rank, costliest first: times it arrived last at a collective, the wait it "
             "caused the others (µs), its mean lateness (µs) and why it was late.",
         rank_step=collectives.collectives_rank,
+        persist=True,
         combine=stragglers.combine,
         params=(VISUALIZE, RANKS_ALL),
         figures="analysis.figures.stragglers",

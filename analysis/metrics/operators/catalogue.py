@@ -22,6 +22,7 @@ ENTRIES = (
             "their times, the ``kernels`` they launched, and a row per launch call and kernel "
             "for GPU work outside every operator (rows sum to the rank's GPU time).",
         rank_step=operator_summary.operator_summary_rank,
+        persist=True,
         combine=operator_summary.combine,
         params=(
             ranks_param(None),
