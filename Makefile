@@ -19,8 +19,11 @@ $(STAMP): pyproject.toml
 	( $(BIN)/pip install -q uv && $(BIN)/uv pip install -q --python $(BIN)/python -e '.[dev]' ) \
 		|| $(BIN)/pip install -q -e '.[dev]'
 	$(BIN)/python -m ipykernel install --sys-prefix >/dev/null
-	# torch pinned to 2.13.0, the CPU wheel the capture tests use (other specs pull GBs of CUDA wheels)
-	$(BIN)/pip install -q torch==2.13.0 || echo "torch==2.13.0 not installable: capture tests will skip"
+	# torch pinned to 2.13.0, the CPU wheel the capture tests use (other specs pull GBs of CUDA wheels);
+	# --no-compile: pip would compile all of torch's modules (about 11 of its 16 s here), of which
+	# the capture tests import a few hundred, compiled on their first import (about 1.4 s, once)
+	$(BIN)/pip install -q --no-compile torch==2.13.0 \
+		|| echo "torch==2.13.0 not installable: capture tests will skip"
 	touch $(STAMP)
 
 browser:
