@@ -88,14 +88,23 @@ def _run_all(path, label: str, **options) -> dict:
 
 
 @pytest.fixture(scope="module")
-def local_results(inputs, tmp_path_factory) -> dict:
-    cache = tmp_path_factory.mktemp("contract-cache")
-    return {label: _run_all(path, label, cache_dir=cache) for label, path in inputs.items()}
+def contract_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("contract-cache")
 
 
 @pytest.fixture(scope="module")
-def dask_results(inputs, dask_client) -> dict:
-    return {label: _run_all(path, label, client=dask_client, use_cache=False, timeout=TIMEOUT_S)
+def local_results(inputs, contract_cache) -> dict:
+    return {label: _run_all(path, label, cache_dir=contract_cache)
+            for label, path in inputs.items()}
+
+
+@pytest.fixture(scope="module")
+def dask_results(inputs, dask_client, contract_cache, local_results) -> dict:
+    """The workers read the traces the local run parsed into the cache (parsing on the workers is
+    tests/unit/engines/test_dask.py's), and compute every analysis themselves: the Dask engine
+    keeps no per-rank parts in the cache."""
+    return {label: _run_all(path, label, client=dask_client, cache_dir=contract_cache,
+                            timeout=TIMEOUT_S)
             for label, path in inputs.items()}
 
 
