@@ -8,6 +8,7 @@ session) without stopping it.
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
@@ -64,12 +65,30 @@ def find_browser() -> str:
     return str(found)
 
 
+# The loggers of kaleido and of choreographer (its browser driver). They log with no handler of
+# their own, so where the program configured no logging, Python's last-resort handler prints their
+# records on stderr: choreographer logs a whole traceback when the browser's last message arrives
+# cut ("JSONError decoding message. Ignoring", seen at a browser's shutdown), although the export
+# went through. A NullHandler keeps them off a bare stderr; a program that configured logging
+# still gets them through its own handlers.
+BROWSER_LOGGERS = ("choreographer", "kaleido")
+
+
+def quiet_browser_logs() -> None:
+    """Give :data:`BROWSER_LOGGERS` a NullHandler (once)."""
+    for name in BROWSER_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(h, logging.NullHandler) for h in logger.handlers):
+            logger.addHandler(logging.NullHandler())
+
+
 @contextmanager
 def kaleido_server() -> Iterator[None]:
     """Run the body with kaleido's sync server up: start it if needed, stop only what we started."""
     import kaleido
 
     find_browser()
+    quiet_browser_logs()
     running = getattr(kaleido, "_global_server", None)
     if running is not None and running.is_running():
         yield

@@ -94,3 +94,34 @@ def test_show_without_browser_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "nothing"))
     with pytest.raises(BrowserNotFoundError):
         show(small_figure(), renderer="png")
+
+
+def test_the_browser_driver_prints_nothing_on_a_bare_stderr(kaleido_session):
+    """choreographer (kaleido's browser driver) logs a whole traceback when Chromium's last
+    message arrives cut, the export having gone through (seen once, under a `trace-analysis
+    memory` command's one-line messages). With no logging configured Python's last-resort handler
+    printed it; kaleido_server gives kaleido's and choreographer's loggers a NullHandler."""
+    import logging
+    import subprocess
+    import sys
+
+    from analysis.figures.export import BROWSER_LOGGERS, kaleido_server
+
+    code = "\n".join([
+        "import logging",
+        "from analysis.figures import export",
+        "pipe = logging.getLogger('choreographer.channels.pipe')",
+        "pipe.error('before')",
+        "export.quiet_browser_logs()",
+        "try:",
+        "    raise ValueError('cut message')",
+        "except ValueError:",
+        "    pipe.exception('JSONError decoding message. Ignoring')",
+        "logging.getLogger('kaleido').error('after')",
+    ])
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert proc.stderr == "before\n"
+    with kaleido_server():  # a running server (the session's): its loggers are quiet too
+        for name in BROWSER_LOGGERS:
+            assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger(name).handlers)
