@@ -253,10 +253,11 @@ from analysis.metrics.gpu_time import kernel_breakdown as kernels
 from analysis.metrics.gpu_time import temporal_breakdown as temporal
 
 address, warm, traces, timeout = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+cache = sys.argv[5]
 
 
 def run(path):
-    engine = load_engine(path, client=client, use_cache=False, progress=False, timeout=timeout)
+    engine = load_engine(path, client=client, cache_dir=cache, progress=False, timeout=timeout)
     per_rank = engine.map_ranks(temporal.temporal_breakdown_rank, engine.ranks)
     table = temporal.combine(per_rank)
     breakdown = engine.map_ranks(kernels.kernel_breakdown_rank, engine.ranks)
@@ -319,16 +320,17 @@ def test_caller_memory_bounded_by_results(client, sample_traces_dir, tmp_path):
     write_ranks(sample_traces_dir, warm, 2)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).resolve().parents[3]), os.environ.get("PYTHONPATH", "")])}
+    cache = tmp_path / "cache"  # the workers parse each file once, into it
     done = subprocess.run(
         [sys.executable, "-c", CALLER, client.scheduler.address, str(warm), str(traces),
-         str(TIMEOUT_S)],
+         str(TIMEOUT_S), str(cache)],
         capture_output=True, text=True, env=env, timeout=4 * TIMEOUT_S,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["ranks"] == list(range(n))
     bound = CALLER_OVERHEAD_BYTES + 4 * out["result_bytes"]
-    engine = load_engine(traces, client=client, use_cache=False, progress=False, timeout=TIMEOUT_S)
+    engine = load_engine(traces, client=client, cache_dir=cache, progress=False, timeout=TIMEOUT_S)
     trace_bytes = sum(engine.map_ranks(table_bytes, engine.ranks, window="full").values())
     engine.close()
     # The bound must be meaningful: holding the traces there would exceed it several times over.
