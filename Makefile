@@ -13,7 +13,6 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
 	# uv resolves and installs the same versions as pip in a few seconds (pip: about 30 s); pip
 	# installs them when uv cannot be had or cannot reach the index
 	( $(BIN)/pip install -q uv && $(BIN)/uv pip install -q --python $(BIN)/python -e '.[dev]' ) \
