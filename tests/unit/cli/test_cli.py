@@ -197,7 +197,8 @@ def test_summary_missing_directory(tmp_path):
 
 def test_cache_info_and_clear(sample_traces_dir, tmp_path):
     cache = tmp_path / "cache"
-    assert run("summary", str(sample_traces_dir), "--cache-dir", str(cache), "-q").exit_code == 0
+    one_rank = sample_traces_dir / "rank-0.pt.trace.json.gz"  # something to cache, quickly
+    assert run("summary", str(one_rank), "--cache-dir", str(cache), "-q").exit_code == 0
     info = run("cache", "--cache-dir", str(cache), "info")
     assert info.exit_code == 0 and str(cache) in info.stdout
     cleared = run("cache", "--cache-dir", str(cache), "clear")
