@@ -80,14 +80,14 @@ def run_on_rank(rt, requests: list[tuple[str, dict[str, Any]]], context: dict[st
     return CATALOGUE.run_on_rank(rt, requests, context, read_extras or _read_extras)
 
 
-def _persisted_module(name: str) -> str | None:
-    """The metric module of ``name`` when its per-rank part may be kept in the trace cache
-    (``Analysis.persist``), else None: read by the local engine (``run_on_rank.persisted_module``)."""
+def _persisted(name: str) -> bool:
+    """Whether the per-rank part of ``name`` may be kept in the trace cache
+    (``Analysis.persist``): read by the local engine (``run_on_rank.persisted``)."""
     spec = CATALOGUE.get(name)
-    return spec.rank_step.__module__ if spec.persist and spec.rank_step is not None else None
+    return spec.persist and spec.rank_step is not None
 
 
-run_on_rank.persisted_module = _persisted_module
+run_on_rank.persisted = _persisted
 
 
 def _read_extras(rt, kinds) -> None:

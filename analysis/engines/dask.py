@@ -222,7 +222,7 @@ class DaskEngine:
         """
         opts = LoadOptions.of(options, **load_options)
         on_error, progress, timeout = opts.on_error, opts.progress, opts.timeout
-        window_source = window
+        window_source = check_window(window)
         source = os.fspath(trace_dir) if trace_dir is not None else "trace_files"
         files = find_trace_files(trace_dir, trace_files, opts.storage_options)
 
@@ -299,12 +299,13 @@ class DaskEngine:
         numbers: set[int] = set()
         for _, steps, _ in infos.values():
             numbers |= steps
-        window = {
-            rank: client.submit(rank_window, fut, len(numbers), include_last_profiler_step,
-                                gpu_events, check_window(window_source),
-                                key=_task_key("rank_window", rank), pure=False)
-            for rank, fut in full.items()
+        file_of = {f.url: f for f in files}
+        recipes = {
+            rank: _Recipe(file_of[rt.meta.source], len(numbers), include_last_profiler_step,
+                          gpu_events, window_source)
+            for rank, rt in by_rank.items()
         }
+        window = {rank: recipes[rank].cut(client, fut, rank) for rank, fut in full.items()}
         stats = {
             rank: client.submit(window_stats, full[rank], fut,
                                 key=_task_key("window_stats", rank), pure=False)
@@ -313,12 +314,7 @@ class DaskEngine:
         loads.clear()  # the placed tables keep what they need; Dask frees the rest
         metas = {rank: rt.meta for rank, rt in by_rank.items()}
         engine = cls(client, full, window, metas, source=source, skipped=skipped, options=opts)
-        file_of = {f.url: f for f in files}
-        engine._recipes = {
-            rank: _Recipe(file_of[rt.meta.source], len(numbers), include_last_profiler_step,
-                          gpu_events, check_window(window_source))
-            for rank, rt in by_rank.items()
-        }
+        engine._recipes = recipes
         what = f"{source}: preparing the ranks on the Dask cluster"
         _wait(list(window.values()) + list(stats.values()), timeout, what)
         engine.window_stats = {rank: _outcome(f, timeout, what) for rank, f in stats.items()}
@@ -413,10 +409,7 @@ class DaskEngine:
             self._full[rank] = full
         elif window.status != "error":
             return
-        self._window[rank] = self.client.submit(
-            rank_window, full, recipe.n_steps, recipe.include_last_profiler_step,
-            recipe.gpu_events, recipe.window, key=_task_key("rank_window", f"again-{rank}"),
-            pure=False)
+        self._window[rank] = recipe.cut(self.client, full, f"again-{rank}")
 
     def _rank_error(self, rank: int, exc: BaseException, what: str) -> TraceAnalysisError:
         source = self.metas[rank].source
@@ -458,6 +451,12 @@ class _Recipe:
     include_last_profiler_step: bool
     gpu_events: str
     window: str
+
+    def cut(self, client, full, label: Any):
+        """The future of the analysed window cut from the future ``full`` (the whole rank)."""
+        return client.submit(rank_window, full, self.n_steps, self.include_last_profiler_step,
+                             self.gpu_events, self.window, key=_task_key("rank_window", label),
+                             pure=False)
 
 
 @dataclass

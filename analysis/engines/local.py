@@ -458,11 +458,11 @@ class LocalEngine:
             if (k := keys[spec if isinstance(spec, str) else spec.name]) is None
             or k not in self._results
         ]
-        module_of = getattr(func, "persisted_module", None)
+        persisted = getattr(func, "persisted", None)
         stored = {}
-        for spec, _ in missing if module_of is not None else ():
+        for spec, _ in missing if persisted is not None else ():
             name = spec if isinstance(spec, str) else spec.name
-            key = self._stored_key(module_of(name), keys[name], rank, window)
+            key = self._stored_key(keys[name], rank, window) if persisted(name) else None
             if key is not None:
                 stored[name] = key
         for name, key in stored.items():
@@ -483,11 +483,10 @@ class LocalEngine:
                     pass
         return {name: fresh[name] if name in fresh else self._results[keys[name]] for name in keys}
 
-    def _stored_key(self, module: str | None, memo_key, rank: int, window: Window) -> str | None:
-        """Where the part of ``rank`` of an analysis whose metric ``module`` is kept in its cache
-        entry (None: not kept: not a ``persist`` analysis, no entry, or options that cannot be
-        keyed)."""
-        if module is None or memo_key is None or rank not in self._entries:
+    def _stored_key(self, memo_key, rank: int, window: Window) -> str | None:
+        """Where the part of ``rank`` of a ``persist`` analysis is kept in its cache entry (None:
+        not kept: no entry, or options that cannot be keyed)."""
+        if memo_key is None or rank not in self._entries:
             return None
         cut = None if window == "full" else (
             self._n_steps, self.include_last_profiler_step, self.gpu_events, self.window)
