@@ -7,8 +7,10 @@ import dataclasses
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from analysis import analyses as catalogue
+from analysis.errors import AnalysisFailedError, TraceAnalysisError
 
 # Besides the options the report runs each analysis with (``report_options``): every operator,
 # not the report's top 20.
@@ -19,6 +21,16 @@ def every_analysis() -> dict[str, dict]:
     """``{name: options}`` for every analysis of the catalogue (none left out by hand)."""
     return {name: {**spec.report_options, **OPTIONS.get(name, {})}
             for name, spec in catalogue.analyses().items()}
+
+
+def assert_no_bug(value, what: str) -> None:
+    """``value`` (a result, an error returned as a result, or None) is a result or the project's
+    own error, never a foreign exception nor an analysis that failed on a rank
+    (``AnalysisFailedError``, whose original traceback the failure shows)."""
+    if isinstance(value, AnalysisFailedError):
+        pytest.fail(f"{what}: {value}\n{value.traceback_text}")
+    assert value is None or not isinstance(value, Exception) or isinstance(
+        value, TraceAnalysisError), f"{what}: foreign {type(value).__name__}: {value}"
 
 
 def assert_same(a, b, where: str = "") -> None:

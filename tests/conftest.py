@@ -5,9 +5,11 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -73,6 +75,29 @@ def xdist_unit(module: str) -> str:
     if path.suffix == ".py" and "dask_client" in path.read_text(encoding="utf-8"):
         return "dask"
     return module
+
+
+# The parsed-trace cache that tests which check analyses (not parsing) load real traces through
+# (``trace_helpers.shared_cache``): one directory for the whole run, shared by the xdist workers,
+# so that each real trace file is parsed once per run, not once per test module, worker and set of
+# load options (the parity, consistency and findings tests parsed the same files about 150 times
+# over, 30 s of CPU). Writes are atomic (``analysis.kineto.cache``: an entry is renamed into
+# place, and a second writer of the same key keeps the first's). Made by the controlling process
+# before the workers start (they inherit its environment) and removed when the run ends.
+SHARED_CACHE_ENV = "ANALYSIS_TESTS_SHARED_CACHE"
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput") and SHARED_CACHE_ENV not in os.environ:
+        config._shared_cache = tempfile.mkdtemp(prefix="analysis-tests-cache-")
+        os.environ[SHARED_CACHE_ENV] = config._shared_cache
+
+
+def pytest_unconfigure(config):
+    made = getattr(config, "_shared_cache", None)
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
+        os.environ.pop(SHARED_CACHE_ENV, None)
 
 
 def pytest_collection_finish(session):
@@ -227,6 +252,29 @@ def dask_client():
     with distributed.Client(cluster) as client:
         yield client
     cluster.close()
+
+
+@pytest.fixture(scope="session")
+def sample_on_dask(dask_client, sample_traces_dir, tmp_path_factory):
+    """``(TraceAnalysis, results)``: the sample traces loaded on the session's cluster (its workers
+    parse them, into a cache of their own) and every analysis of the catalogue run there in one
+    batch (errors as results). tests/unit/engines/test_dask.py compares them with the local engine
+    one call at a time, tests/unit/test_contract.py with the local batch: one batch on the
+    cluster for both (about 6 s of the workers' CPU). Closed with the cluster."""
+    import warnings
+
+    from catalogue_checks import every_analysis
+
+    from analysis import TraceAnalysis
+
+    cache = tmp_path_factory.mktemp("sample-on-dask-cache")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ta = TraceAnalysis(sample_traces_dir, client=dask_client, cache_dir=str(cache),
+                           timeout=120, progress=False)
+        results = ta.run_many(every_analysis(), "all", errors="return")
+    yield ta, results
+    ta.engine.close()
 
 
 @pytest.fixture

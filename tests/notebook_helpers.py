@@ -48,7 +48,11 @@ def execute(path: Path, sample_traces_dir: Path, tmp_path_factory) -> tuple:
         beside = work.parent / "sample_traces"
         if not beside.exists():
             beside.symlink_to(sample_traces_dir, target_is_directory=True)
-        if not browser():
+        # The walkthrough's report as a page only: its SVG export (21 figures through kaleido,
+        # about 10 s of CPU) is the write_report that tests/unit/reports/test_report.py and the
+        # README's `report` command export in full; compare_runs exports its report's figures as
+        # SVG from inside its kernel (test_notebooks.py checks they are written).
+        if not browser() or path.stem == "walkthrough":
             set_parameters(nb, {"REPORT_FORMATS": ("html",)})
         # keep the parsed-trace cache of this run out of the user's home. The walkthrough starts
         # from an empty cache, which makes its first load slow enough (> 1 s) to show the

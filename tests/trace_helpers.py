@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -45,14 +47,32 @@ def parity_dirs() -> list:
     return [pytest.param(d, id=d) for d in HTA_GPU_TRACE_DIRS] + [pytest.param("sample", id="sample")]
 
 
+def shared_cache() -> str:
+    """The run's parsed-trace cache, shared by all test processes (tests/conftest.py: made by the
+    controlling process; a directory of this process's own when pytest did not make one)."""
+    from conftest import SHARED_CACHE_ENV
+
+    if SHARED_CACHE_ENV not in os.environ:
+        os.environ[SHARED_CACHE_ENV] = tempfile.mkdtemp(prefix="analysis-tests-cache-")
+    return os.environ[SHARED_CACHE_ENV]
+
+
+def load(path, **options) -> TraceAnalysis:
+    """``TraceAnalysis`` over ``path`` for a test of analyses: the real loader through the run's
+    shared cache (:func:`shared_cache`: each file parsed once per run, by whichever test loads it
+    first; a cached rank reads back equal to its parse, tests/unit/kineto/test_cache.py), no
+    progress bar. Tests of parsing and of the cache itself load with their own options."""
+    return TraceAnalysis(str(path), cache_dir=shared_cache(), progress=False, **options)
+
+
 @cache  # analyses never mutate the traces: one load per directory and options for the session
 def facade(path, patterns: str = "default", rounding: str | None = None,
            gpu_events: str | None = None, include_last: bool = False) -> TraceAnalysis:
-    """``TraceAnalysis`` over a directory through the real loader (no cache, no progress bar):
-    the path users take. ``patterns="hta"`` implies HTA's rounding and window, as for users."""
-    return TraceAnalysis(str(path), include_last_profiler_step=include_last,
-                         kernel_patterns=patterns, time_rounding=rounding, gpu_events=gpu_events,
-                         use_cache=False, progress=False)
+    """``TraceAnalysis`` over a directory through the real loader and the run's shared cache
+    (:func:`load`): the path users take. ``patterns="hta"`` implies HTA's rounding and window, as
+    for users."""
+    return load(path, include_last_profiler_step=include_last, kernel_patterns=patterns,
+                time_rounding=rounding, gpu_events=gpu_events)
 
 
 def analyse(trace, patterns: str = "default", rounding: str | None = None,

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from hta_oracle import hta_analysis
-from trace_helpers import load_dir, parity_dirs
+from trace_helpers import load, load_dir, parity_dirs
 
 from analysis.kineto.extras import extra_table
 from analysis.kineto.window import profiler_step_window
@@ -94,11 +94,10 @@ def test_negative_queue_length_values_check(hta_traces_dir, patterns):
 @pytest.mark.parametrize("method", ["get_queue_length_summary", "get_memory_bw_summary"])
 def test_facade_equals_hta(hta_traces_dir, method):
     """Through TraceAnalysis (registry, window, ranks) with the HTA preset: HTA's summary."""
-    from analysis.api import TraceAnalysis
 
     folder = hta_traces_dir / "trace_filter"
     hta = hta_analysis(str(folder))
-    ta = TraceAnalysis(folder, kernel_patterns="hta", use_cache=False, progress=False)
+    ta = load(folder, kernel_patterns="hta")
     theirs = _hta_or_skip(lambda: getattr(hta, method)([0, 1]))
     pd.testing.assert_frame_equal(getattr(ta, method)(ranks=[0, 1]), theirs, check_dtype=False,
                                   check_index_type=False)

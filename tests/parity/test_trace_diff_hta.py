@@ -13,8 +13,9 @@ import logging
 import pandas as pd
 import pytest
 from hta_oracle import hta_answer
+from trace_helpers import load
 
-from analysis import TraceAnalysis, compare
+from analysis import compare
 from analysis.metrics.compare.trace_diff_hta import shorten_name
 from analysis.testing.trace_pairs import changed_pair
 
@@ -39,10 +40,8 @@ def _hta(control_dir, test_dir, **kw):
 
 
 def _ours(control_dir, test_dir, patterns="default", **kw):
-    base = TraceAnalysis(control_dir, use_cache=False, progress=False, max_workers=1,
-                         kernel_patterns=patterns)
-    test = TraceAnalysis(test_dir, use_cache=False, progress=False, max_workers=1,
-                         kernel_patterns=patterns)
+    base = load(control_dir, max_workers=1, kernel_patterns=patterns)
+    test = load(test_dir, max_workers=1, kernel_patterns=patterns)
     comparison = compare(base, test)
     return comparison.compare_traces(**kw), comparison.ops_diff(
         **{k: v for k, v in kw.items() if k != "use_short_name"})
@@ -89,9 +88,7 @@ def test_compare_traces_equals_hta_on_a_changed_pair(tmp_path):
 
 def test_same_labels_are_renamed_as_hta_does(compare_dirs, tmp_path):
     ours, _ = _ours(*compare_dirs)
-    same = compare(TraceAnalysis(compare_dirs[0], use_cache=False, progress=False),
-                   TraceAnalysis(compare_dirs[1], use_cache=False, progress=False)
-                   ).compare_traces(labels=("run", "run"))
+    same = compare(load(compare_dirs[0]), load(compare_dirs[1])).compare_traces(labels=("run", "run"))
     assert list(same.columns[:4]) == ["run_counts", "run_total_duration",
                                       "run_control_test_counts", "run_control_test_total_duration"]
     assert (same.to_numpy()[:, 4:] == ours.to_numpy()[:, 4:]).all()

@@ -12,8 +12,9 @@ import warnings
 import pandas as pd
 import pytest
 from paths import REPO_ROOT
+from trace_helpers import load
 
-from analysis import TraceAnalysis, compare
+from analysis import compare
 from analysis.metrics.compare.trace_diff import NO_OPERATOR
 
 TRACELENS = REPO_ROOT.parent / "shared" / "traces" / "tracelens"
@@ -28,8 +29,8 @@ pytestmark = pytest.mark.skipif(not TRACELENS.is_dir(),
 def comparison():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        h100 = TraceAnalysis(TRACELENS / "h100" / QWEN, use_cache=False, progress=False)
-        mi300 = TraceAnalysis(TRACELENS / "mi300" / QWEN, use_cache=False, progress=False)
+        h100 = load(TRACELENS / "h100" / QWEN)
+        mi300 = load(TRACELENS / "mi300" / QWEN)
     return compare(h100, mi300)
 
 
@@ -91,8 +92,7 @@ def test_gpu_time_without_a_launch_in_the_trace_is_kept_apart(ops):
     assert NO_OPERATOR not in ops.index
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        h100 = TraceAnalysis(TRACELENS / "h100" / QWEN, use_cache=False, progress=False,
-                             gpu_events="all")
+        h100 = load(TRACELENS / "h100" / QWEN, gpu_events="all")
     every = compare(h100, h100).operators().set_index("operator")
     ev = h100.trace[0].events
     total_us = ev.loc[kernel_like_mask(ev), "dur"].sum() / 1000

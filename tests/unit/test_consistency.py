@@ -32,6 +32,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from trace_helpers import load
 
 from analysis.api import TraceAnalysis
 from analysis.metrics.critical_path.critical_path import BOUND_BY, headline
@@ -92,7 +93,7 @@ def loaded(request, tmp_path_factory) -> Loaded:
         path.write_text(json.dumps(doc))
     elif not path.exists():
         pytest.skip(f"trace not available: {path} does not exist")
-    return Loaded(TraceAnalysis(str(path), use_cache=False, progress=False))
+    return Loaded(load(path))
 
 
 def test_critical_path_covers_the_step(loaded):

@@ -3,6 +3,9 @@
 Parametrized over ``analysis.analyses`` (not a hand list), so an analysis added to any family's
 ``catalogue.py`` is checked without being named here:
 
+- every analysis gives a result or the project's own error on each of the contract's traces,
+  never a foreign exception nor a failure on a rank (``AnalysisFailedError``), as the
+  robustness matrix requires on every other trace (tests/unit/test_robustness_matrix.py);
 - the local engine and the Dask engine (the session's cluster) give the same result, value for
   value (or the same error), on the sample traces and on three small hand-made traces that have
   what the sample traces lack (memory profile, modules and call stacks; recorded shapes; a serving
@@ -24,7 +27,7 @@ import warnings
 
 import plotly.io as pio
 import pytest
-from catalogue_checks import assert_same, every_analysis
+from catalogue_checks import assert_no_bug, assert_same, every_analysis
 from figure_checks import figure_problems
 from hta_oracle import hta_answer
 from roofline_traces import trace_events
@@ -76,15 +79,23 @@ def inputs(sample_traces_dir, tmp_path_factory) -> dict:
 
 
 def _run_all(path, label: str, **options) -> dict:
-    """Every analysis on the traces at ``path``, in one batch (errors as results)."""
+    """Every analysis on the traces at ``path``, in one batch (errors as results; an analysis that
+    failed on a rank, as its ``AnalysisFailedError``), and the variants."""
     gpu_events = "all" if label == "shapes" else None  # its kernels' launches are not all there
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ta = TraceAnalysis(path, progress=False, gpu_events=gpu_events, **options)
-        results = ta.run_many(every_analysis(), "all", errors="return")
+        return _with_variants(ta, ta.run_many(every_analysis(), "all", errors="return"))
+
+
+def _with_variants(ta: TraceAnalysis, results: dict) -> dict:
+    """``results`` and, under their ``VARIANTS`` keys, the analyses run with their other options."""
+    results = dict(results)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         for key, (name, opts) in VARIANTS.items():
             results[key] = ta.run_many({name: opts}, "all", errors="return")[name]
-        return results
+    return results
 
 
 @pytest.fixture(scope="module")
@@ -99,12 +110,14 @@ def local_results(inputs, contract_cache) -> dict:
 
 
 @pytest.fixture(scope="module")
-def dask_results(inputs, dask_client, contract_cache, local_results) -> dict:
-    """The workers read the traces the local run parsed into the cache (parsing on the workers is
-    tests/unit/engines/test_dask.py's), and compute every analysis themselves: the Dask engine
-    keeps no per-rank parts in the cache."""
-    return {label: _run_all(path, label, client=dask_client, cache_dir=contract_cache,
-                            timeout=TIMEOUT_S)
+def dask_results(inputs, dask_client, contract_cache, local_results, sample_on_dask) -> dict:
+    """The workers read the traces the local run parsed into the cache, and compute every analysis
+    themselves: the Dask engine keeps no per-rank parts in the cache. The sample traces' batch is
+    the session's (``sample_on_dask``, tests/conftest.py: parsed on the workers, shared with
+    tests/unit/engines/test_dask.py); their variants run here."""
+    on_dask, sample = sample_on_dask
+    return {label: _with_variants(on_dask, sample) if label == "sample" else
+            _run_all(path, label, client=dask_client, cache_dir=contract_cache, timeout=TIMEOUT_S)
             for label, path in inputs.items()}
 
 
@@ -116,6 +129,7 @@ def dask_results(inputs, dask_client, contract_cache, local_results) -> dict:
 def test_local_equals_dask(name, local_results, dask_results):
     results = 0
     for label, local in local_results.items():
+        assert_no_bug(local[name], f"{name} on {label}")
         assert_same(local[name], dask_results[label][name], f"{name} on {label}")
         results += not isinstance(local[name], Exception)
     assert results, (f"{name} gives a result on none of the contract's traces "

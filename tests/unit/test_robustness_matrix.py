@@ -1,10 +1,14 @@
 """Every registered analysis, ``findings()``, ``check()``, and the CLI's ``report`` and ``summary``
 × every trace the tests can reach: a result or the project's own error, never a foreign exception.
 
-The traces: ``sample_traces``, the trace folders and files of ``../shared/traces`` (when
-present: Kineto, Nsight Systems SQLite, XPlane), the generated edge-case jobs of ``analysis.testing.edge_traces`` (CPU-only gloo, kernels
-outside the steps, one event, one timestamp, unlaunched GPU events, negative timestamps, a
-CPU-only rank among eight) and the faulty jobs of ``analysis.testing.health_traces``. New
+The traces: the trace folders and files of ``../shared/traces`` (when present: Kineto, Nsight
+Systems SQLite, XPlane), the generated edge-case jobs of ``analysis.testing.edge_traces``
+(CPU-only gloo, kernels outside the steps, one event, one timestamp, unlaunched GPU events,
+negative timestamps, a CPU-only rank among eight) and the faulty jobs of
+``analysis.testing.health_traces``. The bundled ``sample_traces`` are not repeated here: the
+contract test runs every analysis on them and holds them to the same rule
+(tests/unit/test_contract.py), the CLI tests and the README's commands run ``summary``,
+``report`` and ``check`` on them, and the findings snapshots cover ``findings()``. New
 analyses join from the registry. An analysis that raises something else than a
 ``TraceAnalysisError`` is caught at the (analysis, rank) boundary as ``AnalysisFailedError``:
 here, that fails the test with the original traceback.
@@ -22,15 +26,16 @@ import warnings
 from pathlib import Path
 
 import pytest
+from catalogue_checks import assert_no_bug
 from click.testing import CliRunner
-from conftest import REPO_ROOT, SHARED_TRACES
+from conftest import SHARED_TRACES
 
 from analysis import analyses as catalogue
 from analysis import registry
 from analysis.api import TraceAnalysis
 from analysis.cli import main
 from analysis.cli import options as cli_options
-from analysis.errors import AnalysisFailedError, TraceAnalysisError
+from analysis.errors import TraceAnalysisError
 from analysis.testing.edge_traces import EDGE_JOBS
 from analysis.testing.health_traces import faulty_job, write_job
 
@@ -55,13 +60,11 @@ SHARED_FILES = [
 HEALTH_FAULTS = ["negative_duration", "kernels_without_launch", "launches_without_kernels",
                  "no_gpu_events"]
 GENERATED = [f"edge/{name}" for name in EDGE_JOBS] + [f"health/{check}" for check in HEALTH_FAULTS]
-TRACES = ["sample_traces", *[f"shared/{p}" for p in SHARED_DIRS + SHARED_FILES], *GENERATED]
+TRACES = [*[f"shared/{p}" for p in SHARED_DIRS + SHARED_FILES], *GENERATED]
 
 
 def _path(trace_id: str, tmp: Path) -> Path:
     kind, _, name = trace_id.partition("/")
-    if kind == "sample_traces":
-        return REPO_ROOT / "sample_traces"
     if kind == "shared":
         path = SHARED_TRACES / name
         if not path.exists():
@@ -87,13 +90,6 @@ def loaded(request, tmp_path_factory):
     return path, cache, ta
 
 
-def _no_bug(value, what: str) -> None:
-    if isinstance(value, AnalysisFailedError):
-        pytest.fail(f"{what}: {value}\n{value.traceback_text}")
-    assert value is None or not isinstance(value, Exception) or isinstance(
-        value, TraceAnalysisError), f"{what}: foreign {type(value).__name__}: {value}"
-
-
 def test_every_analysis_gives_a_result_or_our_error(loaded):
     _, _, ta = loaded
     if isinstance(ta, TraceAnalysisError):
@@ -105,9 +101,9 @@ def test_every_analysis_gives_a_result_or_our_error(loaded):
                               failures=failures)
     assert set(results) == set(catalogue.analyses())
     for name, result in results.items():
-        _no_bug(result, name)
+        assert_no_bug(result, name)
     for failure in failures:
-        _no_bug(failure.error, f"{failure.analysis} on rank {failure.rank}")
+        assert_no_bug(failure.error, f"{failure.analysis} on rank {failure.rank}")
 
 
 def test_findings_and_check(loaded):
@@ -121,7 +117,7 @@ def test_findings_and_check(loaded):
                 result = call()
             except TraceAnalysisError as exc:
                 result = exc
-        _no_bug(result, call.__name__)
+        assert_no_bug(result, call.__name__)
 
 
 def _reuse_the_loaded_job(monkeypatch, command: str, path: Path, cache: Path, ta) -> list:

@@ -151,14 +151,14 @@ def loaded_the_same(dask_engine, local_engine):
 # ---------------------------------------------------------------------------------------------
 # Identical results
 
-def test_sample_traces_identical_to_local(client, sample_traces_dir, cache_dir):
-    dask_engine = load_engine(sample_traces_dir, client=client, cache_dir=cache_dir,
-                              timeout=TIMEOUT_S)
+def test_sample_traces_identical_to_local(sample_on_dask, sample_traces_dir, cache_dir):
+    # the sample traces parsed on the workers, every analysis in one batch there (conftest.py)
+    on_dask, got = sample_on_dask
+    dask_engine = on_dask.engine
     local = load_engine(sample_traces_dir, cache_dir=cache_dir, max_workers=1)
     assert isinstance(dask_engine, DaskEngine)
     assert dask_engine.ranks == list(range(8))
     loaded_the_same(dask_engine, local)
-    got = results(dask_engine)
     # one batch on the cluster = one facade call at a time locally (the local batch on these
     # traces is compared with the cluster's in tests/unit/test_contract.py)
     assert_same(got, one_by_one(local))

@@ -10,8 +10,7 @@ import warnings
 import pytest
 from conftest import HTA_GPU_TRACE_DIRS
 from paths import REPO_ROOT, TEST_DATA
-
-from analysis import TraceAnalysis
+from trace_helpers import load
 
 SHARED = REPO_ROOT.parent / "shared" / "traces"
 TRACELENS = ["h100/Falconsai_nsfw_image_detection__1016002", "h100/Qwen_Qwen1.5-0.5B-Chat__1016005",
@@ -38,7 +37,7 @@ def test_findings_snapshot(case):
         pytest.skip(f"real traces not available: {source} does not exist")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ta = TraceAnalysis(str(source), use_cache=False, progress=False)
+        ta = load(source)
         text = render(ta.findings())
     print(f"--- {case}\n{text}")
     snapshot = TEST_DATA / "findings" / (case.replace("/", "__") + ".txt")
