@@ -1,10 +1,11 @@
 # One-command set-up: every target creates .venv and installs what it needs (Python packages, torch's
 # CPU wheel for the capture tests, Chromium for SVG export) on a fresh Debian machine.
 PYTHON ?= python3
-# pytest-xdist workers for `make test`: one more than the cores, as tests that wait (servers,
-# browsers, timeouts) leave a core idle (2 cores: 2 workers 5:43, 3 workers 4:30 for make test;
-# on a slower machine 3 workers 5:41, 4 workers 6:17)
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+# pytest-xdist workers for `make test`: one per core. The suite keeps the cores busy (97 % here),
+# and a third worker on 2 cores made the same tests take 15 % more CPU (613 against 533-549 CPU
+# seconds, 5:08 against 4:35-4:43 of pytest on 2 cores, 2026-11-27); when the tests still waited on
+# servers and browsers, one more worker than cores was faster (4:30 against 5:43, earlier).
+TEST_WORKERS ?= $(shell nproc)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed

@@ -48,7 +48,7 @@ HTA_GPU_TRACE_DIRS = [
 ]
 
 
-# How ``make test`` spreads the suite over pytest-xdist workers (``-n auto --dist loadscope
+# How ``make test`` spreads the suite over pytest-xdist workers (``-n <cores> --dist loadscope
 # --no-loadscope-reorder``, with the scheduler below): each test module is one unit of work, so
 # that a module's fixtures are made once (a worker switching modules tears module fixtures down);
 # modules that share an expensive per-process resource are one unit, so that the resource is made
@@ -83,14 +83,19 @@ def xdist_unit(module: str) -> str:
 # load options (the parity, consistency and findings tests parsed the same files about 150 times
 # over, 30 s of CPU). Writes are atomic (``analysis.kineto.cache``: an entry is renamed into
 # place, and a second writer of the same key keeps the first's). Made by the controlling process
-# before the workers start (they inherit its environment) and removed when the run ends.
+# before the workers start (they inherit its environment) and removed when the run ends. It is
+# also the default cache of the run (``TRACE_ANALYSIS_CACHE``) for the tests that open traces
+# without a cache directory of their own: no test reads or writes the user's
+# ~/.cache/trace-analysis, and a run never starts warm from an earlier one.
 SHARED_CACHE_ENV = "ANALYSIS_TESTS_SHARED_CACHE"
+USER_CACHE_ENV = "TRACE_ANALYSIS_CACHE"
 
 
 def pytest_configure(config):
     if not hasattr(config, "workerinput") and SHARED_CACHE_ENV not in os.environ:
         config._shared_cache = tempfile.mkdtemp(prefix="analysis-tests-cache-")
-        os.environ[SHARED_CACHE_ENV] = config._shared_cache
+        config._user_cache = os.environ.get(USER_CACHE_ENV)
+        os.environ[SHARED_CACHE_ENV] = os.environ[USER_CACHE_ENV] = config._shared_cache
 
 
 def pytest_unconfigure(config):
@@ -98,6 +103,10 @@ def pytest_unconfigure(config):
     if made is not None:
         shutil.rmtree(made, ignore_errors=True)
         os.environ.pop(SHARED_CACHE_ENV, None)
+        if config._user_cache is None:
+            os.environ.pop(USER_CACHE_ENV, None)
+        else:
+            os.environ[USER_CACHE_ENV] = config._user_cache
 
 
 def pytest_collection_finish(session):

@@ -18,6 +18,7 @@ import sys
 
 import pytest
 from paths import REPO_ROOT
+from report_checks import assert_one_svg_per_figure
 
 README = REPO_ROOT / "README.md"
 SAMPLE_README = REPO_ROOT / "sample_traces" / "README.md"
@@ -94,6 +95,11 @@ def test_readme_command_runs_as_written(command, clone, cache):
     assert "Traceback" not in proc.stderr
     if command.startswith(("trace-analysis summary", "trace-analysis check")):
         assert max(len(line) for line in proc.stdout.splitlines()) <= 100
+    if command.startswith("trace-analysis report sample_traces"):
+        # the main job's page, and each figure as SVG: the suite's one SVG export of the whole
+        # report (tests/unit/reports/test_report.py checks the page and tables it writes)
+        assert (clone / "report" / "index.html").is_file()
+        assert_one_svg_per_figure(clone / "report" / "figures")
 
 
 def test_make_demo_is_the_report_command():
