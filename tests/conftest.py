@@ -77,36 +77,34 @@ def xdist_unit(module: str) -> str:
     return module
 
 
-# The parsed-trace cache that tests which check analyses (not parsing) load real traces through
-# (``trace_helpers.shared_cache``): one directory for the whole run, shared by the xdist workers,
-# so that each real trace file is parsed once per run, not once per test module, worker and set of
-# load options (the parity, consistency and findings tests parsed the same files about 150 times
-# over, 30 s of CPU). Writes are atomic (``analysis.kineto.cache``: an entry is renamed into
-# place, and a second writer of the same key keeps the first's). Made by the controlling process
-# before the workers start (they inherit its environment) and removed when the run ends. It is
-# also the default cache of the run (``TRACE_ANALYSIS_CACHE``) for the tests that open traces
-# without a cache directory of their own: no test reads or writes the user's
-# ~/.cache/trace-analysis, and a run never starts warm from an earlier one.
-SHARED_CACHE_ENV = "ANALYSIS_TESTS_SHARED_CACHE"
-USER_CACHE_ENV = "TRACE_ANALYSIS_CACHE"
+# The run's parsed-trace cache: ``TRACE_ANALYSIS_CACHE`` (the package's default cache directory)
+# points at one temporary directory for the whole run, shared by the xdist workers. Tests that
+# open traces without a cache directory of their own use it, so no test reads or writes the user's
+# ~/.cache/trace-analysis and a run never starts warm from an earlier one; and tests that check
+# analyses (not parsing) load real traces through it (``trace_helpers.load``), so each file is
+# parsed once per run, not once per test module, worker and set of load options (the parity,
+# consistency and findings tests parsed the same files about 150 times over, 30 s of CPU). Writes
+# are atomic (``analysis.kineto.cache``: an entry is renamed into place, and a second writer of
+# the same key keeps the first's). Made by the controlling process before the workers start (they
+# inherit its environment) and removed when the run ends.
+CACHE_ENV = "TRACE_ANALYSIS_CACHE"
 
 
 def pytest_configure(config):
-    if not hasattr(config, "workerinput") and SHARED_CACHE_ENV not in os.environ:
-        config._shared_cache = tempfile.mkdtemp(prefix="analysis-tests-cache-")
-        config._user_cache = os.environ.get(USER_CACHE_ENV)
-        os.environ[SHARED_CACHE_ENV] = os.environ[USER_CACHE_ENV] = config._shared_cache
+    if not hasattr(config, "workerinput"):
+        config._run_cache = tempfile.mkdtemp(prefix="analysis-tests-cache-")
+        config._user_cache = os.environ.get(CACHE_ENV)
+        os.environ[CACHE_ENV] = config._run_cache
 
 
 def pytest_unconfigure(config):
-    made = getattr(config, "_shared_cache", None)
+    made = getattr(config, "_run_cache", None)
     if made is not None:
         shutil.rmtree(made, ignore_errors=True)
-        os.environ.pop(SHARED_CACHE_ENV, None)
         if config._user_cache is None:
-            os.environ.pop(USER_CACHE_ENV, None)
+            os.environ.pop(CACHE_ENV, None)
         else:
-            os.environ[USER_CACHE_ENV] = config._user_cache
+            os.environ[CACHE_ENV] = config._user_cache
 
 
 def pytest_collection_finish(session):

@@ -54,13 +54,10 @@ def execute(path: Path, sample_traces_dir: Path, tmp_path_factory) -> tuple:
         # SVG from inside its kernel (test_notebooks.py checks they are written).
         if not browser() or path.stem == "walkthrough":
             set_parameters(nb, {"REPORT_FORMATS": ("html",)})
-        # keep the parsed-trace cache of this run out of the user's home. The walkthrough starts
-        # from an empty cache, which makes its first load slow enough (> 1 s) to show the
-        # progress bar, as on a user's first open; the other notebooks share one cache, as a
-        # user's notebooks share theirs
-        cache = (work / "cache" if path.stem == "walkthrough"
-                 else tmp_path_factory.getbasetemp() / "notebooks-cache")
-        env = {"TRACE_ANALYSIS_CACHE": str(cache)}
+        # The walkthrough starts from an empty cache, which makes its first load slow enough
+        # (> 1 s) to show the progress bar, as on a user's first open; the other notebooks use
+        # the run's cache (tests/conftest.py), as a user's notebooks share theirs
+        env = {"TRACE_ANALYSIS_CACHE": str(work / "cache")} if path.stem == "walkthrough" else {}
         old = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -47,22 +45,13 @@ def parity_dirs() -> list:
     return [pytest.param(d, id=d) for d in HTA_GPU_TRACE_DIRS] + [pytest.param("sample", id="sample")]
 
 
-def shared_cache() -> str:
-    """The run's parsed-trace cache, shared by all test processes (tests/conftest.py: made by the
-    controlling process; a directory of this process's own when pytest did not make one)."""
-    from conftest import SHARED_CACHE_ENV
-
-    if SHARED_CACHE_ENV not in os.environ:
-        os.environ[SHARED_CACHE_ENV] = tempfile.mkdtemp(prefix="analysis-tests-cache-")
-    return os.environ[SHARED_CACHE_ENV]
-
-
 def load(path, **options) -> TraceAnalysis:
-    """``TraceAnalysis`` over ``path`` for a test of analyses: the real loader through the run's
-    shared cache (:func:`shared_cache`: each file parsed once per run, by whichever test loads it
-    first; a cached rank reads back equal to its parse, tests/unit/kineto/test_cache.py), no
-    progress bar. Tests of parsing and of the cache itself load with their own options."""
-    return TraceAnalysis(str(path), cache_dir=shared_cache(), progress=False, **options)
+    """``TraceAnalysis`` over ``path`` for a test of analyses: the real loader through the default
+    cache, which is the run's shared cache (tests/conftest.py: each file parsed once per run, by
+    whichever test loads it first; a cached rank reads back equal to its parse,
+    tests/unit/kineto/test_cache.py), no progress bar. Tests of parsing and of the cache itself
+    load with their own options."""
+    return TraceAnalysis(str(path), progress=False, **options)
 
 
 @cache  # analyses never mutate the traces: one load per directory and options for the session

@@ -8,7 +8,6 @@ from pathlib import Path
 import msgspec
 import pandas as pd
 import pytest
-from trace_helpers import shared_cache
 
 from analysis.errors import TraceNotFoundError
 from analysis.kineto.cache import TraceCache
@@ -129,7 +128,6 @@ def test_every_real_gpu_trace_and_the_samples_load_identically_from_gs(
     for name, local in dirs.items():
         remote = load_trace(f"gs://{bucket}/{name}", storage_options=options, use_cache=False,
                             max_workers=1, progress=False)
-        # the local side through the run's shared cache: the parity tests parse the same files
-        # (a cached rank equals its parse: tests/unit/kineto/test_cache.py)
-        _assert_same_model(remote, load_trace(local, cache_dir=shared_cache(), max_workers=1,
-                                              progress=False))
+        # the local side through the default cache, the run's (tests/conftest.py): the parity
+        # tests parse the same files (a cached rank equals its parse: tests/unit/kineto/test_cache.py)
+        _assert_same_model(remote, load_trace(local, max_workers=1, progress=False))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from report_checks import SAMPLE_REPORT_FIGURES
+from report_checks import SAMPLE_REPORT_FIGURES as FIGURES
 from trace_helpers import load
 
 from analysis.api import TraceAnalysis
@@ -25,7 +25,6 @@ from analysis.errors import BrowserNotFoundError, ConfigError, UnknownRankError
 from analysis.reports import write_report
 from analysis.testing.synthetic import SynthConfig, write_traces
 
-FIGURES = SAMPLE_REPORT_FIGURES
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 EVIL_KERNEL = "<script>alert(1)</script>"
 EVIL_GPU = "<img src=x onerror=alert(2)>"
