@@ -58,6 +58,11 @@ def execute(path: Path, sample_traces_dir: Path, tmp_path_factory) -> tuple:
         # (> 1 s) to show the progress bar, as on a user's first open; the other notebooks use
         # the run's cache (tests/conftest.py), as a user's notebooks share theirs
         env = {"TRACE_ANALYSIS_CACHE": str(work / "cache")} if path.stem == "walkthrough" else {}
+        # the kernel's temporary files go to a folder of the test's own, to check that the
+        # notebook leaves none behind when its kernel stops (execute() stops it)
+        scratch = work / "tmp"
+        scratch.mkdir()
+        env["TMPDIR"] = str(scratch)
         old = {k: os.environ.get(k) for k in env}
         os.environ.update(env)
         try:
@@ -69,6 +74,8 @@ def execute(path: Path, sample_traces_dir: Path, tmp_path_factory) -> tuple:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+        left = sorted(p.name for p in scratch.iterdir())
+        assert not left, f"{path.name} left temporary files behind: {left}"
         nbformat.write(nb, work / f"{path.stem}.ipynb")
         _EXECUTED[path.stem] = (nb, work)
     return _EXECUTED[path.stem]

@@ -14,11 +14,6 @@ from click.testing import CliRunner
 from analysis.cli import main
 
 
-@pytest.fixture(scope="module")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("cli-cache")
-
-
 def run(*args: str, env: dict | None = None):
     return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
 
@@ -44,18 +39,18 @@ def test_help_lists_every_command():
 
 
 # --------------------------------------------------------------------------------------- report
-def test_report_writes_the_page_and_tables(sample_traces_dir, cache_dir, tmp_path):
+def test_report_writes_the_page_and_tables(sample_traces_dir, tmp_path):
     result = run("report", str(sample_traces_dir), "-o", str(tmp_path / "out"), "-f", "html",
-                 "--ranks", "0,1", "--cache-dir", str(cache_dir))
+                 "--ranks", "0,1")
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == f"wrote {tmp_path / 'out' / 'index.html'} (0 figure files, 29 tables)"
     assert (tmp_path / "out" / "index.html").stat().st_size > 1_000_000  # plotly.js inlined
     assert pd.read_csv(tmp_path / "out" / "tables" / "headline.csv")["rank"].tolist() == [0, 1]
 
 
-def test_report_quiet_prints_nothing(sample_traces_dir, cache_dir, tmp_path):
+def test_report_quiet_prints_nothing(sample_traces_dir, tmp_path):
     result = run("report", str(sample_traces_dir), "-o", str(tmp_path), "-f", "html", "-q",
-                 "--ranks", "0,1", "--cache-dir", str(cache_dir))
+                 "--ranks", "0,1")
     # -q: not even the note that the sample traces have no shapes (the page says it)
     assert result.exit_code == 0
     assert result.output == ""
@@ -63,10 +58,10 @@ def test_report_quiet_prints_nothing(sample_traces_dir, cache_dir, tmp_path):
 
 
 def test_report_without_a_browser_writes_the_page_and_says_how_to_install_one(
-    sample_traces_dir, cache_dir, tmp_path
+    sample_traces_dir, tmp_path
 ):
     result = run("report", str(sample_traces_dir), "-o", str(tmp_path), "-f", "html,svg", "-q",
-                 "--ranks", "0,1", "--cache-dir", str(cache_dir),
+                 "--ranks", "0,1",
                  env={"BROWSER_PATH": str(tmp_path / "no-chromium")})
     _one_line_error(result, "apt-get install chromium", "index.html and the tables were written")
     assert (tmp_path / "index.html").exists()
@@ -107,9 +102,9 @@ def test_report_not_a_trace(tmp_path):
                     "et.json.gz")
 
 
-def test_report_unknown_rank(sample_traces_dir, cache_dir, tmp_path):
+def test_report_unknown_rank(sample_traces_dir, tmp_path):
     _one_line_error(run("report", str(sample_traces_dir), "-o", str(tmp_path), "--ranks", "0,9",
-                        "--cache-dir", str(cache_dir)), "rank 9", "[0, 1, 2, 3, 4, 5, 6, 7]")
+                        ), "rank 9", "[0, 1, 2, 3, 4, 5, 6, 7]")
 
 
 def test_report_bad_format_is_a_usage_error(sample_traces_dir, tmp_path):
@@ -125,8 +120,8 @@ def test_debug_shows_the_traceback(tmp_path):
 
 
 # -------------------------------------------------------------------------------- summary, cache
-def test_summary_opens_with_the_findings_then_one_row_per_rank(sample_traces_dir, cache_dir):
-    result = run("summary", str(sample_traces_dir), "--cache-dir", str(cache_dir), "-q", "--wide",
+def test_summary_opens_with_the_findings_then_one_row_per_rank(sample_traces_dir):
+    result = run("summary", str(sample_traces_dir), "-q", "--wide",
                  env={"COLUMNS": "1000"})
     assert result.exit_code == 0, result.output
     findings, table = result.stdout.strip().split("\n\n")
@@ -145,8 +140,8 @@ def test_summary_opens_with_the_findings_then_one_row_per_rank(sample_traces_dir
 
 @pytest.mark.parametrize("columns", [80, 100])
 @pytest.mark.parametrize("command", ["summary", "check"])
-def test_summary_and_check_fit_the_terminal(sample_traces_dir, cache_dir, command, columns):
-    result = run(command, str(sample_traces_dir), "--cache-dir", str(cache_dir), "-q",
+def test_summary_and_check_fit_the_terminal(sample_traces_dir, command, columns):
+    result = run(command, str(sample_traces_dir), "-q",
                  env={"COLUMNS": str(columns)})
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
@@ -159,8 +154,8 @@ def test_summary_and_check_fit_the_terminal(sample_traces_dir, cache_dir, comman
         assert result.stdout.count("truncated_last_step") == 1 and "(ranks 0–7)" in result.stdout
 
 
-def test_summary_wide_prints_every_column_on_one_line(sample_traces_dir, cache_dir):
-    result = run("summary", str(sample_traces_dir), "--cache-dir", str(cache_dir), "-q", "--wide",
+def test_summary_wide_prints_every_column_on_one_line(sample_traces_dir):
+    result = run("summary", str(sample_traces_dir), "-q", "--wide",
                  env={"COLUMNS": "80"})
     table = result.stdout.strip().split("\n\n")[-1].splitlines()
     assert len(table) == 9 and max(len(line) for line in table) > 200
