@@ -321,7 +321,9 @@ RESULTS = "results"
 
 def _frames_of(value: Any) -> list[pd.DataFrame] | None:
     """The frames of a storable result (a DataFrame, or a tuple of them, each with a plain
-    0..n-1 index and text column names); None when it is something else."""
+    0..n-1 index, text column names and no ``attrs``: Arrow would keep attrs only as JSON, and
+    a frame read back without them is not the frame that was stored); None when it is something
+    else."""
     frames = [value] if isinstance(value, pd.DataFrame) else list(value) if isinstance(
         value, tuple) else None
     if not frames or not all(isinstance(f, pd.DataFrame) for f in frames):
@@ -330,6 +332,8 @@ def _frames_of(value: Any) -> list[pd.DataFrame] | None:
         if not (isinstance(f.index, pd.RangeIndex) and f.index.start == 0 and f.index.step == 1):
             return None
         if not all(isinstance(c, str) for c in f.columns) or f.columns.has_duplicates:
+            return None
+        if f.attrs:
             return None
     return frames
 

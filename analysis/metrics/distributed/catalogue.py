@@ -70,6 +70,7 @@ ENTRIES = (
             "step's end), the GPU's idle time in the step by cause (µs), with each step's slowest "
             "rank and its margin over the median (µs).",
         rank_step=step_breakdown.step_breakdown_rank,
+        persist=True,
         combine=step_breakdown.combine,
         params=(VISUALIZE,
                 Param("consecutive_kernel_delay", step_breakdown.CONSECUTIVE_KERNEL_DELAY_US,

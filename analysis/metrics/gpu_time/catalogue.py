@@ -44,6 +44,7 @@ ENTRIES = (
         doc="Per rank: idle, compute and non-compute GPU time (µs) and their shares of kernel "
             "time.",
         rank_step=temporal_breakdown.temporal_breakdown_rank,
+        persist=True,
         combine=temporal_breakdown.combine,
         params=(VISUALIZE, RANKS_ALL),
         figures="analysis.figures.temporal_breakdown",
@@ -64,6 +65,7 @@ ENTRIES = (
         doc="Per rank and stream: GPU idle time split into host wait, kernel wait and other (µs); "
             "with ``show_idle_interval_stats`` also the distribution of the idle intervals.",
         rank_step=idle_time_breakdown.idle_time_breakdown_rank,
+        persist=True,
         combine=idle_time_breakdown.combine,
         params=(
             ranks_param(None),
@@ -105,6 +107,7 @@ ENTRIES = (
         method="get_comm_comp_overlap",
         doc="Per rank: % of communication kernel time that overlaps computation kernels.",
         rank_step=comm_comp_overlap.comm_comp_overlap_rank,
+        persist=True,
         combine=comm_comp_overlap.combine,
         params=(VISUALIZE, RANKS_ALL),
         figures="analysis.figures.comm_comp_overlap",
@@ -125,6 +128,7 @@ ENTRIES = (
         doc="Per rank: each launch's CPU duration, GPU duration and launch delay (µs), as "
             "``{rank: DataFrame}``.",
         rank_step=kernel_launch_stats.kernel_launch_stats_rank,
+        persist=True,
         combine=kernel_launch_stats.combine,
         params=(
             ranks_param(None),
@@ -176,6 +180,7 @@ ENTRIES = (
             "``(kernel_type_df, all_kernel_df)``. ``image_renderer`` is a plotly renderer name for "
             "the figures (HTA's argument).",
         rank_step=kernel_breakdown.kernel_breakdown_rank,
+        persist=True,
         combine=kernel_breakdown.combine,
         params=(
             VISUALIZE,
@@ -212,6 +217,7 @@ ENTRIES = (
             "above ``max_queue_length`` (µs) and the time the queue was empty while the stream was "
             "idle (µs and % of the stream's span).",
         rank_step=queue_length.stream_stats_rank,
+        persist=True,
         combine=queue_length.stream_summary,
         params=(
             ranks_param("all"),

@@ -31,6 +31,7 @@ ENTRIES = (
         doc="Per rank and step: start and end (absolute µs, and ms from the first step) and "
             "duration (µs) of each CPU-side ``ProfilerStep#N``, over the whole trace.",
         rank_step=profiler_steps.profiler_steps_rank,
+        persist=True,
         combine=profiler_steps.combine,
         params=(ranks_param("all"),),
         window="full",
@@ -45,6 +46,7 @@ ENTRIES = (
         method="get_profiler_steps",
         doc="The profiler step numbers in the analysed window, all ranks (HTA's return value).",
         rank_step=profiler_steps.profiler_steps_rank,
+        persist=True,
         combine=profiler_steps.combine_step_ids,
         placement="none",
         returns="list[int]",
@@ -56,6 +58,7 @@ ENTRIES = (
         doc="Per rank and profiler step: how long the step runs on the CPU before its first CUDA "
             "launch (µs and % of the step), and its time in DataLoader events (µs).",
         rank_step=step_start_gap.step_start_gap_rank,
+        persist=True,
         combine=step_start_gap.combine,
         params=(ranks_param("all"),),
         window="full",

@@ -4,11 +4,13 @@ the analysed window is kept apart for each way of cutting the window."""
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from catalogue_checks import assert_same
 
 from analysis import TraceAnalysis
 from analysis import analyses as catalogue
@@ -16,11 +18,13 @@ from analysis.kineto import cache as trace_cache
 from analysis.testing import tensorboard_traces
 from analysis.testing.synthetic import SynthConfig, write_traces
 
-VIEWS = ("gpu_summary", "gpu_utilization_timeline", "step_time_breakdown", "kernel_table",
-         "operator_table")
-# analyses of the analysed window (window="steps") whose parts are kept
-WINDOWED = ("critical_path_summary", "collectives", "collective_summary", "stragglers",
-            "operator_summary")
+# every analysis that keeps its parts, from the catalogue (a new one joins these tests)
+PERSISTED = [n for n, s in catalogue.analyses().items() if s.persist and s.rank_step is not None]
+# those of the whole trace (window="full"), and those of the analysed window (window="steps")
+WHOLE = [n for n in PERSISTED if catalogue.get(n).window == "full"]
+WINDOWED = [n for n in PERSISTED if n not in WHOLE]
+# parts that are not frames (the module view: text) are computed each time, never stored
+NOT_FRAMES = {"module_summary"}
 
 
 def open_trace(folder: Path, cache: Path, **options) -> TraceAnalysis:
@@ -36,10 +40,6 @@ def no_computing(monkeypatch) -> None:
     monkeypatch.setattr(catalogue.CATALOGUE, "run_on_rank", boom)
 
 
-def frames(value) -> list[pd.DataFrame]:
-    return list(value) if isinstance(value, tuple) else [value]
-
-
 @pytest.fixture()
 def traces(tmp_path) -> Path:
     folder = tmp_path / "traces"
@@ -48,17 +48,21 @@ def traces(tmp_path) -> Path:
     return folder
 
 
+def test_every_persisted_analysis_is_one_of_the_two_kinds():
+    assert len(PERSISTED) >= 20 and {"gpu_summary", "temporal_breakdown"} <= set(PERSISTED)
+    assert all(catalogue.get(n).window in ("full", "steps") for n in PERSISTED)
+
+
 def test_a_second_process_reads_the_stored_parts(traces, tmp_path, monkeypatch):
     cache = tmp_path / "cache"
-    first = open_trace(traces, cache).run_many({n: {} for n in VIEWS})
+    stored_kinds = [n for n in PERSISTED if n not in NOT_FRAMES]
+    first = open_trace(traces, cache).run_many({n: {} for n in stored_kinds})
     stored = list(cache.glob("*/results/*.json"))
-    assert len(stored) == len(VIEWS)
+    assert len(stored) == len(stored_kinds)
     no_computing(monkeypatch)  # the second open must not compute them
-    second = open_trace(traces, cache).run_many({n: {} for n in VIEWS})
-    for name in VIEWS:
-        assert type(second[name]) is type(first[name])
-        for a, b in zip(frames(first[name]), frames(second[name]), strict=True):
-            pd.testing.assert_frame_equal(a, b)
+    second = open_trace(traces, cache).run_many({n: {} for n in stored_kinds})
+    for name in stored_kinds:  # values, dtypes, index and order
+        assert_same(first[name], second[name], name)
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +79,7 @@ def test_parts_of_the_analysed_window_are_read_by_a_second_process(job, tmp_path
     no_computing(monkeypatch)
     second = open_trace(job, cache).run_many(dict.fromkeys(WINDOWED, {}), ranks="all")
     for name in WINDOWED:
-        pd.testing.assert_frame_equal(first[name], second[name])
+        assert_same(first[name], second[name], name)
 
 
 @pytest.mark.parametrize("options", [{"include_last_profiler_step": True}, {"gpu_events": "all"},
@@ -126,4 +130,23 @@ def test_without_a_cache_nothing_is_stored(traces, tmp_path):
 def test_results_that_are_not_frames_are_not_stored(tmp_path):
     assert not trace_cache.put_result(tmp_path, "0" * 32, ("text", None))  # the module view's
     assert not trace_cache.put_result(tmp_path, "0" * 32, pd.DataFrame({"a": [1]}, index=[5]))
+    with_attrs = pd.DataFrame({"a": [1]})
+    with_attrs.attrs["operators"] = pd.DataFrame({"b": [2]})  # Arrow would drop it
+    assert not trace_cache.put_result(tmp_path, "0" * 32, with_attrs)
     assert trace_cache.get_result(tmp_path, "0" * 32) is None
+
+
+def test_attrs_of_a_result_survive_a_second_open(tmp_path):
+    """The serving iterations carry their operator split in ``attrs``: a second process gets it
+    too (a part with attrs is never stored, so it is computed again)."""
+    from analysis.testing.graph_traces import serving_events
+
+    folder = tmp_path / "serving"
+    folder.mkdir()
+    (folder / "serving.json").write_text(json.dumps(
+        {"traceEvents": serving_events(["prefill", "decode", "decode", "mixed", "decode"])}))
+    cache = tmp_path / "cache"
+    first = open_trace(folder, cache).get_inference_iterations(visualize=False)
+    second = open_trace(folder, cache).get_inference_iterations(visualize=False)
+    assert len(first.attrs["operators"]) > 0
+    pd.testing.assert_frame_equal(first.attrs["operators"], second.attrs["operators"])
