@@ -132,7 +132,8 @@ class Analysis:
             the options giving them (kinds only some options read).
         persist: the per-rank part is a function of the rank's trace alone (its file, and for
             ``window="steps"`` how the window was cut) and of the options and context (a
-            DataFrame or a tuple of them): the local engine keeps it in the rank's trace cache
+            DataFrame, or a tuple of DataFrames, texts and Nones; frames without ``attrs``:
+            ``analysis.kineto.cache.put_result``): the local engine keeps it in the rank's trace cache
             entry, so a later process reads it instead of computing it again (keyed by the
             options, the rank, its file, the window's options and the package's source;
             :mod:`analysis.engines.local`). Worth it where the rank step costs more than reading

@@ -319,39 +319,48 @@ class TraceCache:
 RESULTS = "results"
 
 
-def _frames_of(value: Any) -> list[pd.DataFrame] | None:
-    """The frames of a storable result (a DataFrame, or a tuple of them, each with a plain
-    0..n-1 index, text column names and no ``attrs``: Arrow would keep attrs only as JSON, and
-    a frame read back without them is not the frame that was stored); None when it is something
-    else."""
-    frames = [value] if isinstance(value, pd.DataFrame) else list(value) if isinstance(
+def _items_of(value: Any) -> list[Any] | None:
+    """The items of a storable result, or None when it is something else: a DataFrame, or a
+    tuple (a ``NamedTuple`` of this package included) of DataFrames, texts and Nones (a rank's
+    part and the file it came from, say). Each frame needs a plain 0..n-1 index, text column
+    names and no ``attrs``: Arrow would keep attrs only as JSON, and a frame read back without
+    them is not the frame that was stored."""
+    items = [value] if isinstance(value, pd.DataFrame) else list(value) if isinstance(
         value, tuple) else None
-    if not frames or not all(isinstance(f, pd.DataFrame) for f in frames):
+    if not items:
         return None
-    for f in frames:
+    for f in items:
+        if f is None or isinstance(f, str):
+            continue
+        if not isinstance(f, pd.DataFrame):
+            return None
         if not (isinstance(f.index, pd.RangeIndex) and f.index.start == 0 and f.index.step == 1):
             return None
         if not all(isinstance(c, str) for c in f.columns) or f.columns.has_duplicates:
             return None
         if f.attrs:
             return None
-    return frames
+    return items
 
 
 def put_result(entry: str | os.PathLike, key: str, value: Any) -> bool:
-    """Store ``value`` (a DataFrame or a tuple of them, a ``NamedTuple`` of this package
-    included) in the entry directory under ``key``; False when it is not storable. Raises
-    OSError when the entry cannot be written."""
-    frames = _frames_of(value)
-    if frames is None or not _KEY_RE.fullmatch(key):
+    """Store ``value`` (see :func:`_items_of`) in the entry directory under ``key``; False when it
+    is not storable. Raises OSError when the entry cannot be written."""
+    items = _items_of(value)
+    if items is None or not _KEY_RE.fullmatch(key):
         return False
     folder = Path(entry) / RESULTS
     folder.mkdir(parents=True, exist_ok=True)
     kind = type(value)
+    frames = [f for f in items if isinstance(f, pd.DataFrame)]
+    # per item: ["frame", its frame's position] or ["value", the text or None as it is]
+    positions = iter(range(len(frames)))
     record = {
         "frames": len(frames),
         "type": f"{kind.__module__}:{kind.__qualname__}" if isinstance(value, tuple) else None,
         "dtypes": [_dtype_record(f) for f in frames],
+        "items": [["frame", next(positions)] if isinstance(f, pd.DataFrame) else ["value", f]
+                  for f in items],
     }
     for i, f in enumerate(frames):
         tmp = folder / f"{_TMP_PREFIX}{key}.{i}.arrow"
@@ -379,11 +388,12 @@ def get_result(entry: str | os.PathLike, key: str) -> Any | None:
             frames.append(_restore_dtypes(df, record["dtypes"][i]))
         if record["type"] is None:
             return frames[0]
+        items = [frames[v] if what == "frame" else v for what, v in record["items"]]
         module, _, name = record["type"].partition(":")
         kind = tuple
         if module.startswith("analysis."):  # only this package's types are rebuilt
             kind = getattr(importlib.import_module(module), name, tuple)
-        return kind._make(frames) if hasattr(kind, "_make") else tuple(frames)
+        return kind._make(items) if hasattr(kind, "_make") else tuple(items)
     except FileNotFoundError:
         return None
     except Exception as exc:  # damaged: computed again (and stored again)

@@ -36,6 +36,7 @@ def _memory_table(name, method, doc, rank_step, title, default_ranks, columns) -
         method=method,
         doc=doc + MEMORY_DOC,
         rank_step=rank_step,
+        persist=True,
         combine=memory_view.combine,
         params=(ranks_param("all" if default_ranks == "all" else None),),
         columns=tuple(columns),

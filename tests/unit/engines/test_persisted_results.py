@@ -23,8 +23,6 @@ PERSISTED = [n for n, s in catalogue.analyses().items() if s.persist and s.rank_
 # those of the whole trace (window="full"), and those of the analysed window (window="steps")
 WHOLE = [n for n in PERSISTED if catalogue.get(n).window == "full"]
 WINDOWED = [n for n in PERSISTED if n not in WHOLE]
-# parts that are not frames (the module view: text) are computed each time, never stored
-NOT_FRAMES = {"module_summary"}
 
 
 def open_trace(folder: Path, cache: Path, **options) -> TraceAnalysis:
@@ -44,7 +42,7 @@ def no_computing(monkeypatch) -> None:
 def traces(tmp_path) -> Path:
     folder = tmp_path / "traces"
     folder.mkdir()
-    tensorboard_traces.write(folder / "rank0.json.gz", modules=True)
+    tensorboard_traces.write(folder / "rank0.json.gz", modules=True, memory=True)
     return folder
 
 
@@ -55,7 +53,7 @@ def test_every_persisted_analysis_is_one_of_the_two_kinds():
 
 def test_a_second_process_reads_the_stored_parts(traces, tmp_path, monkeypatch):
     cache = tmp_path / "cache"
-    stored_kinds = [n for n in PERSISTED if n not in NOT_FRAMES]
+    stored_kinds = PERSISTED  # the trace has what each needs (memory events, modules)
     first = open_trace(traces, cache).run_many({n: {} for n in stored_kinds})
     stored = list(cache.glob("*/results/*.json"))
     assert len(stored) == len(stored_kinds)
@@ -128,12 +126,27 @@ def test_without_a_cache_nothing_is_stored(traces, tmp_path):
 
 
 def test_results_that_are_not_frames_are_not_stored(tmp_path):
-    assert not trace_cache.put_result(tmp_path, "0" * 32, ("text", None))  # the module view's
+    assert not trace_cache.put_result(tmp_path, "0" * 32, ({"a": 1}, "rank0.json"))
+    assert not trace_cache.put_result(tmp_path, "0" * 32, 3.5)
     assert not trace_cache.put_result(tmp_path, "0" * 32, pd.DataFrame({"a": [1]}, index=[5]))
     with_attrs = pd.DataFrame({"a": [1]})
     with_attrs.attrs["operators"] = pd.DataFrame({"b": [2]})  # Arrow would drop it
     assert not trace_cache.put_result(tmp_path, "0" * 32, with_attrs)
     assert trace_cache.get_result(tmp_path, "0" * 32) is None
+
+
+def test_frames_texts_and_nones_come_back_in_their_places(tmp_path):
+    """A rank's part and the file it came from (the memory and module views), None for a rank
+    without the events, as a plain tuple or this package's NamedTuple."""
+    from analysis.metrics.tensorboard.memory_view import MemoryView
+
+    frame = pd.DataFrame({"rank": [0, 0], "bytes": [1.5, 2.0], "name": ["a", "b"]})
+    for i, value in enumerate([(frame, "gs://b/rank0.json"), (None, "rank1.json"),
+                               MemoryView(frame, frame.head(1), frame, frame.tail(1).reset_index(drop=True))]):
+        key = f"{i:032x}"
+        assert trace_cache.put_result(tmp_path, key, value)
+        back = trace_cache.get_result(tmp_path, key)
+        assert_same(value, back, str(i))
 
 
 def test_attrs_of_a_result_survive_a_second_open(tmp_path):
