@@ -65,14 +65,23 @@ def device_names(device_type: np.ndarray, device_id: np.ndarray) -> np.ndarray:
                     np.where(device_type == 1, np.char.add("GPU", device_id.astype(str)), ""))
 
 
-def memory_records(rt: RankTrace) -> pd.DataFrame | None:
+class MemoryRecords(NamedTuple):
+    """A rank's ``[memory]`` events (``records``) and the operator calls they refer to by
+    position (``nodes``: the call tree with ``parent``, ``counted`` and ``visited``). Kept apart,
+    not in ``records.attrs``: pandas deep-copies attrs on every operation on a frame."""
+
+    records: pd.DataFrame
+    nodes: pd.DataFrame
+
+
+def memory_records(rt: RankTrace) -> MemoryRecords | None:
     """The rank's ``[memory]`` events in time order with ``device`` names and the innermost
-    enclosing operator call (``node``) and its parent call (``parent_node``), or None when the
-    rank has none (memoised)."""
+    enclosing operator call (``node``) and its parent call (``parent_node``), and the calls, or
+    None when the rank has none (memoised)."""
     return rt.memoised("tensorboard_memory_records", lambda: _records(rt))
 
 
-def _records(rt: RankTrace) -> pd.DataFrame | None:
+def _records(rt: RankTrace) -> MemoryRecords | None:
     m = rt.extras.get(EXTRA)
     if m is None:
         m = rt.extra(EXTRA)  # raises MissingExtraError
@@ -84,8 +93,7 @@ def _records(rt: RankTrace) -> pd.DataFrame | None:
     node, parent, nodes = _enclosing_operators(rt, m)
     m["node"] = node
     m["parent_node"] = parent
-    m.attrs["nodes"] = nodes
-    return m
+    return MemoryRecords(m, nodes)
 
 
 def _enclosing_operators(rt: RankTrace, m: pd.DataFrame):
@@ -136,7 +144,8 @@ def _enclosing_operators(rt: RankTrace, m: pd.DataFrame):
     return node_of, parent_of_record, nodes
 
 
-def timeline(m: pd.DataFrame, rank: int) -> pd.DataFrame:
+def timeline(mr: MemoryRecords, rank: int) -> pd.DataFrame:
+    m = mr.records
     ok = m["has_addr"] & m["total_allocated"].notna() & m["total_reserved"].notna() & (m["device"] != "")
     t = m[ok.to_numpy()]
     return pd.DataFrame({
@@ -145,7 +154,8 @@ def timeline(m: pd.DataFrame, rank: int) -> pd.DataFrame:
     }, columns=TIMELINE_COLUMNS)
 
 
-def peaks(m: pd.DataFrame, rank: int, steps: pd.DataFrame) -> pd.DataFrame:
+def peaks(mr: MemoryRecords, rank: int, steps: pd.DataFrame) -> pd.DataFrame:
+    m = mr.records
     rows = []
     valid = m[m["total_allocated"].notna().to_numpy()]
     for (dtype, did), g in valid.groupby(["device_type", "device_id"], sort=True):
@@ -161,8 +171,8 @@ def peaks(m: pd.DataFrame, rank: int, steps: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=PEAK_COLUMNS)
 
 
-def operator_memory(m: pd.DataFrame, rank: int) -> pd.DataFrame:
-    nodes: pd.DataFrame = m.attrs["nodes"]
+def operator_memory(mr: MemoryRecords, rank: int) -> pd.DataFrame:
+    m, nodes = mr
     is_op = nodes["is_op"].to_numpy(bool)
     parent = nodes["parent"].to_numpy(np.int64)
     calls = nodes.loc[is_op & nodes["counted"].to_numpy(bool), "name"].value_counts()
@@ -210,8 +220,8 @@ def operator_memory(m: pd.DataFrame, rank: int) -> pd.DataFrame:
     return out[OP_COLUMNS]
 
 
-def memory_events(m: pd.DataFrame, rank: int) -> pd.DataFrame:
-    nodes: pd.DataFrame = m.attrs["nodes"]
+def memory_events(mr: MemoryRecords, rank: int) -> pd.DataFrame:
+    m, nodes = mr
     names = nodes["name"].to_numpy(object)
     is_op = nodes["is_op"].to_numpy(bool)
     r = m[m["has_addr"].to_numpy()]
