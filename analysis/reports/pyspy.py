@@ -85,10 +85,10 @@ def write_flamegraph(
         if fmt == "html":
             fig.write_html(out, include_plotlyjs=True)
         else:
-            from analysis.figures.export import kaleido_server, quiet_kaleido
+            from analysis.figures.export import kaleido_server, quiet_kaleido, write_image
 
             with kaleido_server(), quiet_kaleido():
-                fig.write_image(out, format=fmt, width=fig.layout.width, height=fig.layout.height)
+                write_image(fig, out, fmt, width=fig.layout.width, height=fig.layout.height)
     except OSError as exc:
         raise ExportError(out, f"cannot write: {exc.strerror or exc}") from exc
     return out

@@ -26,7 +26,7 @@ def small_figure(title="Overlap of ranks 3, 5, 17"):
 
 
 def test_svg_and_png_in_one_call(kaleido_session, tmp_path):
-    import kaleido
+    from analysis.figures import export
 
     written = export_figures(
         {"overlap": small_figure(), "bars/by rank": go.Figure(go.Bar(x=["a"], y=[1]))},
@@ -39,8 +39,56 @@ def test_svg_and_png_in_one_call(kaleido_session, tmp_path):
     text = svg.read_text(encoding="utf-8")
     assert "Overlap of ranks 3, 5, 17" in text and ">17<" in text and "80.0 %" in text
     assert [p.name for p in written["bars/by rank"]] == ["bars_by_rank.png", "bars_by_rank.svg"]
-    # the server the session started is still up for the next export
-    assert kaleido._global_server.is_running()
+    # the browser the session started is still up for the next export
+    assert export._renderer is not None and export._serving
+
+
+def _svg_tree(path):
+    """An SVG's elements as (tag, attributes, text), the random ids plotly.js draws each time
+    (``defs-3f9a1c``, ``trace0f3b64``, colorbar ``cb1a2b3c``, gradient ``g3f9a1c-cb1a2b3c``) made
+    one: two renders of one figure compare equal exactly when they draw the same thing."""
+    import re
+    import xml.etree.ElementTree as ET
+
+    text = path.read_text(encoding="utf-8")
+    uid = re.search(r"defs-([0-9a-f]{6})", text).group(1)
+    text = re.sub(r"(trace|cb)[0-9a-f]{6}", r"\1X", text.replace(uid, "UID"))
+    return [(e.tag, dict(e.attrib), e.text) for e in ET.fromstring(text).iter()]
+
+
+def test_the_kept_page_draws_what_a_reloaded_one_draws(kaleido_session, tmp_path, monkeypatch):
+    """kaleido reloads its page after every figure; the renderer keeps it (the reload is most of a
+    figure's cost). Figures with a legend, a colorbar (heatmap) and many traces, rendered one after
+    another on the kept page, equal the same figures each on a freshly reloaded page (the
+    reload-every-figure is kaleido's own behaviour, RELOAD_EVERY = 1), PNG byte for byte."""
+    from analysis.figures import export
+
+    figures = {
+        "overlap": small_figure(),
+        "heatmap": go.Figure(go.Heatmap(z=[[1, 2, 3], [4, 5, 6]], colorbar={"title": "µs"})),
+        "lines": go.Figure([go.Scatter(x=[0, 1, 2], y=[i, i * 2, i * 3], name=f"rank {i}")
+                            for i in range(6)]),
+    }
+    kept = export_figures(figures, tmp_path / "kept", formats=("svg", "png"))
+    monkeypatch.setattr(export, "RELOAD_EVERY", 1)
+    reloaded = export_figures(figures, tmp_path / "reloaded", formats=("svg", "png"))
+    for name in figures:
+        (svg_a, png_a), (svg_b, png_b) = kept[name], reloaded[name]
+        assert _svg_tree(svg_a) == _svg_tree(svg_b), name
+        assert png_a.read_bytes() == png_b.read_bytes(), name
+
+
+def test_a_failed_figure_closes_the_browser_and_the_next_starts_another(kaleido_session,
+                                                                         tmp_path):
+    from analysis.figures import export
+
+    before = export._renderer
+    with pytest.raises(ValueError, match="bmp"):  # kaleido's: a format it does not know
+        export.write_image(small_figure(), tmp_path / "bad.bmp", "bmp", 300, 200)
+    assert export._renderer is None and before is not None  # closed: the page may be broken
+    written = export_figures({"next": small_figure()}, tmp_path, formats="svg")
+    assert "Overlap of ranks" in written["next"][0].read_text(encoding="utf-8")
+    assert export._renderer is not None and export._renderer is not before
 
 
 def test_html_works_offline_with_one_shared_plotly_js(tmp_path):
