@@ -94,6 +94,8 @@ def quiet_browser_logs() -> None:
 
 # Figures rendered between two reloads of the renderer's page (see the module docstring).
 RELOAD_EVERY = 32
+# How long closing the renderer's browser may take (kaleido waits for a figure still rendering).
+CLOSE_TIMEOUT_S = 30
 
 
 class _Renderer:
@@ -108,6 +110,9 @@ class _Renderer:
         self._thread.start()
         try:
             self._kaleido = self._run(self._open())
+        except Exception as e:  # a browser that would not start, or kaleido's page that failed
+            self._stop_loop()
+            raise ExportError(find_browser(), f"kaleido could not start the browser: {e}") from e
         except BaseException:
             self._stop_loop()
             raise
@@ -135,8 +140,15 @@ class _Renderer:
         await browser.__aenter__()
         return browser
 
-    def _run(self, coroutine):
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+    def _run(self, coroutine, timeout: float | None = None):
+        """Run ``coroutine`` on the renderer's loop and wait for it (an interrupt, e.g. Ctrl-C,
+        cancels it there)."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result(timeout)
+        except BaseException:
+            future.cancel()
+            raise
 
     def write(self, fig: go.Figure, path: Path, fmt: str, width: int | None,
               height: int | None, scale: float) -> None:
@@ -145,8 +157,9 @@ class _Renderer:
             {"fig": fig, "path": path, "opts": opts}, cancel_on_error=True))
 
     def close(self) -> None:
+        """Close the browser (waiting at most :data:`CLOSE_TIMEOUT_S`), then stop the loop."""
         try:
-            self._run(self._kaleido.__aexit__(None, None, None))
+            self._run(self._kaleido.__aexit__(None, None, None), timeout=CLOSE_TIMEOUT_S)
         finally:
             self._stop_loop()
 

@@ -91,6 +91,23 @@ def test_a_failed_figure_closes_the_browser_and_the_next_starts_another(kaleido_
     assert export._renderer is not None and export._renderer is not before
 
 
+def test_a_browser_that_will_not_start_is_a_clear_error(tmp_path, monkeypatch):
+    """A Chromium that dies at start: our ExportError naming it, at once (kaleido's sync server,
+    used before, left the export waiting forever on its task queue)."""
+    from analysis.figures import export
+
+    monkeypatch.setattr(export, "_serving", False)  # not the session's browser: a new one
+    monkeypatch.setattr(export, "_renderer", None)
+    fake = tmp_path / "chromium"
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("BROWSER_PATH", str(fake))
+    with pytest.raises(ExportError, match="could not start the browser") as err:
+        export_figures({"a": small_figure()}, tmp_path / "out", formats="svg")
+    assert err.value.path == str(fake)
+    assert export._renderer is None and not export._serving
+
+
 def test_html_works_offline_with_one_shared_plotly_js(tmp_path):
     written = export_figures(
         {"a": small_figure("Figure A"), "b": small_figure("Figure B")}, tmp_path, formats="html"
