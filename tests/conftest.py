@@ -210,7 +210,8 @@ def gcs_emulator() -> str:
 
 @pytest.fixture(scope="session")
 def kaleido_session():
-    """One kaleido server (one Chromium) for the whole test session; export calls reuse it.
+    """One browser for static export (``analysis.figures.export``'s renderer: one Chromium, its
+    kaleido page kept between figures) for the whole test session; export calls reuse it.
 
     Without a browser the tests that render skip locally, but fail in CI (CI=true), where the
     Makefile's set-up must have installed Chromium.
