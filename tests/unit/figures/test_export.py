@@ -69,9 +69,23 @@ def test_the_kept_page_draws_what_a_reloaded_one_draws(kaleido_session, tmp_path
         "lines": go.Figure([go.Scatter(x=[0, 1, 2], y=[i, i * 2, i * 3], name=f"rank {i}")
                             for i in range(6)]),
     }
+    from kaleido._kaleido_tab import _KaleidoTab
+
+    reloads = []
+    reload = _KaleidoTab.reload
+
+    async def counted(tab):
+        reloads.append(tab)
+        await reload(tab)
+
+    monkeypatch.setattr(_KaleidoTab, "reload", counted)
     kept = export_figures(figures, tmp_path / "kept", formats=("svg", "png"))
+    # six figures on a kept page: one reload at most (the session's 32nd figure may fall here);
+    # six would mean kaleido reloads somewhere else now, and the speed-up is gone
+    assert len(reloads) <= 1, "kaleido reloaded its page after each figure"
     monkeypatch.setattr(export, "RELOAD_EVERY", 1)
     reloaded = export_figures(figures, tmp_path / "reloaded", formats=("svg", "png"))
+    assert len(reloads) >= 6  # the comparison is with a page reloaded after each figure
     for name in figures:
         (svg_a, png_a), (svg_b, png_b) = kept[name], reloaded[name]
         assert _svg_tree(svg_a) == _svg_tree(svg_b), name
