@@ -38,6 +38,7 @@ import gc
 import hashlib
 import os
 import pickle
+import sys
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -82,11 +83,43 @@ def default_max_memory() -> int:
     return max(_DEFAULT_FLOOR, min(_DEFAULT_CAP, available // 8))
 
 
+def _shared_objects_bytes(values: np.ndarray) -> int:
+    """Bytes of an object column: a pointer per row, and each distinct object once. The text
+    columns read back from the cache share one object per distinct value (a collective's
+    ``pg_name``, ``pg_ranks``: one string for thousands of rows), which pandas' ``deep`` measure
+    counts once per row (7× the true size on a real trace's collectives, and slower)."""
+    if not len(values):
+        return 0
+    ids = np.fromiter(map(id, values), dtype=np.int64, count=len(values))
+    _, first = np.unique(ids, return_index=True)
+    return 8 * len(values) + sum(sys.getsizeof(values[i]) for i in first.tolist())
+
+
+def _frame_bytes(value: pd.DataFrame | pd.Series | pd.Index) -> int:
+    """Bytes held by a frame, series or index: numbers and categoricals as pandas measures them
+    (``deep``: a categorical's distinct values once), object columns by
+    :func:`_shared_objects_bytes`; the index once."""
+    if isinstance(value, pd.DataFrame):
+        columns = [value.iloc[:, i] for i in range(value.shape[1])]
+    elif isinstance(value, pd.Series):
+        columns = [value]
+    else:
+        columns, value = [value], None
+    total = 0 if value is None else _frame_bytes(value.index)
+    for column in columns:
+        if column.dtype == object:
+            total += _shared_objects_bytes(column.to_numpy())
+        elif isinstance(column, pd.Series):
+            total += int(column.memory_usage(index=False, deep=True))
+        else:
+            total += int(column.memory_usage(deep=True))
+    return total
+
+
 def _nbytes(value: Any, depth: int = 0) -> int:
     """Bytes held by a memoised value: frames, series and arrays, inside tuples/lists/dicts."""
     if isinstance(value, pd.DataFrame | pd.Series | pd.Index):
-        return int(value.memory_usage(index=True, deep=True).sum()) if isinstance(
-            value, pd.DataFrame) else int(value.memory_usage(deep=True))
+        return _frame_bytes(value)
     if isinstance(value, np.ndarray):
         return int(value.nbytes)
     if depth < 3 and isinstance(value, tuple | list):

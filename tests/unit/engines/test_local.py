@@ -233,6 +233,35 @@ def test_the_iterations_window_is_cut_as_each_rank_arrives(tmp_path, monkeypatch
         ta.run("temporal_breakdown", ranks="all"))  # the iterations window did cut something
 
 
+def test_a_text_shared_by_many_rows_is_counted_once():
+    """Tables read back from the cache share one string per distinct value (a collective's
+    ``pg_ranks``: one group's ranks written out, thousands of rows): the engine's memory
+    accounting counts that string once, plus a pointer per row, where pandas' ``deep`` measure
+    counts it on every row; distinct strings, numbers and categoricals measure as pandas does."""
+    import sys
+
+    import numpy as np
+    import pandas as pd
+
+    from analysis.engines import local
+
+    group = str(list(range(512)))  # 2.4 kB
+    shared = pd.DataFrame({"pg_ranks": pd.Series([group] * 1000, dtype=object),
+                           "ts": np.arange(1000, dtype=np.int64)})
+    assert local._nbytes(shared) == (
+        shared.index.memory_usage() + 8 * 1000 + sys.getsizeof(group) + 8 * 1000)
+    assert local._nbytes(shared) < shared.memory_usage(index=True, deep=True).sum() / 100
+    distinct = pd.DataFrame({
+        "name": pd.Series([f"kernel_{i}" for i in range(1000)], dtype=object),
+        "cat": pd.Categorical([f"k{i % 7}" for i in range(1000)]),
+        "dur": np.ones(1000),
+    })
+    assert local._nbytes(distinct) == distinct.memory_usage(index=True, deep=True).sum()
+    assert local._nbytes(distinct["name"]) == distinct["name"].memory_usage(index=True, deep=True)
+    assert local._nbytes(pd.Index(["a", "b"], dtype=object)) == pd.Index(
+        ["a", "b"], dtype=object).memory_usage(deep=True)
+
+
 def test_rank_bytes_measures_each_table_and_memoised_value_once(job, monkeypatch):
     """The memory accounting counts the tables and every memoised value (arrays inside a
     dataclass included), and measures each only once: a table or a memoised value never changes
