@@ -15,11 +15,15 @@ out the same on a kept page as on a fresh one (tested: PNG bytes equal, SVG elem
 the random ids plotly.js draws each time). The page is still reloaded every :data:`RELOAD_EVERY`
 figures, and the browser is closed after a failed figure. A figure that never finishes fails
 after kaleido's timeout (90 s); a browser that will not start is an ``ExportError`` at once.
+:func:`show` with an image renderer (``plotly.io.renderers.default = "svg"``) draws through the
+same renderer, kept for the process once started (closed at exit).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import base64
 import logging
 import os
 import threading
@@ -29,6 +33,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.io._base_renderers import ImageRenderer
 
 from analysis.errors import BrowserNotFoundError, ExportError
 
@@ -159,6 +165,10 @@ class _Renderer:
         self._run(self._kaleido.write_fig_from_object(
             {"fig": fig, "path": path, "opts": opts}, cancel_on_error=True))
 
+    def image(self, fig_dict: dict, fmt: str, width: int, height: int, scale: float) -> bytes:
+        opts = {"format": fmt, "width": width, "height": height, "scale": scale}
+        return self._run(self._kaleido.calc_fig(fig_dict, opts=opts))
+
     def close(self) -> None:
         """Close the browser (waiting at most :data:`CLOSE_TIMEOUT_S`), then stop the loop."""
         try:
@@ -172,8 +182,43 @@ class _Renderer:
         self._loop.close()
 
 
-_renderer: _Renderer | None = None  # this module's browser, while a kaleido_server() body runs
+# This module's browser: while a kaleido_server() body runs (``_serving``), or kept for the process
+# once show() drew a figure with an image renderer (closed at exit).
+_renderer: _Renderer | None = None
 _serving = False  # a kaleido_server() body of ours runs: write_image renders through _renderer
+_exit_hook = False
+
+
+def _start_renderer() -> _Renderer:
+    global _exit_hook
+    renderer = _Renderer()
+    if not _exit_hook:  # a browser left running when the program ends is closed with it
+        atexit.register(_close_renderer)
+        _exit_hook = True
+    return renderer
+
+
+def _close_renderer() -> None:
+    global _renderer
+    renderer, _renderer = _renderer, None
+    if renderer is not None:
+        try:
+            renderer.close()
+        except Exception:  # the browser may be what failed: the caller's error is the news
+            pass
+
+
+def _through_renderer(draw):
+    """``draw(renderer)`` on this module's renderer (started if there is none); after a failure
+    the browser is closed (its page may be broken) and the next figure starts another."""
+    global _renderer
+    if _renderer is None:
+        _renderer = _start_renderer()
+    try:
+        return draw(_renderer)
+    except BaseException:
+        _close_renderer()
+        raise
 
 
 def _kaleido_server_running() -> bool:
@@ -185,22 +230,26 @@ def _kaleido_server_running() -> bool:
 
 @contextmanager
 def kaleido_server() -> Iterator[None]:
-    """Run the body with a browser up for static export: start this module's renderer if none
-    runs, and close it at the end; inside a running one (an outer ``kaleido_server()``, or
-    kaleido's sync server that the caller started) nothing is started or stopped."""
+    """Run the body with a browser up for static export: this module's renderer, started if none
+    runs and closed at the end (one kept by :func:`show` stays); inside an outer
+    ``kaleido_server()``, or with kaleido's sync server that the caller started, nothing is
+    started or stopped."""
     global _renderer, _serving
     find_browser()
     quiet_browser_logs()
     if _serving or _kaleido_server_running():
         yield
         return
-    _renderer, _serving = _Renderer(), True
+    kept = _renderer is not None
+    if not kept:
+        _renderer = _start_renderer()
+    _serving = True
     try:
         yield
     finally:
-        renderer, _renderer, _serving = _renderer, None, False
-        if renderer is not None:
-            renderer.close()
+        _serving = False
+        if not kept:
+            _close_renderer()
 
 
 def write_image(fig: go.Figure, path: Path, fmt: str, width: int | None, height: int | None,
@@ -209,21 +258,46 @@ def write_image(fig: go.Figure, path: Path, fmt: str, width: int | None, height:
     renderer (its page kept between figures; after a failed figure that browser is closed and the
     next figure starts another); else through plotly and kaleido (kaleido's sync server if the
     caller started one, else a browser of its own for this figure)."""
-    global _renderer
     if not _serving:
         fig.write_image(path, format=fmt, scale=scale, width=width, height=height)
         return
-    if _renderer is None:
-        _renderer = _Renderer()
-    try:
-        _renderer.write(fig, path, fmt, width, height, scale)
-    except BaseException:
-        renderer, _renderer = _renderer, None
-        try:
-            renderer.close()
-        except Exception:  # the browser may be what failed: the render's error is the news
-            pass
-        raise
+    _through_renderer(lambda r: r.write(fig, path, fmt, width, height, scale))
+
+
+class KeptPageImageRenderer(ImageRenderer):
+    """One of plotly's image renderers (``"svg"``, ``"png"``, ...: its mime type, size and scale)
+    drawing through this module's renderer, kept for the process: a figure shows in about 0.1 s
+    where plotly would start a browser for each (about 2 s). Sizes as plotly's: the renderer's,
+    else the figure's, else its template's, else ``plotly.io.defaults``."""
+
+    def __init__(self, base: ImageRenderer) -> None:
+        super().__init__(mime_type=base.mime_type, b64_encode=base.b64_encode, format=base.format,
+                         width=base.width, height=base.height, scale=base.scale)
+
+    def to_mimebundle(self, fig_dict):
+        layout = fig_dict.get("layout", {})
+        template = layout.get("template", {}).get("layout", {})
+        width = (self.width or layout.get("width") or template.get("width")
+                 or pio.defaults.default_width)
+        height = (self.height or layout.get("height") or template.get("height")
+                  or pio.defaults.default_height)
+        scale = self.scale or pio.defaults.default_scale
+        data = _through_renderer(lambda r: r.image(fig_dict, self.format, width, height, scale))
+        text = base64.b64encode(data).decode("utf8") if self.b64_encode else data.decode("utf8")
+        return {self.mime_type: text}
+
+
+def _kept_page_renderers(renderer: str) -> str:
+    """``renderer`` (plotly's ``"a+b"`` form) with each image renderer replaced by its
+    :class:`KeptPageImageRenderer` (registered as ``trace_analysis_<name>``, from the user's
+    renderer of that name as it is configured now)."""
+    parts = renderer.split("+")
+    for i, name in enumerate(parts):
+        base = pio.renderers[name] if name in pio.renderers else None
+        if isinstance(base, ImageRenderer) and not isinstance(base, KeptPageImageRenderer):
+            parts[i] = f"trace_analysis_{name}"
+            pio.renderers[parts[i]] = KeptPageImageRenderer(base)
+    return "+".join(parts)
 
 
 def _check_formats(formats: Iterable[str]) -> tuple[str, ...]:
@@ -312,8 +386,11 @@ def show(fig: go.Figure, renderer: str | None = None) -> None:
     that the figure shows in JupyterLab, VS Code and an exported HTML page alike
     (:mod:`analysis.figures.renderer`); a renderer the user chose is kept.
     With ``plotly.io.renderers.default = "svg"`` (static notebooks, GitHub previews), rendering needs
-    a browser: this checks for one first (a clear ``BrowserNotFoundError`` instead of kaleido's) and
-    renders through the running kaleido server when there is one.
+    a browser: this checks for one first (a clear ``BrowserNotFoundError`` instead of kaleido's)
+    and draws through this module's renderer, started by the first such figure and kept for the
+    process (closed at exit): about 0.1 s a figure after the first, where plotly alone would start
+    a browser for every figure (about 2 s each). With kaleido's sync server running (the caller
+    started it), plotly draws through that.
     """
     from analysis.figures.renderer import default_renderer
 
@@ -321,5 +398,8 @@ def show(fig: go.Figure, renderer: str | None = None) -> None:
     name = renderer or ""
     if any(part in IMAGE_FORMATS or part == "jpg" for part in name.split("+")):
         find_browser()
+        quiet_browser_logs()
+        if not _kaleido_server_running():
+            renderer = _kept_page_renderers(name)
     with quiet_kaleido():
         fig.show(renderer=renderer)

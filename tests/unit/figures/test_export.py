@@ -169,6 +169,40 @@ def test_show_with_the_svg_renderer(kaleido_session, capsys, monkeypatch):
     assert "image/svg+xml" in out and "Shown as SVG" in out
 
 
+def test_show_draws_image_renderers_through_one_kept_browser(monkeypatch):
+    """plotly's image renderers start a browser for every figure (about 2 s each): show() draws
+    them through the module's renderer instead, started by the first figure and kept for the next
+    (closed at exit). The user's renderer settings hold (a PNG width), and a combined renderer
+    still gives one output carrying every mime type."""
+    import base64
+    import struct
+    import types
+
+    import plotly.io._renderers as renderers
+
+    from analysis.figures import export
+
+    monkeypatch.setattr(export, "_serving", False)  # not the session's browser: a kept one
+    monkeypatch.setattr(export, "_renderer", None)
+    bundles = []
+    monkeypatch.setattr(renderers, "ipython_display", types.SimpleNamespace(
+        display=lambda bundle, raw=False: bundles.append(bundle)))
+    monkeypatch.setattr(pio.renderers["png"], "width", 321)
+    try:
+        show(small_figure("First figure"), renderer="svg")
+        kept = export._renderer
+        assert kept is not None
+        show(small_figure("Second figure"), renderer="json+png")
+        assert export._renderer is kept  # the same browser drew the second figure
+    finally:
+        export._close_renderer()
+    svg, both = bundles
+    assert "First figure" in svg["image/svg+xml"]
+    assert set(both) == {"application/json", "image/png"}
+    png = base64.b64decode(both["image/png"])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">I", png[16:20])[0] == 321
+
+
 def test_show_without_browser_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "nothing"))
     with pytest.raises(BrowserNotFoundError):
