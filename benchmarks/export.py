@@ -3,8 +3,7 @@ between figures, ``analysis.figures.export``) against plotly's ``write_image`` t
 sync server (a page reload after every figure: what export did before, and what a user's own
 ``kaleido.start_sync_server()`` still does), in the same run, alternating.
 
-The figures are those of ``trace-analysis report sample_traces`` (every analysis with a figure, as
-the report draws it). Each pass starts its browser, renders every figure once, and stops it; the
+The figures are those of ``trace-analysis report sample_traces`` (``build_report``'s). Each pass starts its browser, renders every figure once, and stops it; the
 browser's start is timed apart. CPU is the whole machine's (``/proc/stat``): Chromium renders in
 processes of its own, which ``time``/RUSAGE_CHILDREN do not see. Best of ``--runs``.
 
@@ -30,21 +29,11 @@ def busy_seconds() -> float:
 
 
 def report_figures() -> dict:
+    """The figures ``trace-analysis report sample_traces`` exports (the report's own builder)."""
     from analysis import TraceAnalysis
-    from analysis import analyses as catalogue
+    from analysis.reports.content import build_report
 
-    ta = TraceAnalysis(str(REPO / "sample_traces"), progress=False)
-    figures = {}
-    for name, spec in catalogue.analyses().items():
-        if not spec.figures:
-            continue
-        try:
-            result = ta.run(name, "all", **spec.report_options)
-        except Exception:  # an analysis the sample traces cannot show: the report leaves it out
-            continue
-        for stem, fig in spec.draw(result).items():
-            figures[f"{name}-{stem}"] = fig
-    return figures
+    return build_report(TraceAnalysis(str(REPO / "sample_traces"), progress=False)).figures
 
 
 def kaleido_server_pass(figures: dict, out: Path) -> tuple[float, float, float]:

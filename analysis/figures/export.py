@@ -8,8 +8,8 @@ stopping it.
 
 The browser this module starts keeps kaleido's page between figures. kaleido reloads its page (and
 plotly.js with it) after every figure, which is most of a figure's cost: a small SVG takes about
-0.08 s on a kept page against 0.22 s with the reload (``benchmarks/export.py``: the sample report's
-21 figures 4.7 s → 1.6 s, 6.6 → 2.0 s of CPU, Chromium's included). The reload is hygiene, not
+0.07 s on a kept page against 0.21 s with the reload (``benchmarks/export.py``: the sample report's
+figures after the first, 4.2 s → 1.5 s, 5.9 → 1.9 s of CPU, Chromium's included). The reload is hygiene, not
 correctness: plotly.js draws each figure in an element of its own and purges it, so a figure comes
 out the same on a kept page as on a fresh one (tested: PNG bytes equal, SVG elements equal but for
 the random ids plotly.js draws each time). The page is still reloaded every :data:`RELOAD_EVERY`

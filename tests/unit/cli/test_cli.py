@@ -103,8 +103,8 @@ def test_report_not_a_trace(tmp_path):
 
 
 def test_report_unknown_rank(sample_traces_dir, tmp_path):
-    _one_line_error(run("report", str(sample_traces_dir), "-o", str(tmp_path), "--ranks", "0,9",
-                        ), "rank 9", "[0, 1, 2, 3, 4, 5, 6, 7]")
+    _one_line_error(run("report", str(sample_traces_dir), "-o", str(tmp_path), "--ranks", "0,9"),
+                    "rank 9", "[0, 1, 2, 3, 4, 5, 6, 7]")
 
 
 def test_report_bad_format_is_a_usage_error(sample_traces_dir, tmp_path):
