@@ -6,7 +6,6 @@ import shutil
 import subprocess
 
 import plotly.graph_objects as go
-import pytest
 from paths import TEST_DATA
 
 from analysis.figures.flamegraph import flamegraph
@@ -73,15 +72,13 @@ def test_empty_tree_gives_a_no_data_figure():
     assert len(fig.data) == 0 and "No py-spy samples" in fig.layout.annotations[0].text
 
 
-def test_svg_renders(tmp_path):
-    """Render through kaleido and rsvg-convert, as a user's `flamegraph -o x.svg` does."""
-    from analysis.figures.export import BrowserNotFoundError, export_figures
+def test_svg_renders(kaleido_session, tmp_path):
+    """Render through kaleido and rsvg-convert, as a user's `flamegraph -o x.svg` does (on the
+    session's browser: tests/conftest.py, ``kaleido_session``)."""
+    from analysis.figures.export import export_figures
 
     fig = flamegraph(call_tree(NODES))
-    try:
-        written = export_figures({"flame": fig}, tmp_path, ["svg"])
-    except BrowserNotFoundError as exc:
-        pytest.skip(f"no Chrome/Chromium for kaleido: {exc}")
+    written = export_figures({"flame": fig}, tmp_path, ["svg"])
     svg = written["flame"][0]
     text = svg.read_text()
     assert text.startswith("<svg") and "dense_kernel" in text and "run_callback" in text
