@@ -18,6 +18,10 @@ snapshotted on synthetic traces (``tests/data/tb_oracle_synthetic``, read by
 ``tests/parity/test_tensorboard_stacks.py``, which says how they are written):
     $VENV/bin/python scripts/tb_oracle_snapshot.py --out tests/data/tb_oracle_synthetic \
         --file stacks=/tmp/stacks/rank0.json --file stacks_legacy=/tmp/stacks_legacy/rank0.json
+
+and so are two traces as PyTorch 1.8 / 1.9 wrote them (``tests/parity/test_tensorboard_old_pytorch.py``):
+``autograd_1_8`` (``tensorboard_traces.write(path, legacy=True, steps=False, shapes=True,
+dims_key="Input dims")``) and ``memory_1_9`` (``legacy=True, old_memory=True``).
 """
 
 from __future__ import annotations

@@ -609,6 +609,7 @@ def assemble(chunks: list[EventChunk], process_groups: list) -> Tables:
 
 class _ShapeArgs(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=_NULL, name="Input Dims")
+    input_dims_1_8: msgspec.Raw = msgspec.field(default=_NULL, name="Input dims")  # PyTorch <= 1.8
     input_type: msgspec.Raw = msgspec.field(default=_NULL, name="Input type")
 
 
@@ -631,7 +632,7 @@ def fill_gloo_shapes(tables: Tables, events_json: msgspec.Raw) -> None:
     nelems, dtypes = [], []
     for index in tables.gloo_events.tolist():
         a = shaped[index].args or _ShapeArgs()
-        dims = _decode_or_none(a.input_dims)
+        dims = _decode_or_none(a.input_dims if a.input_dims != _NULL else a.input_dims_1_8)
         types = _decode_or_none(a.input_type)
         first = dims[0] if isinstance(dims, list) and dims and isinstance(dims[0], list) else None
         ok = first is not None and all(type(d) is int and d >= 0 for d in first)

@@ -268,9 +268,12 @@ class ExtrasReader:
 
 
 class _ShapeArgs(msgspec.Struct, gc=False):
-    """The ``record_shapes=True`` args of a ``cpu_op`` event, kept as raw JSON text."""
+    """The ``record_shapes=True`` args of a ``cpu_op`` event, kept as raw JSON text. PyTorch 1.8
+    and earlier wrote ``Input dims`` (read when there is no ``Input Dims``, as the TensorBoard
+    plugin does)."""
 
     input_dims: msgspec.Raw = msgspec.field(default=_NULL, name="Input Dims")
+    input_dims_1_8: msgspec.Raw = msgspec.field(default=_NULL, name="Input dims")
     input_types: msgspec.Raw = msgspec.field(default=_NULL, name="Input type")
     input_strides: msgspec.Raw = msgspec.field(default=_NULL, name="Input Strides")
     concrete_inputs: msgspec.Raw = msgspec.field(default=_NULL, name="Concrete Inputs")
@@ -297,6 +300,9 @@ def _canonical_json(raws: list[msgspec.Raw]) -> pd.Categorical:
 
 
 def _build_op_shapes(rows: np.ndarray, args: list[_ShapeArgs]) -> pd.DataFrame:
+    for a in args:
+        if a.input_dims == _NULL:
+            a.input_dims = a.input_dims_1_8
     has = [a.input_dims != _NULL for a in args]
     rows = rows[np.array(has, dtype=bool)] if len(rows) else rows
     args = [a for a, h in zip(args, has, strict=True) if h]
@@ -307,13 +313,13 @@ def _build_op_shapes(rows: np.ndarray, args: list[_ShapeArgs]) -> pd.DataFrame:
 OP_SHAPES = register(
     ExtraKind(
         name="op_shapes",
-        version=1,
+        version=2,
         args=_ShapeArgs,
         categories=("cpu_op",),
         build=_build_op_shapes,
     )
 )
-"""``op_shapes``: one row per ``cpu_op`` event with ``Input Dims``; columns ``input_dims``,
+"""``op_shapes``: one row per ``cpu_op`` event with ``Input Dims`` (or ``Input dims``); columns ``input_dims``,
 ``input_types``, ``input_strides``, ``concrete_inputs`` (categorical compact JSON text, "" when the
 trace does not have it)."""
 

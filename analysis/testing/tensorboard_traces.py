@@ -35,7 +35,14 @@ module 2 occurrences; Net_0 host total 520, self 20, 1 operator; Linear_0 400, 0
 ``stacks=True`` gives the operators a ``Call stack`` (as PyTorch's ``with_stack=True`` wrote it
 before stacks became ``python_function`` events) and ``Input Dims`` (:data:`STACKS`): the two
 ``aten::mm`` calls have different stacks (so the plugin's stack view has two rows for it, host
-total 200 each), ``aten::add`` one, ``aten::empty`` an empty one (no row).
+total 200 each), ``aten::add`` one, ``aten::empty`` an empty one (no row). ``shapes=True`` writes
+only the ``Input Dims`` of :data:`STACKS`; ``dims_key="Input dims"`` names them as PyTorch 1.8 and
+earlier did. ``steps=False`` leaves the ``ProfilerStep#N`` events out (a trace recorded with
+``torch.autograd.profiler.profile``): the plugin then has one step, ``"0"``, over the CPU events
+[1000, 2300), which on 2021-schema traces (``legacy=True``) it moves to the device side: it ends
+at 2720, the end of the last GPU event launched in it (the memset). ``old_memory=True`` writes the
+``[memory]`` events as PyTorch 1.9 and earlier did: ``Device Type``, ``Device Id`` and ``Bytes``
+only (no ``Addr``, no ``Total Allocated`` / ``Total Reserved``).
 """
 
 from __future__ import annotations
@@ -60,7 +67,8 @@ STACKS = {
 
 def events(*, legacy: bool = False, memory: bool = True, launches: int = 0,
            launch_us: int = 10, tail: bool = False, modules: bool = False,
-           stacks: bool = False) -> list[dict[str, Any]]:
+           stacks: bool = False, shapes: bool = False, dims_key: str = "Input Dims",
+           steps: bool = True, old_memory: bool = False) -> list[dict[str, Any]]:
     cats = {"op": "cpu_op", "rt": "cuda_runtime", "k": "kernel", "cp": "gpu_memcpy",
             "ms": "gpu_memset"}
     if legacy:
@@ -72,7 +80,11 @@ def events(*, legacy: bool = False, memory: bool = True, launches: int = 0,
     def op(name, ts, dur, ext=-1):
         args = {"External id": ext} if ext >= 0 else {}
         if stacks and ext in STACKS:
-            args |= {"Call stack": STACKS[ext][0], "Input Dims": STACKS[ext][1]}
+            args["Call stack"] = STACKS[ext][0]
+        if (stacks or shapes) and ext in STACKS:
+            args[dims_key] = STACKS[ext][1]
+        if name.startswith("ProfilerStep#") and not steps:
+            return
         out.append({"ph": "X", "cat": cats["op"], "name": name, "pid": PID, "tid": TID,
                     "ts": ts, "dur": dur, "args": args})
 
@@ -128,11 +140,13 @@ def events(*, legacy: bool = False, memory: bool = True, launches: int = 0,
             (1350, 100, -1000, 500, 2048, 1), (2150, 300, 4000, 4500, 8192, 1),
             (2250, 400, 64, 64, 0, 0),
         ):
+            args = {"Addr": addr, "Bytes": nbytes, "Total Allocated": total,
+                    "Total Reserved": reserved, "Device Type": dtype,
+                    "Device Id": 0 if dtype == 1 else -1}
+            if old_memory:  # PyTorch 1.9 and earlier: the device and the bytes only
+                args = {k: args[k] for k in ("Device Type", "Device Id", "Bytes")}
             out.append({"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]",
-                        "pid": PID, "tid": TID, "ts": ts,
-                        "args": {"Addr": addr, "Bytes": nbytes, "Total Allocated": total,
-                                 "Total Reserved": reserved, "Device Type": dtype,
-                                 "Device Id": 0 if dtype == 1 else -1}})
+                        "pid": PID, "tid": TID, "ts": ts, "args": args})
     out.append({"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans",
                 "tid": "PyTorch Profiler", "ts": 900, "dur": 2200})
     return out

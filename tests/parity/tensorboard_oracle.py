@@ -132,7 +132,7 @@ def differences(snap: dict, trace_path: str) -> dict[str, float]:
         peak_curve = {dev: float(text.split(": ")[1].rstrip("B")) for dev, text
                       in snap["memory_curve"]["peaks"].items()}
         tl = view.timeline.groupby("device")["allocated_bytes"].max()
-        out["memory_curve_peak_bytes"] = max(abs(tl.get(d, np.inf) - v) for d, v in peak_curve.items())
+        out["memory_curve_peak_bytes"] = max((abs(tl.get(d, np.inf) - v) for d, v in peak_curve.items()), default=0.0)
     return out
 
 

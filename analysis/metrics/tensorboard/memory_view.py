@@ -267,17 +267,36 @@ def memory_events(mr: MemoryRecords, rank: int) -> pd.DataFrame:
     return out
 
 
-def _rank_part(rt: RankTrace, table) -> tuple[pd.DataFrame | None, str]:
+# What a table needs of the [memory] events, and what is missing without it. PyTorch 1.9 and
+# earlier recorded only each event's device and bytes (no address, no allocator totals).
+_TOTALS = ("Total Allocated", "total_allocated")
+_ADDR = ("Addr", "has_addr")
+_OLD_MEMORY_EVENTS = ("the [memory] events carry no {arg} (PyTorch 1.9 and earlier recorded only "
+                      "each event's device and bytes): {table}; the operator memory is still "
+                      "counted, from the bytes (the TensorBoard plugin shows the same)")
+
+
+def _rank_part(rt: RankTrace, table, needs: tuple[str, str] | None = None,
+               what: str = "") -> tuple[pd.DataFrame | None, str, str | None]:
+    """``(table, source, note)``: the rank's table (None without ``[memory]`` events), its file,
+    and why the table is empty although the rank has ``[memory]`` events (``needs``: the arg
+    and the column it is read into; None: a table the events always give)."""
     m = memory_records(rt)
-    return (None if m is None else table(m, rt)), rt.meta.source
+    if m is None:
+        return None, rt.meta.source, None
+    note = None
+    if needs is not None and not m.records[needs[1]].fillna(False).astype(bool).any():
+        note = _OLD_MEMORY_EVENTS.format(arg=f"'{needs[0]}'", table=what)
+    return table(m, rt), rt.meta.source, note
 
 
 def memory_timeline_rank(rt: RankTrace):
-    return _rank_part(rt, lambda m, rt: timeline(m, rt.rank))
+    return _rank_part(rt, lambda m, rt: timeline(m, rt.rank), _TOTALS, "no memory curve")
 
 
 def memory_peaks_rank(rt: RankTrace):
-    return _rank_part(rt, lambda m, rt: peaks(m, rt.rank, rt.profiler_steps()))
+    return _rank_part(rt, lambda m, rt: peaks(m, rt.rank, rt.profiler_steps()), _TOTALS,
+                      "no memory peaks")
 
 
 def operator_memory_rank(rt: RankTrace):
@@ -285,7 +304,8 @@ def operator_memory_rank(rt: RankTrace):
 
 
 def memory_events_rank(rt: RankTrace):
-    return _rank_part(rt, lambda m, rt: memory_events(m, rt.rank))
+    return _rank_part(rt, lambda m, rt: memory_events(m, rt.rank), _ADDR,
+                      "no allocation is paired with its free")
 
 
 def memory_view_rank(rt: RankTrace) -> tuple[MemoryView | None, str]:
@@ -298,16 +318,24 @@ def memory_view_rank(rt: RankTrace) -> tuple[MemoryView | None, str]:
     return view, rt.meta.source
 
 
-def combine(parts: Mapping[int, tuple[pd.DataFrame | None, str]]) -> pd.DataFrame:
+def combine(parts: Mapping[int, tuple[pd.DataFrame | None, str, str | None]]) -> pd.DataFrame:
     """The ranks' tables joined; ranks without ``[memory]`` events are left out with a warning,
-    and ``NoMemoryProfileError`` (saying how to record them) when no rank has any."""
-    missing = {r: src for r, (v, src) in parts.items() if v is None}
-    tables = [v for v, _ in parts.values() if v is not None]
+    and ``NoMemoryProfileError`` (saying how to record them) when no rank has any. Ranks whose
+    events cannot give the table (PyTorch 1.9 and earlier: no totals, no addresses) are named in
+    a warning that says so."""
+    missing = {r: part[1] for r, part in parts.items() if part[0] is None}
+    tables = [part[0] for part in parts.values() if part[0] is not None]
     if not tables:
         raise NoMemoryProfileError(list(missing), list(missing.values()))
     if missing:
         warnings.warn(f"memory view: rank(s) {list(missing)} left out: no [memory] events "
                       "(recorded without profile_memory=True)", stacklevel=3)
+    notes: dict[str, list[int]] = {}
+    for r, part in parts.items():
+        if part[0] is not None and part[2] is not None:
+            notes.setdefault(part[2], []).append(r)
+    for note, ranks in notes.items():
+        warnings.warn(f"memory view: rank(s) {ranks}: {note}", stacklevel=3)
     return pd.concat(tables, ignore_index=True)
 
 

@@ -16,9 +16,10 @@ lower-cased*, onto its own types; events of other categories do not exist for it
   annotations; every other annotation is ignored.
 
 Steps: every ``ProfilerStep#N`` event of those categories, CPU or GPU annotation alike (a trace
-with Kineto's GPU copy of each step annotation gets two steps per N), in start order; none → one
-step spanning the CPU events. On 2021-schema traces (runtime calls visible), each step is then
-moved to its device side: it starts at the previous step's end (the first, after the last
+with Kineto's GPU copy of each step annotation gets two steps per N), in start order; none (a
+trace of ``torch.autograd.profiler.profile``) → one step, ``"0"``, spanning the CPU events. On
+2021-schema traces (runtime calls visible), each step (that one too) is then moved to its device
+side: it starts at the previous step's end (the first, after the last
 earlier kernel), ends at the end of the last GPU event its runtime calls launched, and trailing
 steps that launched nothing (or the last one when it launched under 80 % of the previous step's
 GPU events) are dropped — the plugin's own rule. Times: µs as the plugin holds them
@@ -175,7 +176,7 @@ def _plugin_view(rt: RankTrace) -> PluginView:
         steps = pd.DataFrame({"name": ["0"], "start": [ts[cpu].min() if cpu.any() else 0],
                               "end": [end[cpu].max() if cpu.any() else 0]})
     device = kernel | masks["memcpy"] | masks["memset"]
-    if is_legacy_runtime.any() and len(step_rows):
+    if is_legacy_runtime.any():
         steps = _device_steps(steps, ts, end, ev["correlation"].to_numpy(), is_legacy_runtime,
                               _by_start(np.flatnonzero(device), ts))
     return PluginView(roles=roles, steps=steps.reset_index(drop=True), kernel_rows=kernel_rows,
