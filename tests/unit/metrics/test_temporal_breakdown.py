@@ -92,3 +92,16 @@ def test_ranks_selection():
     t = Trace({2: a, 5: b})
     assert analyse(t, rounding="exact").get_temporal_breakdown(visualize=False, ranks=[5])["kernel_time(us)"].tolist() == [20.0]
     assert analyse(t, rounding="exact").get_temporal_breakdown(visualize=False, ranks="all")["rank"].tolist() == [2, 5]
+
+
+def test_times_are_float_us_even_when_every_time_is_whole(tmp_path):
+    """HTA 0.5.0 gives int64 time columns when every time it sums is a whole µs (its
+    ``call_stack`` test trace: 45) and float64 otherwise; ours are float64 whatever the trace
+    (docs/deviations.md), with HTA's values."""
+    gpu = rank_trace([("gemm", "kernel", 0, 45_000, 7, 1)], rank=0)
+    ta = analyse(Trace({0: gpu}), patterns="hta", rounding="hta")
+    df = ta.get_temporal_breakdown(visualize=False)
+    assert df["kernel_time(us)"].tolist() == [45.0] and df["idle_time(us)"].tolist() == [0.0]
+    assert (df.dtypes[COLUMNS[1:5]] == np.float64).all()
+    _, kernels = ta.get_gpu_kernel_breakdown(visualize=False)
+    assert kernels["sum (us)"].tolist() == [45.0] and kernels["sum (us)"].dtype == np.float64
