@@ -42,7 +42,10 @@ earlier did. ``steps=False`` leaves the ``ProfilerStep#N`` events out (a trace r
 [1000, 2300), which on 2021-schema traces (``legacy=True``) it moves to the device side: it ends
 at 2720, the end of the last GPU event launched in it (the memset). ``old_memory=True`` writes the
 ``[memory]`` events as PyTorch 1.9 and earlier did: ``Device Type``, ``Device Id`` and ``Bytes``
-only (no ``Addr``, no ``Total Allocated`` / ``Total Reserved``).
+only (no ``Addr``, no ``Total Allocated`` / ``Total Reserved``). ``wrapper=True`` adds an operator
+``my_wrapper`` [1100, 1420) around the first ``Net_0`` call: with ``modules=True`` its self host
+time is 320 - 310 = 10 µs (the module is its child in the plugin's tree), without 320 - 300 = 20
+(``aten::mm`` and ``aten::add``).
 """
 
 from __future__ import annotations
@@ -68,7 +71,8 @@ STACKS = {
 def events(*, legacy: bool = False, memory: bool = True, launches: int = 0,
            launch_us: int = 10, tail: bool = False, modules: bool = False,
            stacks: bool = False, shapes: bool = False, dims_key: str = "Input Dims",
-           steps: bool = True, old_memory: bool = False) -> list[dict[str, Any]]:
+           steps: bool = True, old_memory: bool = False,
+           wrapper: bool = False) -> list[dict[str, Any]]:
     cats = {"op": "cpu_op", "rt": "cuda_runtime", "k": "kernel", "cp": "gpu_memcpy",
             "ms": "gpu_memset"}
     if legacy:
@@ -110,6 +114,8 @@ def events(*, legacy: bool = False, memory: bool = True, launches: int = 0,
                         "pid": PID, "tid": TID, "ts": ts, "dur": dur,
                         "args": {"Python id": py_id, "Python parent id": parent,
                                  "Python module id": 0}})
+    if wrapper:  # an operator (a user's record_function) around the first Net_0 call
+        op("my_wrapper", 1100, 320)
     op("ProfilerStep#1", 1000, 1000)
     op(LOADER, 1000, 100)
     op("aten::mm", 1100, 200, ext=10)

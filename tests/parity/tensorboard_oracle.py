@@ -140,7 +140,7 @@ def operator_differences(snap: dict, trace_path: str) -> dict[str, float]:
     """Largest absolute differences of the operator tables (by name; by name and input shape)."""
     from analysis.kineto.extras import attach_extras
 
-    rt = attach_extras(rank_trace(trace_path), ["op_shapes"], use_cache=False)
+    rt = attach_extras(rank_trace(trace_path), ["op_shapes", "python_functions"], use_cache=False)
     return table_differences(snap, rt, (("op_by_name", "name"),
                                         ("op_by_name_input", "name_and_input_shape")))
 
@@ -149,7 +149,7 @@ def stack_differences(snap: dict, rt) -> dict[str, float]:
     """The same for the plugin's stack view (by name / name and input shape, and call stack)."""
     from analysis.kineto.extras import attach_extras
 
-    rt = attach_extras(rt, ["op_shapes", "op_stacks"], use_cache=False)
+    rt = attach_extras(rt, ["op_shapes", "op_stacks", "python_functions"], use_cache=False)
     return table_differences(snap, rt, (("op_stack_by_name", "name_and_stack"),
                                         ("op_stack_by_name_input", "name_and_input_shape_and_stack")))
 

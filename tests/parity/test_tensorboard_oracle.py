@@ -100,3 +100,28 @@ def test_traces_the_plugin_crashes_on_still_analyse(snap):
     assert len(kernel_table.kernel_table_rank(rt).kernels)
     view, _ = memory_view.memory_view_rank(rt)
     assert view is not None and len(view.peaks)
+
+
+def test_a_module_called_inside_an_operator_is_its_child(tmp_path):
+    """With ``with_modules=True`` the plugin's trees hold the ``nn.Module`` nodes: an operator
+    around a module call (a user's ``record_function``; SGLang's ``sglang_profiler::*`` ranges
+    around ``RMSNorm``, activation checkpointing's ``ReluBackward0`` around recomputed modules)
+    has the whole module as a child, so its self time excludes the module's Python time too, and
+    its tensor-core eligibility does not come through the module. Synthetic
+    ``tensorboard_traces(modules=True, wrapper=True)`` against the plugin's snapshot
+    ``tests/data/tb_oracle_synthetic/module_in_operator.json``."""
+    from parity.tensorboard_oracle import SNAPSHOTS
+
+    from analysis import TraceAnalysis
+    from analysis.testing import tensorboard_traces
+
+    snap = load_snapshot(SNAPSHOTS.parent / "tb_oracle_synthetic" / "module_in_operator.json")
+    path = tensorboard_traces.write(tmp_path / "rank0.json", modules=True, wrapper=True)
+    diffs = operator_differences(snap, str(path))
+    assert not {k: v for k, v in diffs.items() if not v <= (US if k.endswith("_us") else 0)}, diffs
+    assert module_differences(snap, str(path)) == {"module_mismatches": 0, "module_time_us": 0.0}
+    ops = TraceAnalysis(str(tmp_path), use_cache=False, progress=False).get_operator_table(
+        visualize=False).set_index("name")
+    wrapper = ops.loc["my_wrapper"]
+    assert (wrapper["host_total_us"], wrapper["host_self_us"]) == (320, 320 - 310)
+    assert not wrapper["tc_eligible"]

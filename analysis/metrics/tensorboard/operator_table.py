@@ -1,9 +1,11 @@
 """The TensorBoard plugin's operator view: per operator name (or name and input shapes), its calls
 and host and device time.
 
-Over the plugin's call trees (:mod:`.call_tree`; the whole trace), for each operator call:
-``host_total_us`` = its duration; ``host_self_us`` = its duration minus its direct children's
-(operators, steps, annotations) and minus its own runtime calls'; ``device_total_us`` /
+Over the plugin's call trees (:mod:`.call_tree`; the whole trace; with their ``nn.Module`` nodes
+on traces recorded with ``with_modules=True``), for each operator call: ``host_total_us`` = its
+duration; ``host_self_us`` = its duration minus its direct children's (operators, steps,
+annotations, and modules: a module called inside an operator takes its whole time out of the
+operator's self time, Python included) and minus its own runtime calls'; ``device_total_us`` /
 ``device_self_us`` = the time of the GPU kernels, memcpys and memsets launched by its runtime calls,
 including / excluding its children's; ``tc_eligible`` = the name is on the plugin's list of
 operators that can use tensor cores, or an operator child of it is; ``tc_self_pct`` /
@@ -43,6 +45,7 @@ from analysis.metrics.tensorboard.ranges import plugin_us
 GROUPS = ("name", "name_and_input_shape", "name_and_stack", "name_and_input_shape_and_stack")
 SHAPES = "op_shapes"
 STACKS = "op_stacks"
+MODULES = "python_functions"  # the nn.Module nodes of the plugin's trees (with_modules=True)
 COLUMNS = ["rank", "name", "input_shape", "call_stack", "calls", "host_self_us", "host_total_us",
            "device_self_us", "device_total_us", "tc_eligible", "tc_self_pct", "tc_total_pct"]
 NO_STACKS = (
@@ -71,7 +74,7 @@ TC_ELIGIBLE_OPS = frozenset((
 def extras(options: Mapping[str, object]) -> tuple[str, ...]:
     """The extra kinds a table with these options reads (shapes, stacks only when grouped by)."""
     group_by = str(options.get("group_by", "name"))
-    return (("kernel_args",) + (SHAPES,) * ("input_shape" in group_by)
+    return (("kernel_args", MODULES) + (SHAPES,) * ("input_shape" in group_by)
             + (STACKS,) * group_by.endswith("_stack"))
 
 
@@ -136,7 +139,7 @@ def operator_table_rank(rt: RankTrace, group_by: str = "name") -> pd.DataFrame:
         raise ConfigError(f"group_by must be one of {GROUPS}, not {group_by!r}")
     by_shape = "input_shape" in group_by
     by_stack = group_by.endswith("_stack")
-    nodes = call_tree(rt)
+    nodes = call_tree(rt, modules=True)
     parent = nodes["parent"].to_numpy(np.int64)
     kept = parent >= -1
     dur = (nodes["end"] - nodes["start"]).to_numpy()
