@@ -11,7 +11,8 @@ each kernel launch is still issued by its operator (``aten::mm`` with its ``Inpu
 parsed: for each graph launch of the replay, its kernels (ordered by start time) are matched to
 a capture's kernel launches (between ``StreamBeginCapture`` and ``StreamEndCapture``, ordered by
 start time) with the same count and, where both carry kernel names, the same names in the same
-order. Each matched kernel gets a synthetic launch call and belongs to a synthetic operator (the innermost
+order; or, when the capture names every kernel, with a few more launches (at most 1 %, at least
+one) that the kernels' names match in order, the others skipped with a warning. Each matched kernel gets a synthetic launch call and belongs to a synthetic operator (the innermost
 CPU operator that enclosed the launch at capture, with its arguments; consecutive kernels launched
 by the same captured operator call share one, so calls are counted as at capture), nested in the
 time of the original graph launch, so that every later analysis (operator summary, roofline, kernel tables)
@@ -35,8 +36,9 @@ GRAPH_LAUNCH_SUFFIX = "GraphLaunch"  # cudaGraphLaunch, hipGraphLaunch
 CAPTURE_FOLDER = "capture_traces"
 # Bump when merge_graph_capture's output changes: cache entries of merged traces then miss.
 # 3: consecutive kernels of one captured operator call share one synthetic operator and its
-# External id (2 was a draft of it, never merged)
-MERGE_VERSION = 3
+# External id (2 was a draft of it, never merged); 4: a capture with a few launches more aligns by
+# kernel names (_aligned)
+MERGE_VERSION = 4
 _RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
 _SGLANG_PROFILER = "sglang_profiler::"
 
@@ -51,6 +53,10 @@ class GraphMergeStats:
     kernels_attributed: int = 0
     kernels_unattributed: int = 0
     reasons: list[str] = field(default_factory=list)
+    # captured launches with no kernel in the replay, skipped to align a graph launch's kernels
+    # (see _matching_capture); per graph launch, what was skipped
+    capture_launches_skipped: int = 0
+    skipped: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -212,7 +218,14 @@ def merge_graph_capture(
         kernels = sorted(
             kernels_by_corr.get(launch["args"].get("correlation"), []), key=lambda e: e["ts"]
         )
-        cap = _matching_capture(caps, kernels)
+        cap, skipped = _matching_capture(caps, kernels)
+        if skipped:
+            stats.capture_launches_skipped += len(skipped)
+            stats.skipped.append(
+                f"{launch['name']} at ts {launch['ts']}: {len(kernels)} kernels against "
+                f"{len(kernels) + len(skipped)} captured launches; skipped: "
+                + ", ".join(f"#{i} {name}" for i, name in skipped[:3])
+            )
         if cap is None:
             stats.unmatched_launches += 1
             stats.kernels_unattributed += len(kernels)
@@ -279,15 +292,56 @@ def merge_graph_capture(
     return out, stats
 
 
-def _matching_capture(caps: list[_Capture], kernels: list[dict]) -> _Capture | None:
+# At most this share of a capture's launches (and at least one) may have no kernel in the replay
+# for the capture to still match it (see _aligned).
+SKIP_SHARE = 0.01
+
+
+def _matching_capture(caps: list[_Capture], kernels: list[dict]
+                      ) -> tuple[_Capture | None, list[tuple[int, str]]]:
+    """The capture whose launches are the graph launch's kernels, and the captured launches
+    skipped to align them (``(position, kernel name)``). Same count and, where the capture names
+    its kernels, the same names in order; else, when every captured launch is named, a capture
+    with a few more launches (:data:`SKIP_SHARE`) whose names contain the kernels' in order
+    (:func:`_aligned`: a launch the profiler recorded at capture but whose kernel the replay does
+    not have, as xDiT's Flux trace on MI300X, whose capture has one GEMM more at its end)."""
+    if not kernels:
+        return None, []
     for cap in caps:
-        if len(cap.ops) != len(kernels) or not kernels:
-            continue
-        if all(
+        if len(cap.ops) == len(kernels) and all(
             n is None or n == k.get("name") for n, k in zip(cap.kernel_names, kernels, strict=True)
         ):
-            return cap
-    return None
+            return cap, []
+    for cap in caps:
+        extra = len(cap.ops) - len(kernels)
+        if 0 < extra <= max(1, int(SKIP_SHARE * len(kernels))) and None not in cap.kernel_names:
+            aligned = _aligned(cap, kernels)
+            if aligned is not None:
+                return aligned
+    return None, []
+
+
+def _aligned(cap: _Capture, kernels: list[dict]) -> tuple[_Capture, list[tuple[int, str]]] | None:
+    """``cap`` without the launches that no kernel matches: each kernel, in order, takes the
+    next captured launch of its name, the launches passed over are skipped (TraceLens aligns a
+    capture with its replay the same way). None when some kernel finds no launch."""
+    keep: list[int] = []
+    skipped: list[tuple[int, str]] = []
+    i = 0
+    for k in kernels:
+        name = k.get("name")
+        while i < len(cap.kernel_names) and cap.kernel_names[i] != name:
+            skipped.append((i, str(cap.kernel_names[i])[:80]))
+            i += 1
+        if i == len(cap.kernel_names):
+            return None
+        keep.append(i)
+        i += 1
+    skipped += [(j, str(cap.kernel_names[j])[:80]) for j in range(i, len(cap.kernel_names))]
+    sub = _Capture(source=cap.source, ops=[cap.ops[j] for j in keep],
+                   kernel_names=[cap.kernel_names[j] for j in keep],
+                   op_calls=[cap.op_calls[j] for j in keep])
+    return sub, skipped
 
 
 def merge_trace_bytes(data: bytes, capture: str | Path) -> tuple[bytes, GraphMergeStats]:
@@ -307,6 +361,8 @@ def merge_trace_bytes(data: bytes, capture: str | Path) -> tuple[bytes, GraphMer
         "kernels_attributed": stats.kernels_attributed,
         "kernels_unattributed": stats.kernels_unattributed,
         "unmatched": stats.reasons[:20],
+        "capture_launches_skipped": stats.capture_launches_skipped,
+        "skipped": stats.skipped[:20],
     }
     return json.dumps(top).encode(), stats
 
@@ -329,5 +385,12 @@ def with_graph_capture(
             f"{url}: {stats.unmatched_launches} of {stats.graph_launches} graph launches match no "
             f"capture trace in {folder} ({stats.kernels_unattributed} kernels stay under the "
             f"launch); first: {stats.reasons[0]}"
+        )
+    if stats.capture_launches_skipped:
+        notes.append(
+            f"{url}: {stats.capture_launches_skipped} launch(es) of the capture trace in {folder} "
+            f"have no kernel in the replay and were skipped to match {len(stats.skipped)} graph "
+            f"launch(es) (the profiler missed them at replay, or the graph dropped them); "
+            f"first: {stats.skipped[0]}"
         )
     return merged, notes

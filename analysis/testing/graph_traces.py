@@ -1,7 +1,8 @@
 """A CUDA graph replay trace and its capture trace, hand-built with a known attribution.
 
-``capture_events(ops)``: a capture trace (``cudaStreamBeginCapture`` ... ``EndCapture``) in which
-operator ``ops[i]`` (``Input Dims [[i + 1, 4], [4, 8]]``, bf16) launches kernel ``i``.
+``capture_events(ops, kernels=None)``: a capture trace (``cudaStreamBeginCapture`` ...
+``EndCapture``) in which operator ``ops[i]`` (``Input Dims [[i + 1, 4], [4, 8]]``, bf16) launches
+kernel ``i`` (named ``kernels[i]`` in the launch's ``kernel`` arg, as ROCm writes, when given).
 ``replay_events(kernel_counts)``: one ``cudaGraphLaunch`` per count, launch ``g`` at
 ``1000 + 1000 g`` µs lasting 50 µs, with that many kernels ``k0, k1, ...``, kernel ``k`` lasting
 ``k + 1`` µs, correlated to the launch. A launch whose count differs from the capture's matches
@@ -21,13 +22,14 @@ def _x(cat, name, ts, dur, **args):
             "args": args}
 
 
-def capture_events(ops: list[str]) -> list[dict]:
+def capture_events(ops: list[str], kernels: list[str] | None = None) -> list[dict]:
     ev = [_x("cuda_runtime", "cudaStreamBeginCapture", 0, 1, correlation=1)]
     t = 10
     for i, op in enumerate(ops):
         ev.append(_x("cpu_op", op, t, 10, **{"Input Dims": [[i + 1, 4], [4, 8]],
                                              "Input type": ["c10::BFloat16"] * 2}))
-        ev.append(_x("cuda_runtime", "cudaLaunchKernel", t + 2, 3, correlation=100 + i))
+        named = {"kernel": kernels[i]} if kernels else {}
+        ev.append(_x("cuda_runtime", "cudaLaunchKernel", t + 2, 3, correlation=100 + i, **named))
         t += 20
     ev.append(_x("cuda_runtime", "cudaStreamEndCapture", t, 1, correlation=2))
     return ev

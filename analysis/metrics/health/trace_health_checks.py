@@ -126,10 +126,14 @@ def graph_capture(rt: RankTrace) -> list[tuple]:
     merged = rt.meta.other.get("graphCapture")
     if isinstance(merged, dict):
         if not merged.get("unmatched_launches"):
+            skipped = merged.get("capture_launches_skipped") or 0
             return [("info", "graph_capture",
                      f"{merged.get('matched_launches')} graph launches attributed to the "
-                     "operators of their capture traces",
-                     f"{merged.get('kernels_attributed')} kernels")]
+                     "operators of their capture traces"
+                     + (f" ({skipped} captured launch(es) with no kernel in the replay skipped)"
+                        if skipped else ""),
+                     f"{merged.get('kernels_attributed')} kernels"
+                     + ("; " + "; ".join(merged.get("skipped", [])[:3]) if skipped else ""))]
         return [("warning", "graph_capture",
                  f"{merged['unmatched_launches']} of {merged.get('graph_launches')} graph "
                  "launches match no capture trace (kernel count or names differ): their "

@@ -13,9 +13,10 @@ completeness with TraceLens's counts.
   ``5·N + 6·C``; bytes ``N·(bpe_in + bpe_out)`` plus ``k·C·bpe_in`` with ``k`` = 2 (mean, variance)
   + 2 (their writes) + 1 for a weight + 1 for a bias (TraceLens's model; we count the weight and
   bias only when they are passed).
-- Reductions (``sum``, ``mean``, ``amax``, ...): FLOPs = input elements; bytes = input and output
-  elements at the input's element size. The output size follows ``dim``/``keepdim`` from
-  Concrete Inputs (TraceLens takes 1 when those are written as text, i.e. always in real traces).
+- Reductions (``sum``, ``mean``, ``amax``, the norms, ...): FLOPs = input elements; bytes = input
+  and output elements at the input's element size. The output size follows ``dim``/``keepdim``
+  from Concrete Inputs, read where each op's signature has them (:data:`REDUCE_ARGS`; TraceLens
+  takes 1 when those are written as text, i.e. always in real traces).
 - Softmax over one dim (``_softmax``, ``softmax``): FLOPs ``3·n`` (exponent, sum, division, as
   TraceLens's softmax model); bytes ``n·bpe(in) + n·bpe(out)`` (out: fp32 with
   ``half_to_float``, or the ``dtype`` argument).
@@ -77,14 +78,28 @@ def layer_norm(call: OpCall) -> OpCost:
     return _cost(call, "normalization", 5 * n + 6 * c, 2 * n * bpe + vectors * c * bpe)
 
 
+# Where ``dim`` and ``keepdim`` are among a reduction's arguments (the ATen signatures; the
+# others: ``(self, dim, keepdim, ...)``): the norms take the order first, std/var the correction
+# between the two. Fewer arguments recorded (``norm(self, p)``, ``std(self, unbiased)``): a full
+# reduction.
+REDUCE_ARGS = {
+    "aten::norm": (2, 3),
+    "aten::linalg_vector_norm": (2, 3),
+    "aten::linalg_norm": (2, 3),
+    "aten::std": (1, 3),
+    "aten::var": (1, 3),
+}
+
+
 def reduction(call: OpCall) -> OpCost:
     shape = call.dim(0)
     n = prod(shape)
     if call.name in ("aten::cumsum", "aten::cumprod"):
         out = n
     else:
-        dims = call.arg(1) if len(call.concrete) >= 3 else None
-        keepdim = call.arg(2) is True
+        dim_at, keep_at = REDUCE_ARGS.get(call.name, (1, 2))
+        dims = call.arg(dim_at) if len(call.concrete) > keep_at else None
+        keepdim = dims is not None and call.arg(keep_at) is True
         if isinstance(dims, int) and not isinstance(dims, bool):
             dims = [dims]
         if isinstance(dims, list) and dims and all(isinstance(d, int) for d in dims):
@@ -162,6 +177,7 @@ REDUCE_OPS = (
     "aten::amin",
     "aten::norm",
     "aten::linalg_vector_norm",
+    "aten::linalg_norm",
     "aten::std",
     "aten::var",
     "aten::logsumexp",

@@ -224,3 +224,49 @@ def test_cli_capture_trace_option(tmp_path):
                                     str(tmp_path / "cache")], catch_exceptions=False)
     assert "WARNING graph_capture (rank 0): 2 graph launches and their kernels have no operator" \
         in " ".join(out.output.split())
+
+
+@pytest.mark.parametrize(("names", "kept"), [
+    (["k0", "k1", "k2", "kX"], ["aten::mm", "aten::add", "aten::mm"]),  # one more at the end
+    (["k0", "kX", "k1", "k2"], ["aten::mm", "aten::mm", "aten::addmm"]),  # one more inside
+])
+def test_a_captured_launch_without_a_replayed_kernel_is_skipped(names, kept):
+    """A capture that names its kernels and has one launch more than the replay (xDiT's Flux on
+    MI300X: 1,567 captured launches, 1,566 kernels per replay) aligns by names, in order; the
+    launch passed over is skipped and said."""
+    ops = ["aten::mm", "aten::add", "aten::mm", "aten::addmm"]
+    out, stats = merge_graph_capture(_replay([3, 3]), [_capture(ops, kernels=names)])
+    assert (stats.matched_launches, stats.unmatched_launches) == (2, 0)
+    assert stats.capture_launches_skipped == 2 and "kX" in stats.skipped[0]
+    by_id = {e["args"]["External id"]: e["name"] for e in out if e["cat"] == "cpu_op"}
+    first = sorted((k for k in out if k["cat"] == "kernel" and k["ts"] < 2000),
+                   key=lambda k: k["ts"])
+    assert [by_id[k["args"]["External id"]] for k in first] == kept
+
+
+def test_a_capture_too_different_still_matches_nothing():
+    """Two launches more than 3 kernels (over 1 %, more than one), or a kernel whose name the
+    capture does not have: no match, as before."""
+    ops = ["aten::mm"] * 5
+    _, stats = merge_graph_capture(_replay([3]), [_capture(ops, ["k0", "kX", "k1", "kY", "k2"])])
+    assert (stats.matched_launches, stats.capture_launches_skipped) == (0, 0)
+    _, stats = merge_graph_capture(_replay([3]), [_capture(ops[:4], ["k0", "k1", "kZ", "kX"])])
+    assert (stats.matched_launches, stats.capture_launches_skipped) == (0, 0)
+
+
+def test_the_skipped_launch_is_a_warning_with_the_load(tmp_path):
+    from analysis.api import TraceAnalysis
+
+    (tmp_path / "capture_traces").mkdir()
+    (tmp_path / "capture_traces" / "cap.json").write_text(json.dumps({"traceEvents": _capture(
+        ["aten::mm", "aten::add", "aten::mm", "aten::addmm"], kernels=["k0", "k1", "k2", "kX"])}))
+    (tmp_path / "replay.json").write_text(json.dumps({"traceEvents": _replay([3])}))
+    with pytest.warns(UserWarning, match=r"1 launch\(es\) of the capture trace .* skipped .*#3 kX"):
+        ta = TraceAnalysis(trace_files={0: str(tmp_path / "replay.json")}, use_cache=False,
+                           progress=False)
+    summary = ta.get_operator_summary().set_index("name")
+    assert summary.loc["aten::mm", "gpu_self_us"] == pytest.approx(1 + 3)  # k0 and k2
+    assert "CUDA graph (cudaGraphLaunch)" not in summary.index
+    health = ta.check()
+    hit = health[health["check"] == "graph_capture"].iloc[0]
+    assert hit["severity"] == "info" and "1 captured launch(es) with no kernel" in hit["message"]

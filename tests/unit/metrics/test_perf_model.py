@@ -325,6 +325,33 @@ def test_reductions_follow_dim_and_keepdim():
     assert cumsum.bytes == 2 * 20 * 4
 
 
+def test_norms_and_std_read_dim_and_keepdim_where_their_signatures_have_them():
+    """``linalg_norm(self, ord, dim, keepdim, dtype)`` (OWLv2's, TraceLens's Reduce_fwd sheet),
+    ``norm(self, p, dim, keepdim)``, ``linalg_vector_norm`` and ``std(self, dim, correction,
+    keepdim)``: reading ``dim`` at 1 would take the order (2) for a dimension."""
+    n = 5184 * 768
+    for name in ("aten::linalg_norm", "aten::linalg_vector_norm", "aten::norm"):
+        kept = cost(name, [[1, 5184, 768], [], [], [], []],
+                    [BF16, "Scalar", "ScalarList", "Scalar", ""], concrete=["", "2", "[-1]", "True", ""])
+        assert (kept.flops, kept.bytes) == (n, (n + 5184) * 2), name
+        whole = cost(name, [[1, 5184, 768], []], [BF16, "Scalar"], concrete=["", "2"])
+        assert whole.bytes == (n + 1) * 2, name
+    dropped = cost("aten::norm", [[4, 5, 6], [], [], []], [F32, "Scalar", "ScalarList", "Scalar"],
+                   concrete=["", "2", "[0, 2]", "False"])
+    assert dropped.bytes == (120 + 5) * 4
+    std = cost("aten::std", [[4, 5, 6], [], [], []], [F32, "ScalarList", "Scalar", "Scalar"],
+               concrete=["", "[1]", "1", "True"])
+    assert std.bytes == (120 + 24) * 4
+    assert cost("aten::std", [[4, 5, 6], []], [F32, "Scalar"], concrete=["", "True"]).bytes == 121 * 4
+
+
+def test_a_bool_tensor_is_one_byte_an_element():
+    """TraceLens has no size for ``bool`` (its bytes are NaN on OWLv2's mask copy); 1 byte."""
+    mask = cost("aten::copy_", [[1, 1, 5, 5], [1, 1, 5, 5], []], ["bool", BF16, "Scalar"],
+                strides=[[25, 25, 5, 1], [25, 25, 5, 1], []], concrete=["", "", "False"])
+    assert (mask.flops, mask.bytes) == (25, 25 * 1 + 25 * 2)
+
+
 def test_softmax_and_upsample():
     s = cost(
         "aten::_softmax",
