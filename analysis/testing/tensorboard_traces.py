@@ -45,7 +45,10 @@ at 2720, the end of the last GPU event launched in it (the memset). ``old_memory
 only (no ``Addr``, no ``Total Allocated`` / ``Total Reserved``). ``wrapper=True`` adds an operator
 ``my_wrapper`` [1100, 1420) around the first ``Net_0`` call: with ``modules=True`` its self host
 time is 320 - 310 = 10 µs (the module is its child in the plugin's tree), without 320 - 300 = 20
-(``aten::mm`` and ``aten::add``).
+(``aten::mm`` and ``aten::add``). ``module_memory=True`` adds a GPU0 allocation of 256 B at 1405
+(addr 500, never freed; totals after it 756 allocated, and 4756 after the 4000 B one): inside
+``Net_0`` [1100, 1410) but in none of its operators, so, with ``modules=True``, the plugin gives it
+to no operator (with ``wrapper=True`` too: the module, not ``my_wrapper``, is its innermost node).
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ def events(*, legacy: bool = False, memory: bool = True, launches: int = 0,
            launch_us: int = 10, tail: bool = False, modules: bool = False,
            stacks: bool = False, shapes: bool = False, dims_key: str = "Input Dims",
            steps: bool = True, old_memory: bool = False,
-           wrapper: bool = False) -> list[dict[str, Any]]:
+           wrapper: bool = False, module_memory: bool = False) -> list[dict[str, Any]]:
     cats = {"op": "cpu_op", "rt": "cuda_runtime", "k": "kernel", "cp": "gpu_memcpy",
             "ms": "gpu_memset"}
     if legacy:
@@ -141,11 +144,14 @@ def events(*, legacy: bool = False, memory: bool = True, launches: int = 0,
                     "args": {"device": 0, "stream": STREAM, "correlation": 100 + i,
                              "External id": 0}})
     if memory:
-        for ts, addr, nbytes, total, reserved, dtype in (
+        records = [
             (1110, 100, 1000, 1000, 2048, 1), (1310, 200, 500, 1500, 2048, 1),
             (1350, 100, -1000, 500, 2048, 1), (2150, 300, 4000, 4500, 8192, 1),
             (2250, 400, 64, 64, 0, 0),
-        ):
+        ]
+        if module_memory:  # in Net_0 after aten::add ends: in no operator of that module
+            records[3:4] = [(1405, 500, 256, 756, 2048, 1), (2150, 300, 4000, 4756, 8192, 1)]
+        for ts, addr, nbytes, total, reserved, dtype in records:
             args = {"Addr": addr, "Bytes": nbytes, "Total Allocated": total,
                     "Total Reserved": reserved, "Device Type": dtype,
                     "Device Id": 0 if dtype == 1 else -1}

@@ -36,7 +36,7 @@ def load_snapshot(path: Path) -> dict:
 @cache
 def rank_trace(trace_path: str):
     rt = parse_trace_bytes(read_trace_bytes(trace_path), trace_path)
-    return attach_extras(rt, ["kernel_args", "memory_events"], use_cache=False)
+    return attach_extras(rt, ["kernel_args", "memory_events", "python_functions"], use_cache=False)
 
 
 def differences(snap: dict, trace_path: str) -> dict[str, float]:

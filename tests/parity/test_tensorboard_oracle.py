@@ -125,3 +125,28 @@ def test_a_module_called_inside_an_operator_is_its_child(tmp_path):
     wrapper = ops.loc["my_wrapper"]
     assert (wrapper["host_total_us"], wrapper["host_self_us"]) == (320, 320 - 310)
     assert not wrapper["tc_eligible"]
+
+
+def test_memory_inside_a_module_but_no_operator_belongs_to_none(tmp_path):
+    """The plugin's trees hold the ``nn.Module`` nodes for the memory view too: an allocation
+    inside a module but in none of its operators has no operator (``<unknown>``), although an
+    operator encloses the module (``my_wrapper``: its self memory stays 0). Synthetic
+    ``tensorboard_traces(modules=True, wrapper=True, module_memory=True)`` against the plugin's
+    snapshot ``memory_in_module.json``."""
+    from parity.tensorboard_oracle import SNAPSHOTS
+
+    from analysis import TraceAnalysis
+    from analysis.testing import tensorboard_traces
+
+    snap = load_snapshot(SNAPSHOTS.parent / "tb_oracle_synthetic" / "memory_in_module.json")
+    path = tensorboard_traces.write(tmp_path / "rank0.json", modules=True, wrapper=True,
+                                    module_memory=True)
+    diffs = differences(snap, str(path))
+    over = {k: v for k, v in diffs.items() if not (v <= LIMITS[k] or np.isnan(v))}
+    assert not over, over
+    ta = TraceAnalysis(str(tmp_path), use_cache=False, progress=False)
+    ops = ta.get_operator_memory().set_index(["device", "operator"])
+    wrapper = ops.loc[("GPU0", "my_wrapper")]
+    assert (wrapper["self_allocation_bytes"], wrapper["allocation_bytes"]) == (0, 1500)
+    events = ta.get_memory_events()
+    assert events.loc[events["bytes"] == 256, "operator"].tolist() == ["<unknown>"]

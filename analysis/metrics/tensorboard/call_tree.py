@@ -6,9 +6,10 @@ Kineto 2021 ``Python`` events, per thread, ordered by start (longest first at eq
 A node is a child of the innermost earlier node that contains it; a node that starts inside
 another but ends after it is left out (the plugin logs "ranges on the same thread should not
 intersect" and drops it); an operator whose only child is an operator of the same name absorbs
-that child (the plugin's ``remove_dup_nodes``, as ``torch.autograd.profiler`` does). Module
-(``python_function``) nodes are not built: see ``docs/deviations.md``. Times in the plugin's µs
-(:func:`.ranges.plugin_us`).
+that child (the plugin's ``remove_dup_nodes``, as ``torch.autograd.profiler`` does). With
+``modules=True`` the ``nn.Module`` (``python_function``) nodes are built too, as in the plugin's
+trees: the module view, the operator table and the memory view read them. Times in the plugin's
+µs (:func:`.ranges.plugin_us`).
 """
 
 from __future__ import annotations

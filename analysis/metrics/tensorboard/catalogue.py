@@ -15,7 +15,7 @@ from analysis.metrics.tensorboard import (
 from analysis.registry import VISUALIZE, Analysis, Param, ranks_param
 
 KERNEL_ARGS = ("kernel_args",)
-MEMORY = ("memory_events", "kernel_args")
+MEMORY = ("memory_events", "kernel_args", "python_functions")
 # the extras are decoded from Kineto JSON: other profilers' files raise FormatNotSupportedError
 KINETO = ("kineto_args",)
 PLUGIN_WINDOW = (

@@ -13,9 +13,11 @@ Each ``[memory]`` instant event records one allocation (``Bytes`` > 0) or free (
 - :func:`operator_memory`: per device and operator name, over the operator's calls: the bytes
   allocated minus freed (``size_increase_bytes``), allocated (``allocation_bytes``) and the number of
   allocations (``allocation_count``), each by the calls themselves (``self_*``: events whose
-  innermost enclosing CPU operator on the same thread is the call) and including every operator
-  nested in them; ``calls`` counts the operator's calls. An event inside no CPU operator belongs
-  to none (the plugin's ``<unknown>``); operators with all six numbers 0 are left out;
+  innermost enclosing node of the plugin's call tree on the same thread is the call; the tree
+  has the ``nn.Module`` nodes of ``with_modules=True`` traces) and including every operator
+  nested in them; ``calls`` counts the operator's calls. An event whose innermost node is no CPU
+  operator (none, or a module) belongs to none (the plugin's ``<unknown>``); operators with all
+  six numbers 0 are left out;
 - :func:`memory_events`: each allocation paired with the next free of its address (in time order;
   an address allocated again before a free replaces the earlier, unfreed allocation, as the
   plugin): ``operator`` (the allocating call's operator, ``"<parent> (aten::empty...)"`` for an
@@ -101,7 +103,7 @@ def _enclosing_operators(rt: RankTrace, m: pd.DataFrame):
     the nodes table, -1 for none) and that node's parent (-1); and the nodes table with
     ``parent`` and ``counted`` (the operators the plugin counts calls of: root children, and
     children of nodes on the way to some record)."""
-    nodes = call_tree(rt).copy()
+    nodes = call_tree(rt, modules=True).copy()
     parent = nodes["parent"].to_numpy(np.int64)
     starts, ends = nodes["start"].to_numpy(), nodes["end"].to_numpy()
     tids = nodes["tid"].to_numpy()
