@@ -12,11 +12,12 @@ parsed: for each graph launch of the replay, its kernels (ordered by start time)
 a capture's kernel launches (between ``StreamBeginCapture`` and ``StreamEndCapture``, ordered by
 start time) with the same count and, where both carry kernel names, the same names in the same
 order; or, when the capture names every kernel, with a few more launches (at most 1 %, at least
-one) that the kernels' names match in order, the others skipped with a warning. Each matched kernel gets a synthetic launch call and belongs to a synthetic operator (the innermost
-CPU operator that enclosed the launch at capture, with its arguments; consecutive kernels launched
-by the same captured operator call share one, so calls are counted as at capture), nested in the
-time of the original graph launch, so that every later analysis (operator summary, roofline, kernel tables)
-sees an ordinary operator → launch → kernel chain. Launches that no capture matches keep their
+one) that the kernels' names match in order, the others skipped with a warning. Each matched
+kernel gets a synthetic launch call and belongs to a synthetic operator (the innermost CPU
+operator that enclosed the launch at capture, with its arguments; consecutive kernels launched by
+the same captured operator call share one, so calls are counted as at capture), nested in the
+time of the original graph launch, so that every later analysis (operator summary, roofline,
+kernel tables) sees an ordinary operator → launch → kernel chain. Launches that no capture matches keep their
 kernels under the graph launch and are counted in ``GraphMergeStats.unmatched_launches``.
 """
 

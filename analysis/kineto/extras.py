@@ -319,9 +319,9 @@ OP_SHAPES = register(
         build=_build_op_shapes,
     )
 )
-"""``op_shapes``: one row per ``cpu_op`` event with ``Input Dims`` (or ``Input dims``); columns ``input_dims``,
-``input_types``, ``input_strides``, ``concrete_inputs`` (categorical compact JSON text, "" when the
-trace does not have it)."""
+"""``op_shapes``: one row per ``cpu_op`` event with ``Input Dims`` (or ``Input dims``); columns
+``input_dims``, ``input_types``, ``input_strides``, ``concrete_inputs`` (categorical compact JSON
+text, "" when the trace does not have it)."""
 
 
 # --- the operator call stacks kind (with_stack=True, as PyTorch wrote it until ~1.10) -------------

@@ -287,8 +287,11 @@ def _rank_part(rt: RankTrace, table, needs: tuple[str, str] | None = None,
     if m is None:
         return None, rt.meta.source, None
     note = None
-    if needs is not None and not m.records[needs[1]].fillna(False).astype(bool).any():
-        note = _OLD_MEMORY_EVENTS.format(arg=f"'{needs[0]}'", table=what)
+    if needs is not None:
+        column = m.records[needs[1]]  # has_addr (bool) or total_allocated (NaN when absent)
+        present = column.notna() if column.dtype.kind == "f" else column.astype(bool)
+        if not present.any():
+            note = _OLD_MEMORY_EVENTS.format(arg=f"'{needs[0]}'", table=what)
     return table(m, rt), rt.meta.source, note
 
 
