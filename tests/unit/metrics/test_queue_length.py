@@ -127,3 +127,24 @@ def test_the_summary_step_keeps_only_the_stream_statistics():
     whole = ql.queue_length_rank(rt, max_queue_length=1)
     assert ql.stream_summary({0: part}).equals(ql.stream_summary({0: whole}))
     assert ql.stream_summary({0: part})["time_at_max_queue_length"].tolist() == [70]
+
+
+def test_a_gpu_tid_written_as_text_is_minus_one_and_the_stream_is_kept():
+    """Kineto 2021 wrote GPU events' tid as text (``"stream 7"``): HTA 0.5.0 keeps the text in
+    its series' ``tid``; the model holds ids as integers, so here ``tid`` is -1 and the stream is
+    in ``stream`` (docs/deviations.md; TensorBoard's ResNet-50 V100 samples)."""
+    import json
+
+    from analysis.kineto.parse import parse_trace_bytes
+
+    events = [
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": 5, "tid": "1441273664",
+         "ts": 100, "dur": 5, "args": {"correlation": 1, "external id": 3}},
+        {"ph": "X", "cat": "Kernel", "name": "k", "pid": 0, "tid": "stream 7", "ts": 110,
+         "dur": 10, "args": {"correlation": 1, "external id": 3, "stream": 7, "device": 0}},
+    ]
+    rt = parse_trace_bytes(json.dumps({"traceEvents": events}).encode(), "legacy.json")
+    series = ql.queue_length_rank(rt, patterns="hta").series
+    assert series["tid"].tolist() == [-1, -1] and series["stream"].tolist() == [7, 7]
+    assert series["queue_length"].tolist() == [1, 0]
+    assert rt.events.loc[rt.events["name"] == "cudaLaunchKernel", "tid"].tolist() == [1441273664]
