@@ -433,10 +433,14 @@ def test_collective_rows_of_kernels_and_gloo_annotations():
         x_event("gloo:all_reduce", cat="user_annotation",
                 args={"Input Dims": [[64, 2], []], "Input type": ["float", ""]}),
         x_event("gloo:all_gather", cat="user_annotation", args={"Input Dims": "odd"}),
+        # PyTorch 1.8 and earlier wrote the shapes as "Input dims"
+        x_event("gloo:broadcast", cat="user_annotation",
+                args={"Input dims": [[8, 3]], "Input type": ["c10::Half"]}),
     ]
     comms = parse_trace_bytes(as_bytes(trace(events)), "t.json").collectives
     assert dtypes(comms) == COLLECTIVE_COLUMNS
-    assert comms["event"].tolist() == [0, 2, 3]  # the kernel without args is not a row
+    assert comms["event"].tolist() == [0, 2, 3, 4]  # the kernel without args is not a row
+    assert comms.loc[3, ["in_nelems", "dtype"]].tolist() == [24, "c10::Half"]
     assert comms.loc[0, ["collective", "in_nelems", "out_nelems", "dtype", "group_size",
                          "pg_name", "seq"]].tolist() == ["allgather", 4, 16, "BFloat16", 4, "3", 11]
     assert comms.loc[1, ["in_nelems", "dtype"]].tolist() == [128, "float"]
