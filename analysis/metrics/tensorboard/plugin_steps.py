@@ -186,23 +186,25 @@ def _plugin_view(rt: RankTrace) -> PluginView:
 
 def _roles(masks: dict[str, np.ndarray], ts_ns: np.ndarray, ts: np.ndarray,
            end: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Each role's merged intervals. The roles are exclusive: one sort of the events by (role,
-    start) (the ns order is the µs order) lays every role's intervals out sorted, one after
-    the other."""
+    """Each role's merged intervals. The roles are exclusive: one sort of the events that have
+    a role by (role, start) (the ns order is the µs order) lays every role's intervals out
+    sorted, one after the other."""
     role_of = np.full(len(ts_ns), len(masks), dtype=np.int64)  # no role
     for i, mask in enumerate(masks.values()):
         role_of[mask] = i
     if sum(int(m.sum()) for m in masks.values()) != int((role_of < len(masks)).sum()):
         # an event in two roles (none by the masks' definitions): each role on its own
         return {role: merge(ts[m], end[m]) for role, m in masks.items()}
-    if not len(ts_ns):
+    some = np.flatnonzero(role_of < len(masks))  # events without a role are not sorted
+    role_of, ts_ns = role_of[some], ts_ns[some]
+    if not len(some):
         return {role: merge(ts[:0], end[:0]) for role in masks}
     offset = ts_ns - ts_ns.min()
     if int(offset.max()) < 1 << 58:  # (role, start) in one integer: one sort
-        order = np.argsort((role_of << 58) | offset, kind="stable")
+        order = some[np.argsort((role_of << 58) | offset, kind="stable")]
     else:
-        order = np.lexsort((ts_ns, role_of))
-    bounds = np.searchsorted(role_of[order], np.arange(len(masks) + 1))
+        order = some[np.lexsort((ts_ns, role_of))]
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(role_of, minlength=len(masks)))])
     out = {}
     for i, role in enumerate(masks):
         rows = order[bounds[i]:bounds[i + 1]]

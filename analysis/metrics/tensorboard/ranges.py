@@ -15,29 +15,12 @@ Ranges = tuple[np.ndarray, np.ndarray]
 
 
 def plugin_us(ns) -> np.ndarray:
-    """Int ns → float64 µs as the plugin holds them (the nearest double to the µs written)."""
+    """Int ns → float64 µs as the plugin holds them (the nearest double to the µs written): the
+    whole µs and the ns left over, both exact integers, then one float sum."""
     ns = np.asarray(ns, dtype=np.int64)
-    whole, part = _divmod_1000(ns)
+    whole = ns // 1000
+    part = ns - whole * 1000
     return whole.astype(np.float64) + part / 1000
-
-
-def _divmod_1000(ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(ns // 1000, ns % 1000)``, exactly, without integer division (slow in numpy): from an
-    offset small enough for float64 to hold, a float quotient, then corrected by one either way."""
-    if ns.ndim == 0 or not ns.size:  # one value (or none): integer division is cheap enough
-        return np.divmod(ns, 1000)
-    base = (int(ns.min()) // 1000) * 1000
-    offset = ns - base
-    if int(offset.max()) >= 1 << 52:  # float64 cannot hold the offsets: integer division
-        return np.divmod(ns, 1000)
-    whole = (offset / 1000).astype(np.int64)  # offsets ≥ 0: truncation is the floor
-    part = offset - whole * 1000
-    low, high = part < 0, part >= 1000  # the float quotient rounded across an integer
-    whole[low] -= 1
-    part[low] += 1000
-    whole[high] += 1
-    part[high] -= 1000
-    return whole + base // 1000, part
 
 
 def merge(starts, ends, by_start: bool = False) -> Ranges:
