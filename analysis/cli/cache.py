@@ -1,15 +1,38 @@
-"""``trace-analysis cache info|clear``: inspect or empty the local cache of parsed traces."""
+"""``trace-analysis cache info|prune|clear``: inspect, trim or empty the local cache of parsed
+traces."""
 
 from __future__ import annotations
 
+import re
+
 import click
+
+_SIZE_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+_AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_size(text: str) -> int:
+    """``"20G"``, ``"20GB"``, ``"20GiB"``, ``"500M"``, ``"1048576"`` → bytes (K, M, G, T are powers
+    of 1024, with or without ``B``/``iB``)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", text.upper())
+    if not m:
+        raise click.BadParameter(f"{text!r} is not a size such as 500M, 20G or 1.5TB")
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
+
+
+def parse_age(text: str) -> float:
+    """``"30d"``, ``"12h"``, ``"90m"``, ``"45s"``, ``"2w"`` → seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text.lower())
+    if not m:
+        raise click.BadParameter(f"{text!r} is not an age such as 30d, 12h, 90m or 2w")
+    return float(m.group(1)) * _AGE_UNITS[m.group(2)]
 
 
 @click.group("cache")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None, help="Cache directory.")
 @click.pass_context
 def command(ctx: click.Context, cache_dir) -> None:
-    """Inspect or clear the cache of parsed traces."""
+    """Inspect, prune or clear the cache of parsed traces."""
     ctx.ensure_object(dict)
     ctx.obj["cache_dir"] = cache_dir
 
@@ -23,6 +46,10 @@ def info(ctx: click.Context) -> None:
     stats = TraceCache(ctx.obj.get("cache_dir")).info()
     for key, value in dict(stats).items():
         click.echo(f"{key}: {value}")
+    if stats["unreadable_entries"]:
+        click.echo(f"({stats['unreadable_entries']} entries, "
+                   f"{stats['unreadable_bytes'] / 2**20:.1f} MiB, are of another parser version or "
+                   "damaged: `trace-analysis cache prune` removes them)")
 
 
 @command.command("clear")
@@ -36,3 +63,31 @@ def clear(ctx: click.Context) -> None:
     freed = cache.clear()
     repeated_warnings.forget()
     click.echo(f"cleared {cache.dir} ({freed / 2**20:.1f} MiB freed)")
+
+
+@command.command("prune")
+@click.option("--max-size", "max_size", default=None, metavar="SIZE",
+              help="Keep at most SIZE (500M, 20G, 1.5T): the least recently used entries go first.")
+@click.option("--older-than", "older_than", default=None, metavar="AGE",
+              help="Remove the entries not used for AGE (90m, 12h, 30d, 2w).")
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+@click.pass_context
+def prune(ctx: click.Context, max_size, older_than, dry_run) -> None:
+    """Remove the cached traces this version can no longer read (another parser version), then
+    those not used for --older-than, then the least recently used ones beyond --max-size.
+    Entries used in the last hour always stay (a running session may read them back)."""
+    from analysis.kineto.cache import TraceCache
+
+    cache = TraceCache(ctx.obj.get("cache_dir"))
+    done = cache.prune(
+        max_bytes=None if max_size is None else parse_size(max_size),
+        older_than_s=None if older_than is None else parse_age(older_than),
+        dry_run=dry_run,
+    )
+    verb = "would remove" if dry_run else "removed"
+    click.echo(
+        f"{cache.dir}: {verb} {done['removed']} entries ({done['freed'] / 2**20:.1f} MiB): "
+        f"{done['unreadable']} of another parser version, {done['unused']} unused for longer "
+        f"than {older_than or '-'}, {done['over_size']} beyond {max_size or '-'}; kept "
+        f"{done['kept']} entries ({done['kept_bytes'] / 2**20:.1f} MiB)"
+    )

@@ -14,6 +14,10 @@ Beside them: ``extras/`` (event args decoded on demand, or by the parser:
 :mod:`analysis.kineto.extras`) and ``results/`` (per-rank parts of analyses that depend on the
 file alone, stored by the engine under a key it chooses: :func:`put_result`, :func:`get_result`;
 this module does not know what they are).
+
+Opening or reading an entry back sets its directory's mtime: its last use, which
+:meth:`TraceCache.prune` reads to remove the least recently used entries (and those of another
+parser version, which this version never reads again).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -182,6 +187,34 @@ def _read_entry(entry: Path, record: dict[str, Any]) -> RankTrace:
     return RankTrace(meta=meta, cache_entry=str(entry), **tables)
 
 
+# An entry used this recently is never pruned for age or size (a running session may read it back).
+PRUNE_GRACE_S = 3600
+
+
+def _touch(entry: Path) -> None:
+    """Mark the entry as used now (its directory's mtime: what :meth:`TraceCache.prune` reads)."""
+    try:
+        os.utime(entry)
+    except OSError:  # a read-only cache: its entries just look older
+        pass
+
+
+def _used_at(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _readable(entry: Path) -> bool:
+    """Can this version read the entry: a ``meta.json`` of this :data:`PARSER_VERSION`."""
+    try:
+        record = msgspec.json.decode((entry / "meta.json").read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return False
+    return isinstance(record, dict) and record.get("parser_version") == PARSER_VERSION
+
+
 class TraceCache:
     """Parsed traces on local disk, keyed by :func:`cache_key`.
 
@@ -217,6 +250,7 @@ class TraceCache:
             )
             shutil.rmtree(entry, ignore_errors=True)
             return None
+        _touch(entry)
         return trace
 
     @staticmethod
@@ -226,12 +260,14 @@ class TraceCache:
         :class:`~analysis.errors.TraceLoadError` when the entry is gone or damaged."""
         path = Path(entry)
         try:
-            return _read_entry(path, msgspec.json.decode((path / "meta.json").read_bytes()))
+            trace = _read_entry(path, msgspec.json.decode((path / "meta.json").read_bytes()))
         except Exception as exc:
             raise TraceLoadError(
                 str(path), f"the trace cache entry could not be read back ({type(exc).__name__}: "
                 f"{exc}); open the trace again"
             ) from exc
+        _touch(path)
+        return trace
 
     def put(self, key: str, trace: RankTrace) -> Path:
         """Store ``trace`` under ``key`` atomically; returns the entry's directory.
@@ -295,13 +331,75 @@ class TraceCache:
         return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
     def info(self) -> dict[str, Any]:
-        """``{"dir": path, "entries": count, "bytes": total size on disk}``."""
+        """``{"dir": path, "entries": count, "bytes": total size on disk, "unreadable_entries":
+        count, "unreadable_bytes": size}``; the unreadable ones are those of another parser
+        version (or damaged): this version never reads them, :meth:`prune` removes them."""
         entries = self._entries()
+        stale = [e for e in entries if not _readable(e)]
         return {
             "dir": str(self.dir),
             "entries": len(entries),
             "bytes": sum(self._size(e) for e in entries),
+            "unreadable_entries": len(stale),
+            "unreadable_bytes": sum(self._size(e) for e in stale),
         }
+
+    def prune(
+        self,
+        max_bytes: int | None = None,
+        older_than_s: float | None = None,
+        *,
+        dry_run: bool = False,
+        now: float | None = None,
+    ) -> dict[str, int]:
+        """Remove the entries this version cannot read, then those last used more than
+        ``older_than_s`` seconds ago, then the least recently used ones until the cache holds at
+        most ``max_bytes``; also temporary directories left by a writer that died (older than an
+        hour). An entry's last use is the last time a process opened or read it back (its
+        directory's mtime). Entries used in the last :data:`PRUNE_GRACE_S` seconds are never
+        removed for size or age: a running session may still read them back (one whose entry is
+        gone gets :class:`~analysis.errors.TraceLoadError` saying to open the trace again).
+
+        Returns counts and bytes: ``removed``, ``freed`` (bytes), ``unreadable``, ``unused``
+        (removed for age), ``over_size`` (removed for size), ``kept``, ``kept_bytes``.
+        ``dry_run``: count only, remove nothing."""
+        now = time.time() if now is None else now
+        out = dict.fromkeys(("removed", "freed", "unreadable", "unused", "over_size", "kept",
+                             "kept_bytes"), 0)
+        if not self.dir.is_dir():
+            return out
+
+        def remove(path: Path, size: int, why: str) -> None:
+            if not dry_run:
+                shutil.rmtree(path, ignore_errors=True)
+            out["removed"] += why != "tmp"
+            out["freed"] += size
+            if why != "tmp":
+                out[why] += 1
+
+        for tmp in self.dir.glob(_TMP_PREFIX + "*"):
+            if tmp.is_dir() and now - _used_at(tmp) > 3600:
+                remove(tmp, self._size(tmp), "tmp")
+        live = []
+        for entry in self._entries():
+            size = self._size(entry)
+            used = _used_at(entry)
+            if not _readable(entry):
+                remove(entry, size, "unreadable")
+            elif (older_than_s is not None and now - used > older_than_s
+                  and now - used > PRUNE_GRACE_S):
+                remove(entry, size, "unused")
+            else:
+                live.append((used, size, entry))
+        total = sum(size for _, size, _ in live)
+        for used, size, entry in sorted(live, key=lambda t: (t[0], t[2].name)):  # oldest first
+            if max_bytes is None or total <= max_bytes or now - used <= PRUNE_GRACE_S:
+                out["kept"] += 1
+                out["kept_bytes"] += size
+                continue
+            remove(entry, size, "over_size")
+            total -= size
+        return out
 
     def clear(self) -> int:
         """Delete every entry (and leftover temporary directories); returns the bytes freed."""

@@ -202,3 +202,50 @@ def test_cache_info_and_clear(sample_traces_dir, tmp_path):
     assert freed > 0
     again = run("cache", "--cache-dir", str(cache), "clear")
     assert "(0.0 MiB freed)" in again.stdout
+
+
+def test_cache_prune_says_what_it_removes_and_why(sample_traces_dir, tmp_path):
+    import json
+    import os
+
+    cache = tmp_path / "cache"
+    one_rank = sample_traces_dir / "rank-0.pt.trace.json.gz"
+    assert run("summary", str(one_rank), "--cache-dir", str(cache), "-q").exit_code == 0
+    (entry,) = [p for p in cache.iterdir() if len(p.name) == 32]
+    stale = cache / ("f" * 32)  # an entry an older parser left behind
+    shutil.copytree(entry, stale)
+    record = json.loads((stale / "meta.json").read_text())
+    record["parser_version"] -= 1
+    (stale / "meta.json").write_text(json.dumps(record))
+    info = run("cache", "--cache-dir", str(cache), "info").stdout
+    assert "entries: 2" in info and "unreadable_entries: 1" in info
+    assert "`trace-analysis cache prune` removes them" in info
+
+    dry = run("cache", "--cache-dir", str(cache), "prune", "--dry-run").stdout
+    assert dry.startswith(f"{cache}: would remove 1 entries") and stale.exists()
+    done = run("cache", "--cache-dir", str(cache), "prune", "--max-size", "1K",
+               "--older-than", "30d").stdout
+    # the other version's entry goes; ours stays though over 1 KiB: used in the last hour
+    assert "removed 1 entries" in done and "1 of another parser version" in done
+    assert "0 beyond 1K; kept 1 entries" in done and not stale.exists() and entry.exists()
+    long_ago = entry.stat().st_mtime - 40 * 86400
+    os.utime(entry, (long_ago, long_ago))
+    done = run("cache", "--cache-dir", str(cache), "prune", "--older-than", "30d").stdout
+    assert "removed 1 entries" in done and "1 unused for longer than 30d" in done
+    assert not entry.exists()
+
+
+@pytest.mark.parametrize(("text", "size"), [("500M", 500 * 2**20), ("20G", 20 * 2**30),
+                                             ("20GB", 20 * 2**30), ("1.5TiB", int(1.5 * 2**40)),
+                                             ("4096", 4096), ("2k", 2048)])
+def test_cache_prune_sizes(text, size):
+    from analysis.cli.cache import parse_size
+
+    assert parse_size(text) == size
+
+
+def test_cache_prune_refuses_what_it_cannot_read(tmp_path):
+    bad = run("cache", "--cache-dir", str(tmp_path), "prune", "--max-size", "lots")
+    assert bad.exit_code == 2 and "'lots' is not a size such as 500M" in bad.output
+    bad = run("cache", "--cache-dir", str(tmp_path), "prune", "--older-than", "1y")
+    assert bad.exit_code == 2 and "'1y' is not an age such as 30d" in bad.output

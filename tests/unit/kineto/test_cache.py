@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from analysis.errors import CorruptTraceError
-from analysis.kineto.cache import PARSER_VERSION, CacheWarning, TraceCache, cache_key
+from analysis.kineto.cache import (
+    PARSER_VERSION,
+    PRUNE_GRACE_S,
+    CacheWarning,
+    TraceCache,
+    cache_key,
+)
 from analysis.kineto.loader import load_trace
 from analysis.kineto.parse import parse_trace_bytes
 
@@ -66,7 +73,8 @@ def test_info_and_clear(rank_trace, tmp_path):
     assert info["entries"] == 2 and info["dir"] == str(tmp_path / "c")
     assert info["bytes"] > 0
     assert cache.clear() == info["bytes"]
-    assert cache.info() == {"dir": str(tmp_path / "c"), "entries": 0, "bytes": 0}
+    assert cache.info() == {"dir": str(tmp_path / "c"), "entries": 0, "bytes": 0,
+                            "unreadable_entries": 0, "unreadable_bytes": 0}
 
 
 def test_default_dir_follows_the_environment(tmp_path, monkeypatch):
@@ -167,3 +175,77 @@ def test_repeated_text_is_stored_once_per_value_and_read_back_as_the_same_string
     pd.testing.assert_frame_equal(back[columns], df[columns])
     assert back["pg_ranks"].dtype == object
     assert len({id(v) for v in back["pg_ranks"]}) == 2  # one string per group, not per row
+
+
+# ------------------------------------------------------------------------------------------ prune
+DAY = 86400.0
+
+
+def _entry_of_version(cache: TraceCache, key: str, rank_trace, version: int) -> Path:
+    """An entry as a parser of ``version`` would have left it."""
+    entry = cache.put(key, rank_trace)
+    meta = entry / "meta.json"
+    meta.write_bytes(meta.read_bytes().replace(
+        f'"parser_version":{PARSER_VERSION}'.encode(), f'"parser_version":{version}'.encode()))
+    return entry
+
+
+def _used(entry: Path, at: float) -> None:
+    os.utime(entry, (at, at))
+
+
+def test_prune_removes_what_this_version_cannot_read_and_dead_writers_leftovers(rank_trace,
+                                                                                tmp_path):
+    cache = TraceCache(tmp_path)
+    good = cache.put("a" * 32, rank_trace)
+    old = _entry_of_version(cache, "b" * 32, rank_trace, PARSER_VERSION - 1)
+    broken = cache.put("c" * 32, rank_trace)
+    (broken / "meta.json").unlink()
+    dead, busy = tmp_path / ".tmp-dead", tmp_path / ".tmp-busy"  # a crashed and a live writer
+    dead.mkdir(), busy.mkdir()
+    (dead / "events.arrow").write_bytes(b"x" * 1000)
+    now = time.time()
+    _used(dead, now - 2 * 3600)
+    info = cache.info()
+    assert (info["entries"], info["unreadable_entries"]) == (3, 2)
+
+    dry = cache.prune(dry_run=True)
+    assert (dry["removed"], dry["unreadable"]) == (2, 2) and old.exists() and dead.exists()
+    done = cache.prune()
+    assert (done["removed"], done["unreadable"], done["kept"]) == (2, 2, 1)
+    assert done["freed"] == dry["freed"] > 1000
+    assert good.exists() and not old.exists() and not broken.exists()
+    assert not dead.exists() and busy.exists()
+    assert cache.get("a" * 32) is not None
+
+
+def test_prune_by_age_and_by_size_goes_least_recently_used_first(rank_trace, tmp_path):
+    cache = TraceCache(tmp_path)
+    now = time.time()
+    entries = {key: cache.put(key * 32, rank_trace) for key in "abcd"}
+    for days, key in ((40, "a"), (20, "b"), (10, "c")):
+        _used(entries[key], now - days * DAY)
+    _used(entries["d"], now - 60)  # used a minute ago: within the grace period
+    size = cache.info()["bytes"] // 4
+
+    done = cache.prune(older_than_s=30 * DAY, now=now)
+    assert (done["removed"], done["unused"]) == (1, 1) and not entries["a"].exists()
+    # room for one entry: b (oldest) then c go; d stays though over the limit (just used)
+    done = cache.prune(max_bytes=size, now=now)
+    assert (done["over_size"], done["kept"]) == (2, 1)
+    assert not entries["b"].exists() and not entries["c"].exists() and entries["d"].exists()
+    # nothing used within the grace period is removed for age either
+    assert cache.prune(older_than_s=1, now=now)["removed"] == 0
+    assert cache.prune(older_than_s=1, now=now + PRUNE_GRACE_S + 1)["unused"] == 1
+
+
+def test_opening_or_reading_an_entry_marks_it_used(rank_trace, tmp_path):
+    cache = TraceCache(tmp_path)
+    entry = cache.put("e" * 32, rank_trace)
+    long_ago = time.time() - 10 * DAY
+    _used(entry, long_ago)
+    assert cache.get("e" * 32) is not None
+    assert entry.stat().st_mtime > long_ago + DAY
+    _used(entry, long_ago)
+    TraceCache.read(entry)
+    assert entry.stat().st_mtime > long_ago + DAY
