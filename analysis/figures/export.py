@@ -139,9 +139,10 @@ class _Renderer:
 
             async def _return_kaleido_tab(self, tab) -> None:
                 self.rendered += 1
-                if self.rendered % RELOAD_EVERY:
-                    await self.tabs_ready.put(tab)
-                else:
+                ready = getattr(self, "tabs_ready", None)  # kaleido 1.x's queue of free tabs
+                if self.rendered % RELOAD_EVERY and ready is not None:
+                    await ready.put(tab)
+                else:  # a kaleido without that queue: its own reload, as after every figure
                     await super()._return_kaleido_tab(tab)
 
         # mathjax=False: the figures use no LaTeX, and kaleido would fetch MathJax from a CDN.
