@@ -6,7 +6,8 @@
 - its name matches ``ProfilerStep\\s*#\\s*(\\d+)`` at the start (HTA's pattern); a name that starts
   with ``ProfilerStep`` but carries no ``#N`` is not a step (HTA numbers it -1 and leaves it out);
 - it is CPU-side: not a GPU event and not of category ``gpu_user_annotation`` (Kineto copies each
-  step annotation onto the GPU timeline; the copy is not a second step and never a step boundary);
+  step annotation onto the GPU timeline; the copy is not a second step, and a step boundary only
+  for the HTA preset's window, as in HTA 0.5.0: ``analysis.kineto.window``);
 - a step annotated twice on a rank keeps its earliest annotation;
 - N must fit a signed 64-bit integer; a larger number is not a step (with a warning).
 

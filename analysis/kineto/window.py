@@ -19,6 +19,14 @@ engine's iterations, not the gaps around them). The iteration window always ends
 - otherwise, per rank, CPU events are kept if they start before the last profiler step starts
   (``include_last_profiler_step=True``: if they start no later than the last step ends).
 
+Under ``gpu_events="hta"`` (the HTA preset) "the last profiler step" is HTA's: the latest start
+(end) over every event HTA reads as a CPU event whose name contains ``ProfilerStep``. Recent
+PyTorch versions also write a GPU-side copy of each step annotation (``gpu_user_annotation``,
+no stream arg, so a CPU event to HTA), which starts when the GPU reaches the step, after the
+CPU-side one: HTA then keeps the CPU events of the last step launched before the GPU got there,
+their GPU work, and the step's number (``get_profiler_steps()`` lists it). The default preset
+keeps complete steps only (``docs/deviations.md``).
+
 **GPU events** (``gpu_events``) -- a GPU event is *launched in the window* when a kept CPU event
 (the runtime/driver call) carries its correlation id. A trace that starts mid-iteration begins with
 GPU work whose launching calls happened before the profiler started: the tail of an uncaptured
@@ -51,7 +59,7 @@ from typing import Literal
 import numpy as np
 
 from analysis.errors import ConfigError
-from analysis.kineto.events import gpu_mask
+from analysis.kineto.events import gpu_mask, name_mask
 from analysis.kineto.iterations import steady_window
 from analysis.kineto.model import RankTrace, Trace
 from analysis.kineto.steps import profiler_steps, step_numbers
@@ -118,11 +126,27 @@ def window_rows(
     if not windowed:
         return _with_gpu_events(rt, cpu, False, gpu_events)
     ts = ev["ts"].to_numpy()
+    last_start, last_end = (
+        _hta_step_bounds(rt) if gpu_events == "hta"
+        else (int(steps["ts"].max()), int((steps["ts"] + steps["dur"]).max()))
+    )
     if include_last_profiler_step:
-        keep_cpu = cpu & (ts <= int((steps["ts"] + steps["dur"]).max()))
+        keep_cpu = cpu & (ts <= last_end)
     else:
-        keep_cpu = cpu & (ts < int(steps["ts"].max()))
+        keep_cpu = cpu & (ts < last_start)
     return _with_gpu_events(rt, keep_cpu, True, gpu_events)
+
+
+def _hta_step_bounds(rt: RankTrace) -> tuple[int, int]:
+    """HTA 0.5.0's cut: the latest start and the latest end over the events it reads as CPU
+    events (not :func:`~analysis.kineto.events.gpu_mask`) whose name contains ``ProfilerStep``.
+    Kineto's GPU-side copy of each step (``gpu_user_annotation``, written without a stream arg)
+    is one of them, and it starts later than the CPU-side step: see the module docstring."""
+    ev = rt.events
+    rows = ~gpu_mask(ev) & name_mask(ev, lambda s: s.str.contains("ProfilerStep", regex=False))
+    ts = ev["ts"].to_numpy()[rows]
+    end = ts + ev["dur"].to_numpy()[rows]
+    return int(ts.max()), int(end.max())
 
 
 def _with_gpu_events(

@@ -16,6 +16,12 @@ def test_hta_parity(trace_dir):
         visualize=False, include_memory_kernels=True
     )
     ours = facade(trace_dir, patterns="hta", rounding="hta").get_gpu_kernel_breakdown(visualize=False)
-    for o, t in zip(ours, theirs, strict=True):
+    types, kernels = theirs
+    # HTA may list a combination that ran for no time (its unstable sort; docs/deviations.md):
+    # we list none, and nothing else differs
+    types = types.reset_index(drop=True)
+    assert (types.loc[types["sum"] == 0, "percentage"] == 0).all()
+    types = types[types["sum"] > 0]
+    for o, t in zip(ours, (types, kernels), strict=True):
         pd.testing.assert_frame_equal(o, t.reset_index(drop=True), rtol=1e-6)
 

@@ -49,9 +49,11 @@ def analysed_types(include_memory_kernels: bool) -> list[str]:
 def kernel_type_time(
     rt: RankTrace, patterns: KernelPatterns, types: list[str], rounding: Rounding
 ) -> pd.DataFrame:
-    """[``kernel_type``, ``sum``] in ns: time per combination of concurrently running types."""
+    """[``kernel_type``, ``sum``] in ns: time per combination of concurrently running types; a
+    combination that runs for no time has no row (kernels back to back; a type whose kernels all
+    last 0 µs once rounded as HTA rounds)."""
     merged = [busy_intervals(rt, patterns, rounding, kind) for kind in types]
-    by_state = {k: v for k, v in time_by_state(merged).items() if k > 0}
+    by_state = {k: v for k, v in time_by_state(merged).items() if k > 0 and v > 0}
     if not by_state:
         return pd.DataFrame({"kernel_type": pd.Series(dtype="str"), "sum": pd.Series(dtype="int64")})
     # label each state by the names of the types whose bit is set, in HTA's order

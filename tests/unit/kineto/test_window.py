@@ -171,7 +171,7 @@ def test_gpu_side_step_copies_are_not_step_boundaries(tmp_path):
     job = generate(SynthConfig(ranks=1, steps=3, kernels_per_step=12, seed=6, slow_rank=None))
     _write(job, tmp_path / "clean", lambda ev: None)
     _write(job, tmp_path / "copies", _gpu_step_copies)
-    for rule in ("launched", "hta"):
+    for rule in ("launched", "all"):
         kw = dict(use_cache=False, progress=False, gpu_events=rule)
         clean = TraceAnalysis(str(tmp_path / "clean"), **kw)
         copies = TraceAnalysis(str(tmp_path / "copies"), **kw)
@@ -187,6 +187,17 @@ def test_gpu_side_step_copies_are_not_step_boundaries(tmp_path):
         # the step table and the metadata list each step once
         assert copies.get_trace_metadata()["steps"].iloc[0] == clean.get_trace_metadata()["steps"].iloc[0]
         assert copies.get_profiler_step_table()["step"].is_unique
+    # HTA's rule (the HTA preset): the copies cut the window as HTA 0.5.0 cuts it -- here the
+    # last copy starts after every CPU event, so nothing is left out (HTA's answer on such a
+    # trace: tests/parity/test_hta_profiler_steps.py)
+    kw = dict(use_cache=False, progress=False, gpu_events="hta")
+    copies = TraceAnalysis(str(tmp_path / "copies"), **kw)
+    whole = TraceAnalysis(str(tmp_path / "copies"), include_last_profiler_step=True, **kw)
+    assert copies.get_profiler_steps() == whole.get_profiler_steps()
+    assert len(copies.get_profiler_steps()) == len(job.truth[0].steps) + 1
+    # the same events but the last copy itself (the cut is "starts before it")
+    assert len(copies.trace[0].events) == len(whole.trace[0].events) - 1
+    assert copies.get_profiler_step_table()["step"].is_unique
 
 
 def test_amd_trace_lists_each_step_once_everywhere(hta_traces_dir):
