@@ -21,6 +21,12 @@ Definitions (all times in µs, summed over every call of the operator name):
   ``gpu_total_us`` the GPU time of their kernels, CPU times the launch calls' durations. With the
   capture traces (``analysis.kineto.cuda_graphs``) those kernels belong to captured operators
   instead.
+- Other GPU work that no operator launched (a custom CUDA extension or a ctypes/CuPy kernel
+  launched outside ``torch`` operators; a GPU event whose launching call is not in the trace, when
+  the window keeps it: ``gpu_events="all"``) gets a row per launching call and GPU event name,
+  ``<launch call>-><kernel>`` (``(no launch call)-><kernel>``): ``calls`` is the number of GPU
+  events, CPU times 0. So the rows' ``gpu_self_us`` sum to the GPU time of the rank's kernels,
+  memcpy and memset in the window.
 
 Grouped by ``name`` (the default) or, with ``group_by="name_and_input_shape"``, by the launching
 operator's name and its recorded arguments (``record_shapes=True``: ``input_dims``, ``input_types``,
@@ -78,8 +84,14 @@ def operator_summary_rank(rank_trace: RankTrace, top: int | None = 20,
     if group_by == "name_and_input_shape":
         table = _by_input_shape(events, rank_trace.extras.get(SHAPES))
         return table if top is None else table.head(top).reset_index(drop=True)
-    per_op = pd.concat([operator_times(events), graph_launch_times(events)])
-    if per_op.empty:
+    ops, call_rows, call_owner = _operator_times(events)
+    per_op = pd.concat([ops, graph_launch_times(events)])
+    # GPU work that no operator launched, outside graph launches (their rows are above): a row
+    # per launching call and GPU event name, ``<call>-><kernel>``, as in the shape table
+    unowned = _launched(events, call_rows, call_owner, owned=False)
+    graph = unowned["call"].astype(object).fillna("").astype(str).str.endswith(GRAPH_LAUNCH_SUFFIX)
+    loose = _without_operator(events, unowned[~graph.to_numpy(bool)])
+    if per_op.empty and loose.empty:
         return pd.DataFrame({c: pd.Series(dtype="object" if c == "name" else "float64") for c in COLUMNS})
     grouped = per_op.groupby("name", observed=True, sort=False)
     table = pd.DataFrame(
@@ -92,6 +104,9 @@ def operator_summary_rank(rank_trace: RankTrace, top: int | None = 20,
         }
     ).reset_index()
     table["name"] = table["name"].astype(str)
+    if len(loose):
+        table = pd.concat([table, loose[COLUMNS]], ignore_index=True) if len(table) else loose[
+            COLUMNS].reset_index(drop=True)
     table["calls"] = table["calls"].astype("int64")
     table = table.sort_values(
         ["gpu_total_us", "cpu_self_us", "name"], ascending=[False, False, True], kind="stable"
@@ -113,12 +128,7 @@ def combine(frames: Mapping[int, pd.DataFrame], group_by: str = "name") -> pd.Da
 def _by_input_shape(events: pd.DataFrame, shapes: pd.DataFrame | None) -> pd.DataFrame:
     """The ``group_by="name_and_input_shape"`` table (see the module docstring)."""
     per_op, call_rows, call_owner = _operator_times(events)
-    gpu = events.loc[kernel_like_mask(events), ["name", "dur", "correlation"]]
-    calls = events.loc[call_rows, ["name", "correlation"]].assign(owner=call_owner)
-    calls = calls[calls["correlation"].to_numpy(np.int64) >= 0]
-    calls = calls[~calls["correlation"].duplicated()].set_index("correlation")
-    # each GPU event's launching call and that call's innermost operator (-1: none)
-    launched = gpu.join(calls.rename(columns={"name": "call"}), on="correlation")
+    launched = _launched(events, call_rows, call_owner)
     owner = launched["owner"].fillna(-1).to_numpy(np.int64)
     in_op = owner >= 0
     gpu_names = launched["name"].astype(str).to_numpy()
@@ -148,6 +158,23 @@ def _by_input_shape(events: pd.DataFrame, shapes: pd.DataFrame | None) -> pd.Dat
     table["calls"] = table["calls"].astype("int64")
     table = table.sort_values(["gpu_self_us", "name"], ascending=[False, True], kind="stable")
     return table[SHAPE_TABLE_COLUMNS].reset_index(drop=True)
+
+
+def _launched(events: pd.DataFrame, call_rows: np.ndarray, call_owner: np.ndarray,
+              owned: bool | None = None) -> pd.DataFrame:
+    """Each GPU event (``name``, ``dur``, ``correlation``) with its launching runtime call
+    (``call``: its name, NaN when none carries the correlation id) and that call's innermost open
+    operator (``owner``: its index label, -1 or NaN when none); ``owned``: only the events an
+    operator launched (True) or only the others (False)."""
+    gpu = events.loc[kernel_like_mask(events), ["name", "dur", "correlation"]]
+    calls = events.loc[call_rows, ["name", "correlation"]].assign(owner=call_owner)
+    calls = calls[calls["correlation"].to_numpy(np.int64) >= 0]
+    calls = calls[~calls["correlation"].duplicated()].set_index("correlation")
+    launched = gpu.join(calls.rename(columns={"name": "call"}), on="correlation")
+    if owned is None:
+        return launched
+    in_op = launched["owner"].fillna(-1).to_numpy(np.int64) >= 0
+    return launched[in_op if owned else ~in_op]
 
 
 def _kernel_lists(launched: pd.DataFrame, by: str) -> pd.Series:
