@@ -46,10 +46,17 @@ COLUMNS = ["rank", "stream", "idle_category", "idle_time", "idle_time_ratio"]
 STATS_COLUMNS = ["count", "mean", "std", "min", "25%", "50%", "75%", "max"]
 
 
-def _launch_start_ns(ev: pd.DataFrame, corr: np.ndarray, rt: RankTrace, rounding: Rounding):
+def _launch_start_ns(ev: pd.DataFrame, corr: np.ndarray, rt: RankTrace, rounding: Rounding,
+                     hta: bool = False):
     """Start (int ns) of the call that launched each GPU event of correlation ``corr``, and whether
     there is one: the last non-GPU event in file order with that correlation id (HTA's
-    ``index_correlation``)."""
+    ``index_correlation``).
+
+    ``hta``: HTA 0.5.0's fallback for a GPU event whose launching call is not in the trace
+    (``index_correlation`` starts as ``min(correlation, 0)``, so it stays 0 and HTA joins the
+    event with row 0 of the file): the start of the trace's first event. HTA's row 0 is the
+    first entry of ``traceEvents`` when that is a complete event, as Kineto writes it (68 of
+    the 69 traces checked; the other is a CPU-only trace): here, the event of index label 0."""
     cand = ~gpu_mask(ev) & (ev["correlation"].to_numpy() != -1)
     c_corr = ev["correlation"].to_numpy()[cand]
     c_start, _ = event_bounds_ns(
@@ -61,6 +68,14 @@ def _launch_start_ns(ev: pd.DataFrame, corr: np.ndarray, rt: RankTrace, rounding
     found = (pos >= 0) & (corr >= 0)
     start = np.zeros(corr.size, dtype=np.int64)
     start[found] = c_start[last][pos[found]]
+    if hta and 0 in ev.index:
+        orphan = ~found & (corr >= 0)
+        if orphan.any():
+            first = ev.loc[[0]]
+            start[orphan], _ = event_bounds_ns(
+                first["ts"].to_numpy(), first["dur"].to_numpy(), rounding,
+                float_timestamps=rt.meta.float_timestamps)
+            found = found | orphan
     return start, found
 
 
@@ -87,7 +102,8 @@ def idle_intervals(
         rows["ts"].to_numpy(), rows["dur"].to_numpy(), rounding,
         float_timestamps=rt.meta.float_timestamps,
     )
-    launch, has_launch = _launch_start_ns(ev, rows["correlation"].to_numpy(), rt, rounding)
+    launch, has_launch = _launch_start_ns(ev, rows["correlation"].to_numpy(), rt, rounding,
+                                          hta=hta)
     stream = rows["stream"].to_numpy()
     # streams numbered by first appearance, events by start within a stream (ties: file order)
     stream_codes, _ = pd.factorize(stream)
