@@ -116,6 +116,32 @@ def test_memory_events_pair_allocations_with_frees(ta):
     assert ev.loc[~ev["freed"], "freed_us"].isna().all()
 
 
+def test_a_top_level_empty_allocates_under_its_own_name(tmp_path):
+    """An ``aten::empty*`` inside an operator allocates for it (``"aten::add (aten::empty)"``, the
+    plugin's rule); one at the top of the stack is just ``aten::empty``, where the plugin names
+    its tree's root: ``"CallTreeRoot (aten::empty)"`` (the B200 DeepSeek-V3 trace of
+    wbing520/ai-performance-engineering; docs/deviations.md)."""
+    import json
+
+    def op(name, ts, dur):
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                "args": {"External id": ts}}
+
+    def memory(ts, nbytes, total, addr):
+        return {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1,
+                "tid": 1, "ts": ts, "args": {"Total Reserved": 1 << 20, "Total Allocated": total,
+                                             "Bytes": nbytes, "Device Id": 0, "Device Type": 1,
+                                             "Addr": addr}}
+
+    events = [op("aten::empty", 100, 10), memory(105, 512, 512, 1),
+              op("aten::add", 200, 50), op("aten::empty", 205, 10), memory(210, 256, 768, 2),
+              memory(300, -512, 256, 1)]
+    (tmp_path / "rank0.json").write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    ev = TraceAnalysis(str(tmp_path), use_cache=False, progress=False).get_memory_events()
+    assert ev[["operator", "bytes", "freed"]].values.tolist() == [
+        ["aten::empty", 512, True], ["aten::add (aten::empty)", 256, False]]
+
+
 def test_no_memory_events_says_how_to_record_them(tmp_path):
     no_memory = facade(tmp_path, memory=False)
     with pytest.raises(NoMemoryProfileError, match=r"profile_memory=True"):
