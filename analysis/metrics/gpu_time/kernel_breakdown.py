@@ -77,6 +77,10 @@ def kernel_stats(
         return stats
     cumsum = stats["sum"].cumsum()
     others = (cumsum > cumsum.quantile(duration_ratio)) | (stats.index >= num_kernels)
+    if hta_quirks:
+        # HTA's "keep" mask is ``sum < 0``, meant to be always false; with its whole-µs rounding
+        # a name whose kernels are all sub-µs can sum below 0, and that name keeps its own row
+        others &= ~(stats["sum"] < 0).to_numpy()
     group = stats["name"].where(~others, "others")
     if hta_quirks:
         # HTA's bug: statistics of the per-name sums, not of the kernels

@@ -59,6 +59,25 @@ def test_others_statistics_default_vs_hta():
     assert others["max (us)"] == 20.0 and others["min (us)"] == 10.0
 
 
+def test_a_name_summing_below_zero_keeps_its_row_with_hta():
+    """HTA rounds each event to whole µs (``ceil(ts)``, ``floor(end)``): a kernel from 5.6 to
+    5.9 µs lasts -1 µs there. Its top-kernel cut marks names to keep with ``sum < 0`` (meant to be
+    always false), so such a name escapes "others" (Wings236/model_inference's torch.compile
+    trace on an RTX 4090 D: one ``vectorized_elementwise_kernel`` name, 3 calls, -1 µs)."""
+    rt = many_kernels_rank()
+    rows = [tuple(r) for r in rt.events[["name", "cat", "ts", "dur", "stream", "correlation"]]
+            .itertuples(index=False)]
+    end = max(r[2] + r[3] for r in rows)
+    rows.append(("tiny", "kernel", end + 5_600, 300, 7, 10_000))  # 5.6 µs to 5.9 µs past the end
+    t = Trace({0: rank_trace(rows, float_timestamps=True)})
+    _, hta = analyse(t, patterns="hta", rounding="hta").get_gpu_kernel_breakdown(
+        visualize=False, num_kernels=10)
+    assert hta.set_index("name").loc["tiny", "sum (us)"] == -1
+    _, ours = analyse(t, rounding="exact").get_gpu_kernel_breakdown(visualize=False,
+                                                                    num_kernels=10)
+    assert "tiny" not in ours["name"].tolist()  # 0.3 µs: one of the others
+
+
 def test_kernel_type_overlap_combinations():
     rt = rank_trace([
         ("gemm", "kernel", 0, 20_000, 7, 1),
