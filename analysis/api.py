@@ -60,10 +60,11 @@ class TraceAnalysis:
             an iteration the profiler did not capture), or ``"hta"`` (HTA 0.5.0's rule, the
             default with ``kernel_patterns="hta"``). A warning counts what is left out or kept.
         window: what the analysed window is cut at (``analysis.kineto.window``): ``"steps"``
-            (complete profiler steps, HTA's rule), ``"iterations"`` (a serving engine's
-            steady-state iterations, warm-up left out: ``analysis.kineto.iterations``), or
-            ``"auto"`` (the default: profiler steps when the traces have any, else iterations).
-            Every windowed analysis then covers that window.
+            (complete profiler steps, HTA's rule; the default with ``kernel_patterns="hta"``: a
+            trace without steps is analysed whole, as HTA does), ``"iterations"`` (a serving
+            engine's steady-state iterations, warm-up left out: ``analysis.kineto.iterations``), or
+            ``"auto"`` (the default otherwise: profiler steps when the traces have any, else
+            iterations). Every windowed analysis then covers that window.
         storage_options: passed to fsspec/gcsfs (credentials, project, endpoint...).
         cache_dir, use_cache: the local cache of parsed traces (second opens read only the cache).
         on_error: ``"raise"`` (default) or ``"skip"`` files that fail to load (a warning lists them).
@@ -105,7 +106,7 @@ class TraceAnalysis:
         kernel_patterns: str | KernelPatterns = "default",
         time_rounding: Rounding | None = None,
         gpu_events: str | None = None,
-        window: str = "auto",
+        window: str | None = None,
         storage_options: dict[str, Any] | None = None,
         cache_dir: str | os.PathLike | None = None,
         use_cache: bool = True,
@@ -133,7 +134,7 @@ class TraceAnalysis:
             gpu_events = "hta" if self.patterns.name == "hta" else "launched"
         self.gpu_events = check_gpu_events(gpu_events)
         self.include_last_profiler_step = include_last_profiler_step
-        self.window = check_window(window)
+        self.window = check_window(default_window(self.patterns) if window is None else window)
         # Where the per-rank work runs: this process (client=None) or the Dask cluster; the
         # engine also cuts the analysed window (complete profiler steps only), as HTA does.
         self.engine: Engine = load_engine(
@@ -157,7 +158,7 @@ class TraceAnalysis:
         kernel_patterns: str | KernelPatterns = "default",
         time_rounding: Rounding | None = None,
         gpu_events: str | None = None,
-        window: str = "auto",
+        window: str | None = None,
     ) -> TraceAnalysis:
         """Analyse a :class:`~analysis.kineto.model.Trace` already in memory (e.g. one built by
         hand or by ``analysis.kineto.loader.load_trace``), with the same options as the constructor."""
@@ -166,6 +167,8 @@ class TraceAnalysis:
         patterns = resolve_patterns(kernel_patterns)
         if gpu_events is None:
             gpu_events = "hta" if patterns.name == "hta" else "launched"
+        if window is None:
+            window = default_window(patterns)
         engine = LocalEngine(trace, include_last_profiler_step, check_gpu_events(gpu_events),
                              window=check_window(window))
         return cls.from_engine(engine, kernel_patterns=patterns, time_rounding=time_rounding,
@@ -182,7 +185,7 @@ class TraceAnalysis:
         time_rounding: Rounding | None = None,
         gpu_events: str = "hta",
         include_last_profiler_step: bool = False,
-        window: str = "auto",
+        window: str | None = None,
     ) -> TraceAnalysis:
         """The facade over an engine already loaded (``analysis.engines.load_engine``); its window
         was cut when it loaded, so ``gpu_events``, ``include_last_profiler_step`` and ``window``
@@ -192,7 +195,7 @@ class TraceAnalysis:
         self.time_rounding = time_rounding or ("hta" if self.patterns.name == "hta" else "exact")
         self.gpu_events = check_gpu_events(gpu_events)
         self.include_last_profiler_step = include_last_profiler_step
-        self.window = check_window(window)
+        self.window = check_window(default_window(self.patterns) if window is None else window)
         self._hta = None
         self.engine = engine  # its load options are this facade's (``options``)
         self._warn_unlaunched()
@@ -494,6 +497,12 @@ class TraceAnalysis:
 
 # the constructor's defaults: a load keyword still at its default does not replace ``options``
 _INIT_DEFAULTS = TraceAnalysis.__init__.__kwdefaults__
+
+
+def default_window(patterns: KernelPatterns) -> str:
+    """The ``window`` a facade cuts when none is given: ``"steps"`` with HTA's patterns (HTA
+    analyses a trace without profiler steps whole), else ``"auto"``."""
+    return "steps" if patterns.name == "hta" else "auto"
 
 
 def _facade_method(spec: registry.Analysis, name: str | None = None):

@@ -45,10 +45,11 @@ class TraceAnalysis:
             an iteration the profiler did not capture), or ``"hta"`` (HTA 0.5.0's rule, the
             default with ``kernel_patterns="hta"``). A warning counts what is left out or kept.
         window: what the analysed window is cut at (``analysis.kineto.window``): ``"steps"``
-            (complete profiler steps, HTA's rule), ``"iterations"`` (a serving engine's
-            steady-state iterations, warm-up left out: ``analysis.kineto.iterations``), or
-            ``"auto"`` (the default: profiler steps when the traces have any, else iterations).
-            Every windowed analysis then covers that window.
+            (complete profiler steps, HTA's rule; the default with ``kernel_patterns="hta"``: a
+            trace without steps is analysed whole, as HTA does), ``"iterations"`` (a serving
+            engine's steady-state iterations, warm-up left out: ``analysis.kineto.iterations``), or
+            ``"auto"`` (the default otherwise: profiler steps when the traces have any, else
+            iterations). Every windowed analysis then covers that window.
         storage_options: passed to fsspec/gcsfs (credentials, project, endpoint...).
         cache_dir, use_cache: the local cache of parsed traces (second opens read only the cache).
         on_error: ``"raise"`` (default) or ``"skip"`` files that fail to load (a warning lists them).
@@ -87,7 +88,7 @@ class TraceAnalysis:
         kernel_patterns: str | KernelPatterns = 'default',
         time_rounding: Rounding | None = None,
         gpu_events: str | None = None,
-        window: str = 'auto',
+        window: str | None = None,
         storage_options: dict[str, Any] | None = None,
         cache_dir: str | os.PathLike | None = None,
         use_cache: bool = True,
@@ -111,7 +112,7 @@ class TraceAnalysis:
         kernel_patterns: str | KernelPatterns = 'default',
         time_rounding: Rounding | None = None,
         gpu_events: str | None = None,
-        window: str = 'auto',
+        window: str | None = None,
     ) -> TraceAnalysis:
         """Analyse a :class:`~analysis.kineto.model.Trace` already in memory (e.g. one built by
         hand or by ``analysis.kineto.loader.load_trace``), with the same options as the constructor.
@@ -126,7 +127,7 @@ class TraceAnalysis:
         time_rounding: Rounding | None = None,
         gpu_events: str = 'hta',
         include_last_profiler_step: bool = False,
-        window: str = 'auto',
+        window: str | None = None,
     ) -> TraceAnalysis:
         """The facade over an engine already loaded (``analysis.engines.load_engine``); its window
         was cut when it loaded, so ``gpu_events``, ``include_last_profiler_step`` and ``window``

@@ -52,10 +52,10 @@ def trace_loading_options(func):
         click.option(
             "--window",
             type=click.Choice(["auto", "steps", "iterations"]),
-            default="auto",
-            show_default=True,
+            default=None,
             help="What the analysed window is cut at: profiler steps, a serving engine's "
-                 "steady-state iterations, or 'auto' (steps when the traces have any).",
+                 "steady-state iterations, or 'auto' (steps when the traces have any; the "
+                 "default, but 'steps' with --patterns hta, as HTA analyses a trace whole).",
         ),
         click.option(
             "--capture-trace",
@@ -73,7 +73,7 @@ def trace_loading_options(func):
 
 def open_analysis(traces: str, kernel_patterns: str, no_cache: bool, cache_dir, on_error: str,
                   include_last_step: bool, quiet: bool, gpu_events: str | None = None,
-                  window: str = "auto", capture_trace: str | None = None):
+                  window: str | None = None, capture_trace: str | None = None):
     """Build the TraceAnalysis the options describe."""
     from analysis.api import TraceAnalysis
 

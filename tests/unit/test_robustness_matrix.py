@@ -126,7 +126,7 @@ def _reuse_the_loaded_job(monkeypatch, command: str, path: Path, cache: Path, ta
     module = importlib.import_module(f"analysis.cli.{command}")
     real = cli_options.open_analysis
     same = dict(kernel_patterns="default", no_cache=False, cache_dir=str(cache), on_error="raise",
-                include_last_step=False, quiet=True, gpu_events=None, window="auto",
+                include_last_step=False, quiet=True, gpu_events=None, window=None,
                 capture_trace=None)
 
     reused: list = []

@@ -50,6 +50,26 @@ def test_steps_window_keeps_the_whole_trace_without_profiler_steps(tmp_path):
         assert table[column].iloc[0] == pytest.approx(value), column
 
 
+def test_hta_preset_analyses_a_serving_trace_whole(tmp_path):
+    """HTA 0.5.0 has no iteration window: with ``kernel_patterns="hta"`` a trace without
+    profiler steps is analysed whole unless ``window`` says otherwise (before, the HTA preset cut
+    it at the iterations and differed from HTA by 89.5 ms of span on a public vLLM H100 trace);
+    the CLI's ``--patterns hta`` likewise."""
+    from analysis.kineto.loader import load_trace
+
+    path = _write(tmp_path, serving_events(PHASES))
+    whole = TraceAnalysis(trace_files={0: path}, window="steps").get_temporal_breakdown()
+    hta = TraceAnalysis(trace_files={0: path}, kernel_patterns="hta")
+    assert hta.window == "steps"
+    assert hta.get_temporal_breakdown()["kernel_time(us)"].iloc[0] == whole[
+        "kernel_time(us)"].iloc[0] == 5052 - 600
+    built = TraceAnalysis.from_trace(load_trace(trace_files={0: path}, use_cache=False),
+                                     kernel_patterns="hta")
+    assert built.window == "steps"
+    cut = TraceAnalysis(trace_files={0: path}, kernel_patterns="hta", window="auto")
+    assert cut.get_temporal_breakdown()["kernel_time(us)"].iloc[0] == 5052 - 2040
+
+
 def test_operator_and_kernel_tables_take_the_window(tmp_path):
     path = _write(tmp_path, serving_events(PHASES))
     windowed = TraceAnalysis(trace_files={0: path})
@@ -110,6 +130,13 @@ def test_cli_window_option(tmp_path):
     # iterations 1..4: 15 µs busy over 3012 µs; whole trace: 71 µs busy over 5052 - 600 µs
     assert spans["iterations"] == pytest.approx(100 * (1 - 15 / 3012), abs=0.01)
     assert spans["steps"] == pytest.approx(100 * (1 - 71 / 4452), abs=0.01)
+    # --patterns hta without --window: HTA's whole-trace view
+    out = CliRunner().invoke(main, ["summary", str(folder), "-q", "--wide", "--patterns", "hta",
+                                    "--cache-dir", str(tmp_path / "c")], catch_exceptions=False)
+    lines = out.output.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["rank", "gpu"])
+    row = dict(zip(lines[header].split(), lines[header + 1].split(), strict=False))
+    assert float(row["idle_%"]) == pytest.approx(100 * (1 - 71 / 4452), abs=0.01)
 
 
 def test_summary_names_the_iteration_window(tmp_path):
