@@ -239,10 +239,11 @@ def count_steps(traces) -> int:
 
 def profiler_step_window(
     trace: Trace, include_last_profiler_step: bool = False, gpu_events: GpuEvents = "hta",
-    window: WindowSource = "auto",
+    window: WindowSource = "steps",
 ) -> Trace:
-    """The trace restricted to its complete profiler steps (or steady-state iterations) and the
-    chosen GPU events."""
+    """The trace restricted to its complete profiler steps (or steady-state iterations, with
+    ``window="iterations"`` or ``"auto"``) and the chosen GPU events; by default HTA 0.5.0's
+    window (``gpu_events="hta"``, ``window="steps"``: a trace without steps is kept whole)."""
     n_steps = count_steps(trace.values())
     return Trace(
         {r: rank_window(rt, n_steps, include_last_profiler_step, gpu_events, window)
