@@ -163,7 +163,10 @@ def gpu_idle_host_bound(results: Mapping[str, Any]) -> list[Finding]:
 def exposed_communication(results: Mapping[str, Any]) -> list[Finding]:
     """Communication not hidden behind computation takes a large share of the step time."""
     steps = _need(results, "step_breakdown")
-    if steps.empty or not steps["exposed_comm_us"].any():
+    if steps.empty:  # a serving trace (no ProfilerStep): say so, not that nothing is exposed
+        raise Silent("needs complete profiler steps (comm_comp_overlap shows how much of the "
+                     "communication any computation overlaps)")
+    if not steps["exposed_comm_us"].any():
         raise Silent("no exposed communication kernels in the profiler steps")
     per_rank = steps.groupby("rank")[["exposed_comm_us", "step_time_us"]].sum()
     share = 100.0 * per_rank["exposed_comm_us"] / per_rank["step_time_us"]

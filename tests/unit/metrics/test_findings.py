@@ -82,6 +82,16 @@ def test_exposed_communication_says_why_without_collectives():
         "no exposed communication kernels in the profiler steps")
 
 
+def test_exposed_communication_without_steps_does_not_claim_there_is_none():
+    """A serving trace has no profiler steps: the rule cannot measure per step, and must not say
+    "no exposed communication" (hyukjlee/traceMap's vLLM MI300X trace: 33.6 ms of custom
+    all-reduce, none of it overlapped)."""
+    kernels = [("gemm", "kernel", 0, 60, 7, -5), ("ncclDevKernel_AllReduce", "kernel", 60, 40, 20, -4)]
+    table = analyse(rank_of(kernels)).findings()
+    assert table.attrs["not_run"]["exposed_communication"].startswith(
+        "needs complete profiler steps")
+
+
 # --------------------------------------------------------------------------- host-to-device copies
 def test_pageable_and_large_htod_copies_fire():
     kernels = [("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", 0, 20, 7, -5),
