@@ -46,6 +46,10 @@ HTA_GPU_TRACE_DIRS = [
     "triton_example",
     "mtia_inference_trace",
 ]
+# HTA_PARITY_DIRS (folders under $SHARED_TRACES/hta, separated by ":") replaces the list: with
+# HTA_LIVE=1, the parity suite then runs HTA live on traces of one's own (docs/contributing.md)
+if os.environ.get("HTA_PARITY_DIRS"):
+    HTA_GPU_TRACE_DIRS = [d for d in os.environ["HTA_PARITY_DIRS"].split(":") if d]
 
 
 # How ``make test`` spreads the suite over pytest-xdist workers (``-n <cores> --dist loadscope
