@@ -25,8 +25,8 @@ Definitions (all times in µs, summed over every call of the operator name):
   launched outside ``torch`` operators; a GPU event whose launching call is not in the trace, when
   the window keeps it: ``gpu_events="all"``) gets a row per launching call and GPU event name,
   ``<launch call>-><kernel>`` (``(no launch call)-><kernel>``): ``calls`` is the number of GPU
-  events, CPU times 0. So the rows' ``gpu_self_us`` sum to the GPU time of the rank's kernels,
-  memcpy and memset in the window.
+  events, CPU times the launch calls' durations (0 without one). So the rows' ``gpu_self_us``
+  sum to the GPU time of the rank's kernels, memcpy and memset in the window.
 
 Grouped by ``name`` (the default) or, with ``group_by="name_and_input_shape"``, by the launching
 operator's name and its recorded arguments (``record_shapes=True``: ``input_dims``, ``input_types``,
@@ -163,14 +163,15 @@ def _by_input_shape(events: pd.DataFrame, shapes: pd.DataFrame | None) -> pd.Dat
 def _launched(events: pd.DataFrame, call_rows: np.ndarray, call_owner: np.ndarray,
               owned: bool | None = None) -> pd.DataFrame:
     """Each GPU event (``name``, ``dur``, ``correlation``) with its launching runtime call
-    (``call``: its name, NaN when none carries the correlation id) and that call's innermost open
-    operator (``owner``: its index label, -1 or NaN when none); ``owned``: only the events an
-    operator launched (True) or only the others (False)."""
+    (``call``: its name, ``call_dur``: its duration, NaN when none carries the correlation id)
+    and that call's innermost open operator (``owner``: its index label, -1 or NaN when none);
+    ``owned``: only the events an operator launched (True) or only the others (False)."""
     gpu = events.loc[kernel_like_mask(events), ["name", "dur", "correlation"]]
-    calls = events.loc[call_rows, ["name", "correlation"]].assign(owner=call_owner)
+    calls = events.loc[call_rows, ["name", "correlation", "dur"]].assign(owner=call_owner)
     calls = calls[calls["correlation"].to_numpy(np.int64) >= 0]
     calls = calls[~calls["correlation"].duplicated()].set_index("correlation")
-    launched = gpu.join(calls.rename(columns={"name": "call"}), on="correlation")
+    launched = gpu.join(calls.rename(columns={"name": "call", "dur": "call_dur"}),
+                        on="correlation")
     if owned is None:
         return launched
     in_op = launched["owner"].fillna(-1).to_numpy(np.int64) >= 0
@@ -196,16 +197,19 @@ def _without_operator(events: pd.DataFrame, launched: pd.DataFrame) -> pd.DataFr
     kernel = launched["name"].astype(str)
     graph = call.str.endswith(GRAPH_LAUNCH_SUFFIX).to_numpy()
     name = np.where(graph, [GRAPH_ROW.format(c) for c in call], call + "->" + kernel)
+    call_ns = launched["call_dur"].fillna(0).to_numpy(np.int64)
     part = pd.DataFrame({"name": name, "kernel": kernel.to_numpy(),
                          "dur": launched["dur"].to_numpy(np.int64),
                          "launch": np.where(graph, launched["correlation"].to_numpy(np.int64),
-                                            np.arange(len(launched)))})
+                                            np.arange(len(launched))),
+                         # a graph's launch calls are counted once, from graph_launch_times
+                         "call_ns": np.where(graph, 0, call_ns)})
     grouped = part.groupby("name", sort=True)
     gpu_us = grouped["dur"].sum() / 1000.0
     graph_calls = graph_launch_times(events)
     cpu_us = (graph_calls.groupby("name")["cpu_total_ns"].sum() / 1000.0
               if len(graph_calls) else pd.Series(dtype=float))
-    cpu_us = cpu_us.reindex(gpu_us.index).fillna(0.0)
+    cpu_us = cpu_us.reindex(gpu_us.index).fillna(0.0) + grouped["call_ns"].sum() / 1000.0
     table = pd.DataFrame({
         "name": gpu_us.index, **{c: "" for c in SHAPE_COLUMNS},
         "calls": grouped["launch"].nunique().to_numpy(),

@@ -69,7 +69,7 @@ OPERATORS = [  # name, calls, cpu_total, cpu_self, gpu_total, gpu_self (µs)
     ("aten::empty", 1, 0.0, 0.0, 0.0, 0.0),
 ]
 # with the GPU work no operator launched, in order: every GPU microsecond is in some row
-EXPECTED = [OPERATORS[0], ("cudaLaunchKernel->fill", 1, 0.0, 0.0, 100.0, 100.0), *OPERATORS[1:]]
+EXPECTED = [OPERATORS[0], ("cudaLaunchKernel->fill", 1, 5.0, 5.0, 100.0, 100.0), *OPERATORS[1:]]
 
 
 def rank_trace_of(events, rank=0):
@@ -122,7 +122,7 @@ def test_gpu_work_without_operators_gets_rows_of_its_own():
         call("cudaLaunchKernel", 60, 2, 3), gpu("matmul_k", 70, 30, 3)]))
     assert list(table.columns) == COLUMNS
     assert [tuple(row) for row in table.itertuples(index=False)] == [
-        ("cudaLaunchKernel->matmul_k", 2, 0.0, 0.0, 60.0, 60.0),
+        ("cudaLaunchKernel->matmul_k", 2, 4.0, 4.0, 60.0, 60.0),  # CPU: the launch calls
         ("(no launch call)->gemm", 1, 0.0, 0.0, 5.0, 5.0)]
     assert operator_summary_rank(rank_trace_of([op("outer", 0, 10)]))["name"].tolist() == ["outer"]
     empty = operator_summary_rank(rank_trace_of([call("cudaFree", 0, 5, -1)]))
