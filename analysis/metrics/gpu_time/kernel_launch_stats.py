@@ -137,6 +137,9 @@ DEFAULT_LAUNCH_APIS = LaunchApis(
 )
 
 LAUNCH_API_PRESETS: dict[str, LaunchApis] = {"hta": HTA_LAUNCH_APIS, "default": DEFAULT_LAUNCH_APIS}
+# Names that are a launch only together with the GPU event their correlation id names (Kineto
+# writes INVALID for any runtime callback it does not know): never a launch "without a kernel"
+PAIRED_ONLY_LAUNCH_NAMES = ("INVALID",)
 
 
 def resolve_launch_apis(

@@ -15,7 +15,10 @@ import pandas as pd
 
 from analysis.kineto.events import kernel_like_mask, name_mask, runtime_mask
 from analysis.kineto.model import RankTrace
-from analysis.metrics.gpu_time.kernel_launch_stats import DEFAULT_LAUNCH_APIS
+from analysis.metrics.gpu_time.kernel_launch_stats import (
+    DEFAULT_LAUNCH_APIS,
+    PAIRED_ONLY_LAUNCH_NAMES,
+)
 
 # Share of GPU events (or launches) without a partner above which the links are suspect: a few at
 # the window's edges are normal (launched before the profiler started, or still queued at its end).
@@ -201,7 +204,8 @@ def correlation_links(rt: RankTrace) -> list[tuple]:
     # correlation ids grow with each call: ids below the first CPU call's were launched before the
     # profiler started (the queue it found), which is normal; the others lost their CPU call
     early = orphans & (corr < corr[cpu].min()) if cpu.any() else np.zeros_like(orphans)
-    idle_launches = launches & ~np.isin(corr, corr[gpu])
+    idle_launches = (launches & ~np.isin(corr, corr[gpu])
+                     & ~ev["name"].isin(PAIRED_ONLY_LAUNCH_NAMES).to_numpy())
     # other profilers' files: the analysed window counts every GPU event (analysis.kineto.window)
     kineto = rt.meta.source_format == "kineto"
     fate = ("launch statistics and the analysed window leave them out" if kineto
