@@ -334,14 +334,14 @@ class TraceCache:
         """``{"dir": path, "entries": count, "bytes": total size on disk, "unreadable_entries":
         count, "unreadable_bytes": size}``; the unreadable ones are those of another parser
         version (or damaged): this version never reads them, :meth:`prune` removes them."""
-        entries = self._entries()
-        stale = [e for e in entries if not _readable(e)]
+        sizes = {e: self._size(e) for e in self._entries()}
+        stale = [e for e in sizes if not _readable(e)]
         return {
             "dir": str(self.dir),
-            "entries": len(entries),
-            "bytes": sum(self._size(e) for e in entries),
+            "entries": len(sizes),
+            "bytes": sum(sizes.values()),
             "unreadable_entries": len(stale),
-            "unreadable_bytes": sum(self._size(e) for e in stale),
+            "unreadable_bytes": sum(sizes[e] for e in stale),
         }
 
     def prune(

@@ -72,9 +72,10 @@ def _launch_start_ns(ev: pd.DataFrame, corr: np.ndarray, rt: RankTrace, rounding
         orphan = ~found & (corr >= 0)
         if orphan.any():
             first = ev.loc[[0]]
-            start[orphan], _ = event_bounds_ns(
+            first_start, _ = event_bounds_ns(
                 first["ts"].to_numpy(), first["dur"].to_numpy(), rounding,
                 float_timestamps=rt.meta.float_timestamps)
+            start[orphan] = first_start[0]
             found = found | orphan
     return start, found
 

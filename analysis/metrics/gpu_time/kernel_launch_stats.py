@@ -95,6 +95,12 @@ HTA_LAUNCH_APIS = LaunchApis(
     hta_matching=True,
 )
 
+# Names that are a launch only together with the GPU event their correlation id names, never a
+# launch "without a kernel": Kineto writes INVALID for a runtime callback its CUPTI table does not
+# know, and cuDNN launches convolution kernels through one (warming423/pf's RTX 3080 traces: 48 of
+# 1,005 kernels)
+PAIRED_ONLY_LAUNCH_NAMES = ("INVALID",)
+
 DEFAULT_LAUNCH_APIS = LaunchApis(
     name="default",
     kernel=HTA_LAUNCH_APIS.kernel
@@ -112,11 +118,8 @@ DEFAULT_LAUNCH_APIS = LaunchApis(
         "hipExtModuleLaunchKernel",
         "hipLaunchCooperativeKernel",
         "hipGraphLaunch",
-        # Kineto's name for a runtime callback its CUPTI table does not know: cuDNN launches
-        # convolution kernels through one (warming423/pf's RTX 3080 traces: 48 of 1,005
-        # kernels); a call counts only with the GPU event its correlation id names
-        "INVALID",
-    ),
+    )
+    + PAIRED_ONLY_LAUNCH_NAMES,
     memory=HTA_LAUNCH_APIS.memory
     + (
         "cudaMemcpy2DAsync",
@@ -137,9 +140,6 @@ DEFAULT_LAUNCH_APIS = LaunchApis(
 )
 
 LAUNCH_API_PRESETS: dict[str, LaunchApis] = {"hta": HTA_LAUNCH_APIS, "default": DEFAULT_LAUNCH_APIS}
-# Names that are a launch only together with the GPU event their correlation id names (Kineto
-# writes INVALID for any runtime callback it does not know): never a launch "without a kernel"
-PAIRED_ONLY_LAUNCH_NAMES = ("INVALID",)
 
 
 def resolve_launch_apis(
