@@ -29,19 +29,21 @@ def _varint(data: bytes, i: int) -> tuple[int, int]:
     return -1, i
 
 
-def _looks_like_xspace(head: bytes, size: int) -> bool:
+def _looks_like_xspace(head: bytes) -> bool:
+    """Field 1 (wire type 2) whose message starts with XPlane's id or name. The length is not
+    checked against the file's size: a damaged XSpace (a length past the end) is still an
+    XSpace, and its reader says what is wrong with it (JSON never starts with these bytes)."""
     if head[:1] != b"\x0a":  # field 1, wire type 2
         return False
     length, i = _varint(head, 1)
-    if length <= 0 or i + length > size:
+    if length <= 0:
         return False
     return head[i : i + 1] in (b"\x08", b"\x12")  # XPlane.id (varint) or XPlane.name
 
 
-def detect(head: bytes, size: int | None = None) -> str:
+def detect(head: bytes) -> str:
     """``"nsys"``, ``"xplane"``, ``"rocprof"`` or ``"kineto"`` for a file starting with
-    ``head`` (a few KiB are enough) of ``size`` bytes in all (default: ``len(head)``)."""
-    size = len(head) if size is None else size
+    ``head`` (a few KiB are enough)."""
     if head.startswith(SQLITE_MAGIC):
         return "nsys"
     text = head
@@ -52,6 +54,6 @@ def detect(head: bytes, size: int | None = None) -> str:
             return "kineto"
     if _ROCPROF_KEY.match(text.removeprefix(b"\xef\xbb\xbf")):
         return "rocprof"
-    if _looks_like_xspace(head, size):
+    if _looks_like_xspace(head):
         return "xplane"
     return "kineto"

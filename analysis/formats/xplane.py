@@ -9,12 +9,19 @@ bytes 6, ref 7; ``XEventMetadata`` / ``XStatMetadata`` id 1, name 2.
 
 **Ranks.** One rank per GPU plane (``/device:GPU:N``) that holds at least one event; its rank is
 N (so a profile whose GPUs 0 and 7 ran something has ranks 0 and 7). The host plane
-(``/host:CPU``) is one process: its rows go to every rank. Without any GPU event, the host
-plane alone is rank 0.
+(``/host:CPU``) is one process: a launch or copy call (a host event with a ``correlation_id``)
+goes to the rank whose GPU event carries its id (to every rank when none does), every other host
+row to every rank. Without any GPU event, the host plane alone is rank 0. Other device planes
+(``/device:TPU:N``, custom devices) are not read: a plane of them that holds events is named in a
+warning (``meta.anomalies``).
 
 **Rows.** Times: ``timestamp_ns`` of the line + ``offset_ps`` / 1000 (ns; XPlane's picoseconds
-are rounded half up to whole ns, which they are in practice). GPU plane: each line is a stream
-(``stream`` = ``tid`` = the line id, ``pid`` = ``device`` = N); an event named ``Copy*`` /
+are rounded half up to whole ns, which they are in practice). GPU plane: each ``Stream #...``
+line is a stream (``stream`` = ``tid`` = the line id, ``pid`` = ``device`` = N); the lines the
+profiler derives from them (TensorFlow's ``TensorFlow Ops``, ``TensorFlow Name Scope`` and
+``Steps``, XLA's ``XLA Ops`` / ``XLA Modules``: :data:`DERIVED_LINES`) repeat the streams' time
+under op and scope names and are not read (a plane without ``Stream #`` lines has every line but
+those read as streams); an event named ``Copy*`` /
 ``Memcpy*`` or carrying ``memcpy_details`` is a ``gpu_memcpy`` (named the Kineto way,
 ``Memcpy DtoD (Device -> Device)``, its ``bytes`` from ``memcpy_details``' ``size:``), ``Memset*``
 a ``gpu_memset``, anything else a ``kernel``; ``correlation_id`` stats link them to the host's
@@ -50,6 +57,14 @@ _COPY_DIRECTIONS = {
     "memcpyp2p": "Memcpy PtoP (Device -> Device)",
 }
 _SIZE = re.compile(r"\bsize:(\d+)")
+_DEVICE_PLANE = re.compile(r"^/device:(?!GPU:)")
+_STREAM_LINE = "Stream #"
+# lines that xprof / TensorFlow derive from a device's streams (tsl's xplane_schema line names)
+DERIVED_LINES = frozenset({
+    "Steps", "TensorFlow Ops", "TensorFlow Name Scope", "XLA Modules", "XLA Ops",
+    "Async XLA Ops", "XLA TraceMe", "Launch Stats", "Source code", "Framework Ops",
+    "Framework Name Scope", "Overlay", "_counters_",
+})
 _FRESH_CORRELATION = 1 << 48  # above any correlation id a profiler hands out
 
 
@@ -65,13 +80,22 @@ def parse_xplane(data: bytes, source: str) -> list[RankTrace]:
         raise NotATraceError(source, "a protobuf without XPlane planes: not a JAX/XLA profile")
     host = next((p for p in planes if p["name"] == _HOST_PLANE), None)
     host_rows = _host_rows(host) if host else _empty()
+    for plane in planes:
+        if _GPU_PLANE.match(plane["name"]):
+            plane["lines"] = _stream_lines(plane["lines"])
     gpus = sorted(
         (int(m.group(1)), p) for p in planes if (m := _GPU_PLANE.match(p["name"])) and p["lines"]
         and any(line["events"] for line in p["lines"])
     )
+    unread = [f"{p['name']} ({sum(len(line['events']) for line in p['lines']):,} events)"
+              for p in planes if _DEVICE_PLANE.match(p["name"])
+              and any(line["events"] for line in p["lines"])]
+    anomalies = [f"device planes other than GPUs are not read: {', '.join(unread)}; their "
+                 "activity is not in the analyses"] if unread else []
     if not gpus:
         meta = RankMeta(rank=0, source=source, rank_origin="xplane: host plane only",
                         source_format="xplane", other={"part": 0, "parts": 1})
+        meta.anomalies.extend(anomalies)
         return [rank_trace(meta, host_rows)]
     # the world is every GPU plane of the profile, idle ones included (ranks are plane indices)
     world = max(len([p for p in planes if _GPU_PLANE.match(p["name"])]), gpus[-1][0] + 1)
@@ -81,9 +105,11 @@ def parse_xplane(data: bytes, source: str) -> list[RankTrace]:
         rows, fresh = _gpu_rows(plane, index, fresh)
         gpu_rows.append(rows)
     _name_launch_calls(host_rows, gpu_rows, gpus)
+    host_of = _host_rows_per_rank(host_rows, gpu_rows)
     ranks = []
     for part, ((index, plane), rows) in enumerate(zip(gpus, gpu_rows, strict=True)):
-        columns = {k: list(rows[k]) + list(host_rows[k]) for k in rows}
+        mine = host_of[part]
+        columns = {k: list(rows[k]) + [host_rows[k][i] for i in mine] for k in rows}
         meta = RankMeta(
             rank=index, source=source, world_size=world,
             rank_origin=f"xplane: plane {plane['name']}",
@@ -91,8 +117,31 @@ def parse_xplane(data: bytes, source: str) -> list[RankTrace]:
             source_format="xplane",
             other={"part": part, "parts": len(gpus)},
         )
+        meta.anomalies.extend(anomalies)
         ranks.append(rank_trace(meta, columns))
     return ranks
+
+
+def _stream_lines(lines: list[dict]) -> list[dict]:
+    """A GPU plane's stream lines (see the module docstring)."""
+    streams = [line for line in lines if line["name"].startswith(_STREAM_LINE)]
+    return streams or [line for line in lines if line["name"] not in DERIVED_LINES]
+
+
+def _host_rows_per_rank(host_rows: dict, gpu_rows: list[dict]) -> list[list[int]]:
+    """For each GPU (in ``gpu_rows``' order), the host rows that go to its rank: launch and copy
+    calls whose correlation id is one of its GPU events', the calls no GPU event answers and
+    every other host row."""
+    owner = {}
+    for part, rows in enumerate(gpu_rows):
+        for correlation in rows["correlation"]:
+            owner.setdefault(correlation, part)
+    everyone, per_part = [], [[] for _ in gpu_rows]
+    for i, (cat, correlation) in enumerate(zip(host_rows["cat"], host_rows["correlation"],
+                                               strict=True)):
+        part = owner.get(correlation) if cat == "cuda_runtime" else None
+        (everyone if part is None else per_part[part]).append(i)
+    return [sorted(everyone + mine) for mine in per_part]
 
 
 # --- decoding ---------------------------------------------------------------------------------

@@ -139,7 +139,7 @@ def parse_any(data: bytes, url: str, map_chunks=None) -> list[RankTrace]:
     from analysis.formats import detect
     from analysis.formats.readers import parse_foreign  # here, so sources-only callers skip them
 
-    source_format = detect(data[:4096], len(data))
+    source_format = detect(data[:4096])
     if source_format != "kineto":
         return parse_foreign(data, url, source_format)
     from analysis.kineto.parse import parse_trace_bytes
@@ -382,14 +382,17 @@ def settle_failures(
 
     Non-traces are always skipped with one warning naming them. Other failures raise (one error,
     or ``MultipleLoadErrors``) with ``on_error="raise"`` or when nothing loaded; with ``"skip"``
-    one warning lists them. Nothing loaded at all is a ``TraceNotFoundError``.
+    one warning lists them. One file given that is not a trace raises its ``NotATraceError``;
+    nothing loaded from several is a ``TraceNotFoundError``.
     """
     skipped: list[tuple[str, str]] = []
     not_traces = [f.url for f in files if isinstance(failures.get(f.url), NotATraceError)]
+    if len(files) == 1 and not_traces and not loaded:
+        raise failures[not_traces[0]]  # the file and why it is not a trace, nothing to skip
     if not_traces:
         warnings.warn(
-            "skipped files that are not Kineto traces (no traceEvents): "
-            + ", ".join(map(printable, not_traces)),
+            "skipped files that are not profiler traces: "
+            + ", ".join(f"{printable(url)} ({failures[url].reason})" for url in not_traces),
             TraceLoadWarning,
             stacklevel=3,
         )
@@ -408,7 +411,8 @@ def settle_failures(
     if not loaded:
         raise TraceNotFoundError(
             source,
-            f"none of the {len(files)} file(s) is a Kineto trace: "
+            f"none of the {len(files)} file(s) is a profiler trace (Kineto, Nsight Systems "
+            "SQLite, XPlane, rocprofv3 JSON): "
             + ", ".join(f"{printable(url)} ({failures[url].reason})" for url in not_traces),
         )
     return skipped

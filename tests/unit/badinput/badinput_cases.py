@@ -233,7 +233,7 @@ TRACE_CASES = [
     Case("trace-nested-too-deeply", "trace", lambda t: ta(write(t, "deep.json", _nested(200_000))),
          "CorruptTraceError", "nested too deeply"),
     Case("trace-top-level-array", "trace", lambda t: ta(write(t, "a.json", b"[1, 2]")),
-         "TraceNotFoundError", "none of the 1 file"),
+         "NotATraceError", "top-level array"),
     Case("trace-events-not-a-list", "trace",
          lambda t: ta(write(t, "o.json", b'{"traceEvents": {"a": 1}}')),
          "CorruptTraceError", "unexpected trace structure"),

@@ -50,7 +50,7 @@ def ta(path):
 
 
 def test_detected_by_content(path):
-    assert detect(path.read_bytes()[:4096], path.stat().st_size) == "xplane"
+    assert detect(path.read_bytes()[:4096]) == "xplane"
 
 
 def test_ranks_are_the_gpu_planes_with_events(ta):
@@ -138,3 +138,56 @@ def test_eight_gpu_planes_are_eight_ranks(tmp_path):
         assert temporal.loc[g, "idle_time(us)"] == pytest.approx((2100 - busy) / 1000)
     names = ta.trace[0].events.query("cat == 'gpu_memcpy'")["name"].astype(str).tolist()
     assert names == ["Memcpy DtoD (Device -> Device)"]
+
+
+def test_tensorflow_gpu_planes_read_streams_and_launches_go_to_their_gpu(tmp_path):
+    """As TensorFlow's profiler writes a two-GPU worker (tensorflow/profiler's demo
+    ``GPU-multi-worker`` profile): GPU planes carry, besides their ``Stream #`` lines, lines
+    derived from them (``TensorFlow Ops``, ``TensorFlow Name Scope``, ``Steps``) that repeat
+    the kernels' time under op and scope names; the host plane launches for both GPUs. A TPU
+    plane is not read, and a warning says so."""
+    def stream_and_derived(kernels):
+        derived = [XEvent(name, start, dur) for name, start, dur, _ in kernels]
+        return [
+            XLine(1, "Stream #134(Compute)", timestamp_ns=BASE, events=[
+                XEvent(name, start, dur, {"correlation_id": c}) for name, start, dur, c in kernels]),
+            XLine(2, "TensorFlow Ops", timestamp_ns=BASE, events=derived),
+            XLine(3, "TensorFlow Name Scope", timestamp_ns=BASE,
+                  events=[XEvent("bert_encoder_1", BASE, 2000), *derived]),
+            XLine(4, "Steps", timestamp_ns=BASE, events=[XEvent("0", BASE, 3000)]),
+        ]
+    space = xspace_bytes([
+        xplane("/host:CPU", [XLine(7, "python3", timestamp_ns=BASE, events=[
+            XEvent("train_step", BASE, 2500),
+            XEvent("cuLaunchKernel", BASE + 10, 20, {"correlation_id": 1}),
+            XEvent("cuLaunchKernel", BASE + 40, 20, {"correlation_id": 2}),
+            XEvent("cuLaunchKernel", BASE + 70, 20, {"correlation_id": 3}),
+            XEvent("cuLaunchKernel", BASE + 90, 5, {"correlation_id": 4}),  # no GPU event
+        ])]),
+        xplane("/device:GPU:4", stream_and_derived([("gemm", BASE + 100, 400, 1),
+                                                    ("softmax", BASE + 600, 100, 2)])),
+        xplane("/device:GPU:6", stream_and_derived([("gemm", BASE + 150, 300, 3)])),
+        xplane("/device:TPU:0", [XLine(1, "XLA Ops", timestamp_ns=BASE,
+                                       events=[XEvent("fusion", BASE, 10)])]),
+    ])
+    path = tmp_path / "worker.xplane.pb"
+    path.write_bytes(space)
+    with pytest.warns(UserWarning, match=r"worker.xplane.pb.*/device:TPU:0 \(1 events\)"):
+        ta = TraceAnalysis(trace_dir=str(path), use_cache=False, progress=False)
+    assert ta.ranks == [4, 6]
+    for rank, kernels, launched in ((4, ["gemm", "softmax"], [1, 2, 4]), (6, ["gemm"], [3, 4])):
+        ev = ta.trace[rank].events
+        assert ev.loc[ev["cat"] == "kernel", "name"].astype(str).tolist() == kernels
+        assert ev.loc[ev["cat"] == "cuda_runtime", "correlation"].tolist() == launched
+        assert ev.loc[ev["cat"] == "user_annotation", "name"].astype(str).tolist() == ["train_step"]
+    temporal = ta.get_temporal_breakdown(visualize=False).set_index("rank")
+    assert temporal.loc[4, "kernel_time(us)"] == pytest.approx(0.6)  # [100, 700): 500 ns busy
+    assert temporal.loc[4, "idle_time(us)"] == pytest.approx(0.1)
+    assert temporal.loc[6, "kernel_time(us)"] == pytest.approx(0.3)
+    kernels = ta.get_gpu_kernel_breakdown(visualize=False)[1]
+    assert set(kernels.loc[kernels["rank"] == 4, "name"].astype(str)) == {"gemm", "softmax"}
+    # the one call no GPU event answers, on each rank (which GPU it launched for is unknown);
+    # before, every rank also had the other GPU's calls: 3 of 4 (75 %) without a GPU event
+    health = ta.check().query("check == 'launches_without_kernels'")
+    assert health["rank"].tolist() == [4, 6]
+    assert health["message"].str.startswith("1 launch calls").all()
