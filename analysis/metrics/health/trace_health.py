@@ -49,9 +49,12 @@ from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 
 COLUMNS = ["rank", "severity", "check", "message", "evidence"]
 SEVERITIES = ("error", "warning", "info")
-# Names that look like communication whatever the active patterns say.
+# Names that look like communication whatever the active patterns say. Not a bare "broadcast":
+# a broadcast collective's kernel carries its library's name (ncclDevKernel_Broadcast_RING_LL),
+# and elsewhere the word names computation (Eigen's TensorBroadcastingOp in TensorFlow's
+# kernels, XLA's broadcast fusions).
 COMM_LIKE = re.compile(
-    r"(?i)nccl|rccl|hccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|alltoall|broadcast"
+    r"(?i)nccl|rccl|hccl|msccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|alltoall"
     r"|send_?recv|nvshmem|multimem|cross_device_reduce|ep::\w+::\w*(?:dispatch|combine|notify)"
     r"|deep_?ep"
 )

@@ -87,6 +87,19 @@ def test_hta_patterns_miss_deepep(tmp_path):
     assert "unclassified_communication" in set(hta["check"])
 
 
+def test_broadcasting_computation_is_not_communication(tmp_path):
+    """TensorFlow's Eigen kernels (``TensorBroadcastingOp``) and XLA's broadcast fusions compute;
+    a broadcast collective's kernel names its library (tensorflow/profiler's GPU demo profile
+    had two Eigen kernels reported as unclassified communication)."""
+    from analysis.metrics.health.trace_health import COMM_LIKE
+
+    assert not COMM_LIKE.search("void Eigen::internal::EigenMetaKernel<Eigen::TensorEvaluator<"
+                                "Eigen::TensorAssignOp<..., Eigen::TensorBroadcastingOp<...>>>")
+    assert not COMM_LIKE.search("loop_broadcast_fusion")
+    assert COMM_LIKE.search("ncclDevKernel_Broadcast_RING_LL(ncclDevComm*, unsigned long)")
+    assert COMM_LIKE.search("mscclKernel_Sum_float_Simple_false")
+
+
 def test_errors_come_first(tmp_path):
     findings = _findings(ht.faulty_job("negative_duration"), tmp_path)
     order = {"error": 0, "warning": 1, "info": 2}
