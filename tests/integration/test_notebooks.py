@@ -11,6 +11,7 @@ import sys
 
 import pytest
 from figure_checks import layout_problems
+from nbclient import NotebookClient
 from notebook_helpers import PLOTLY_MIME, WIDGET_MIME, browser, execute, outputs
 from paths import REPO_ROOT
 
@@ -82,3 +83,42 @@ def test_exported_html_shows_the_figures_offline(sample_traces_dir, tmp_path_fac
     ).stdout
     drawn = len(re.findall(r'<div[^>]*class="[^"]*js-plotly-plot', dom))
     assert drawn == n_figures, f"{drawn} of {n_figures} figures drawn in the exported page"
+
+
+@pytest.mark.parametrize("kind", ["kineto_rank_3", "nsys"])
+@pytest.mark.parametrize("notebook", ["walkthrough", "compare_ranks", "distributed"])
+def test_notebook_runs_on_a_users_own_traces(notebook, kind, tmp_path):
+    """TRACE_DIR is the one thing a user changes: pointed at other traces than the samples, each
+    notebook still runs top to bottom, each section saying what a trace cannot show. Before (on
+    public traces: a vLLM one, rank 0 only, no profiler step; an nsys export; a TensorFlow XPlane
+    profile), the walkthrough stopped at the step-time cell (``ranks=[0, 1]``) and, for nsys /
+    XPlane, at the roofline (its error was not caught); compare_ranks at its straggler
+    (``idxmax`` of no steps); distributed at its worst straggler (one rank: no collective matched
+    across ranks, or no row at all)."""
+    import gzip
+    import json
+
+    import jupytext
+    from notebook_helpers import set_parameters
+
+    from analysis.testing import tensorboard_traces
+    from analysis.testing.foreign import NsysGpuOp, NsysReport, write_nsys_sqlite
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    if kind == "nsys":
+        write_nsys_sqlite(traces / "run.sqlite", NsysReport(gpu=[
+            NsysGpuOp(1000 * i, 500, device=0, stream=7, correlation=i, pid=1, name="gemm")
+            for i in range(20)]))
+    else:  # one rank, not rank 0, with [memory] events
+        path = tensorboard_traces.write(traces / "rank3.json.gz")
+        doc = json.loads(gzip.decompress(path.read_bytes()))
+        doc["distributedInfo"] |= {"rank": 3, "world_size": 4}
+        path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    nb = jupytext.read(REPO_ROOT / "notebooks" / f"{notebook}.md")
+    set_parameters(nb, {"TRACE_DIR": str(traces), "REPORT_FORMATS": ("html",)})
+    NotebookClient(nb, kernel_name="python3", timeout=300,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()  # raises on error
+    assert not [o for _, o in outputs(nb) if o.get("output_type") == "error"]
+    if notebook == "walkthrough":
+        assert (tmp_path / "report" / "index.html").exists()
