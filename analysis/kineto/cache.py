@@ -46,8 +46,10 @@ from analysis.kineto.model import RankMeta, RankTrace
 # 2: collectives gained kernel and gloo rows and "seq"; 3: wait_on_stream / wait_on_record columns;
 # 4: negative dur set to 0, RankMeta anomalies and negative_durations (the branches merged: 5)
 # 7: the parser reads the kernel_args extra (kept in the entry's extras/); 8: gloo annotations'
-# shapes also from PyTorch 1.8's "Input dims"
-PARSER_VERSION = 8
+# shapes also from PyTorch 1.8's "Input dims"; 9: XPlane GPU planes read from their Stream #
+# lines only and launch calls given to their GPU's rank; Kineto GPU events without stream or
+# correlation named in meta.anomalies
+PARSER_VERSION = 9
 # The extras the parser itself builds (analysis.kineto.kernel_args), stored in the entry
 PARSED_EXTRAS = ("kernel_args",)
 

@@ -42,7 +42,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.kineto.events import gpu_mask, kernel_like_mask, runtime_mask
+from analysis.kineto.events import (
+    KERNEL_CATS,
+    MEMCPY_CATS,
+    MEMSET_CATS,
+    cat_mask,
+    gpu_mask,
+    kernel_like_mask,
+    runtime_mask,
+)
 from analysis.kineto.model import RankTrace
 from analysis.metrics.health import trace_health_checks as hc
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
@@ -94,9 +102,13 @@ def trace_health_rank(
     ):
         health.findings += check(rt)
     if not gpu.any():
+        unseen = int(cat_mask(ev, KERNEL_CATS + MEMCPY_CATS + MEMSET_CATS).sum())
+        why = (f"its {unseen:,} kernel / memcpy / memset events have no 'stream' or "
+               "'correlation' arg (an edited trace?)" if unseen else
+               "CPU-only trace, or CUDA activities not recorded")
         health.findings.append(
             ("warning", "no_gpu_events", "this rank has no GPU events: every GPU analysis skips "
-             "or fails on it (CPU-only trace, or CUDA activities not recorded)", f"{len(ev)} events")
+             f"or fails on it ({why})", f"{len(ev)} events")
         )
         return health
     kinds = np.asarray(pat.classify(ev["name"]))

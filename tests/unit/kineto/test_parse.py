@@ -482,3 +482,24 @@ def test_sync_wait_columns():
     events = parse_trace_bytes(json.dumps(doc).encode(), "wait.json").events
     assert events["wait_on_stream"].tolist() == [7, -1]
     assert events["wait_on_record"].tolist() == [4, -1]
+
+
+def test_gpu_events_without_stream_or_correlation_are_named():
+    """Kernels whose args were stripped to an ``External id`` (TraceLens's GEMM evaluation
+    fixtures) are not GPU work to the analyses (HTA's rule): the parse says so, where the rank
+    used to read as a CPU-only trace without a word; the health check gives the same reason."""
+    from analysis.metrics.health.trace_health import trace_health_rank
+
+    stripped = [x_event("Cijk_gemm", cat="kernel", ts=20 + 5 * i, dur=2,
+                        args={"External id": 25 + i}) for i in range(3)]
+    result = parse_trace_bytes(as_bytes(trace([x_event("aten::mm", ts=10, dur=40), *stripped])),
+                               "edited.json")
+    assert result.meta.anomalies == [
+        "3 of 3 kernel / memcpy / memset event(s) have no 'stream' or no 'correlation' arg (which "
+        "the profiler always writes: was the trace edited?); the analyses do not count them as "
+        "GPU work"]
+    health = trace_health_rank(result)
+    assert "its 3 kernel / memcpy / memset events have no 'stream'" in health.findings[-1][2]
+    # a kernel as Kineto writes it raises nothing
+    whole = x_event("k", cat="kernel", ts=20, dur=2, args={"stream": 7, "correlation": 1})
+    assert parse_trace_bytes(as_bytes(trace([whole])), "t.json").meta.anomalies == []
