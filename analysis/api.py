@@ -32,6 +32,7 @@ from analysis.errors import (
 from analysis.io import LoadOptions
 from analysis.io.options import FIELDS as _LOAD_FIELDS
 from analysis.kineto.model import Trace
+from analysis.kineto.parse import UNSEEN_GPU_EVENTS
 from analysis.kineto.window import check_gpu_events, check_window
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.timebase import Rounding
@@ -363,7 +364,14 @@ class TraceAnalysis:
         return out
 
     def _explain_no_gpu(self, ranks: list[int]) -> str | None:
-        """Why ranks have no GPU events in the analysed window although their traces have some."""
+        """Why ranks have no GPU events in the analysed window although their traces have some
+        (or kernels the analyses cannot count: no stream or correlation args)."""
+        metas = getattr(self.engine, "metas", {})
+        edited = [r for r in ranks if r in metas
+                  and any(UNSEEN_GPU_EVENTS in note for note in metas[r].anomalies)]
+        if edited:
+            return (f"the kernels of rank(s) {edited} have no stream or correlation args, which "
+                    "the profiler always writes: the trace was edited after recording")
         stats = [self.engine.window_stats[r] for r in ranks if r in self.engine.window_stats]
         hidden = [s for s in stats if s.gpu_events and not s.analysed_gpu_events]
         if not hidden:

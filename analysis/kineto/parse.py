@@ -89,6 +89,10 @@ def parse_trace_bytes(
     )
 
 
+# how meta.anomalies says it (the facade's "no GPU events" errors point at it)
+UNSEEN_GPU_EVENTS = "kernel / memcpy / memset event(s) have no 'stream' or no 'correlation' arg"
+
+
 def _unseen_gpu_events(events) -> list[str]:
     """Kernels, copies and sets without a ``stream`` or a ``correlation`` arg, which every GPU
     event Kineto writes carries: GPU work is what runs on a stream and is linked to its launch
@@ -102,9 +106,8 @@ def _unseen_gpu_events(events) -> list[str]:
     count = int(unseen.sum())
     if not count:
         return []
-    return [f"{count} of {int(busy.sum())} kernel / memcpy / memset event(s) have no 'stream' or "
-            "no 'correlation' arg (which the profiler always writes: was the trace edited?); the "
-            "analyses do not count them as GPU work"]
+    return [f"{count} of {int(busy.sum())} {UNSEEN_GPU_EVENTS} (which the profiler always "
+            "writes: was the trace edited?); the analyses do not count them as GPU work"]
 
 
 def _event_tables(

@@ -484,7 +484,7 @@ def test_sync_wait_columns():
     assert events["wait_on_record"].tolist() == [4, -1]
 
 
-def test_gpu_events_without_stream_or_correlation_are_named():
+def test_gpu_events_without_stream_or_correlation_are_named(tmp_path):
     """Kernels whose args were stripped to an ``External id`` (TraceLens's GEMM evaluation
     fixtures) are not GPU work to the analyses (HTA's rule): the parse says so, where the rank
     used to read as a CPU-only trace without a word; the health check gives the same reason."""
@@ -500,6 +500,16 @@ def test_gpu_events_without_stream_or_correlation_are_named():
         "GPU work"]
     health = trace_health_rank(result)
     assert "its 3 kernel / memcpy / memset events have no 'stream'" in health.findings[-1][2]
+    # and so do the analyses that need GPU events (they said "CPU-only trace")
+    from analysis import TraceAnalysis
+    from analysis.errors import NoGPUEventsError
+
+    path = tmp_path / "edited.json"
+    path.write_bytes(as_bytes(trace([x_event("aten::mm", ts=10, dur=40), *stripped])))
+    with pytest.warns(UserWarning, match="3 of 3 kernel"):
+        ta = TraceAnalysis(str(path), use_cache=False, progress=False)
+    with pytest.raises(NoGPUEventsError, match=r"rank\(s\) \[0\] have no stream or correlation"):
+        ta.get_idle_time_breakdown()
     # a kernel as Kineto writes it raises nothing
     whole = x_event("k", cat="kernel", ts=20, dur=2, args={"stream": 7, "correlation": 1})
     assert parse_trace_bytes(as_bytes(trace([whole])), "t.json").meta.anomalies == []
