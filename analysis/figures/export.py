@@ -14,7 +14,9 @@ correctness: plotly.js draws each figure in an element of its own and purges it,
 out the same on a kept page as on a fresh one (tested: PNG bytes equal, SVG elements equal but for
 the random ids plotly.js draws each time). The page is still reloaded every :data:`RELOAD_EVERY`
 figures, and the browser is closed after a failed figure. A figure that never finishes fails
-after kaleido's timeout (90 s); a browser that will not start is an ``ExportError`` at once.
+after kaleido's timeout (90 s), and one the browser never answers after :data:`FIGURE_TIMEOUT_S`
+(an ``ExportError``, the browser closed); a browser that will not start is an ``ExportError`` at
+once, one that does not answer after :data:`START_TIMEOUT_S`.
 :func:`show` with an image renderer (``plotly.io.renderers.default = "svg"``) draws through the
 same renderer, kept for the process once started (closed at exit).
 """
@@ -105,6 +107,11 @@ def quiet_browser_logs() -> None:
 RELOAD_EVERY = 32
 # How long closing the renderer's browser may take (kaleido waits for a figure still rendering).
 CLOSE_TIMEOUT_S = 30
+# How long starting the browser and rendering one figure may take before the export gives up with
+# an ExportError (kaleido's own limit for a figure is 90 s; a browser that stops answering, e.g.
+# starved on a loaded machine, would otherwise leave the export waiting forever).
+START_TIMEOUT_S = 120
+FIGURE_TIMEOUT_S = 150
 
 
 class _Renderer:
@@ -118,7 +125,7 @@ class _Renderer:
         )
         self._thread.start()
         try:
-            self._kaleido = self._run(self._open())
+            self._kaleido = self._run(self._open(), timeout=START_TIMEOUT_S)
         except Exception as e:  # a browser that would not start, or kaleido's page that failed
             self._stop_loop()
             raise ExportError(find_browser(), f"kaleido could not start the browser: {e}") from e
@@ -156,6 +163,9 @@ class _Renderer:
         future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         try:
             return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            raise TimeoutError(f"the browser did not answer within {timeout:g} s") from None
         except BaseException:
             future.cancel()
             raise
@@ -164,11 +174,12 @@ class _Renderer:
               height: int | None, scale: float) -> None:
         opts = {"format": fmt, "width": width, "height": height, "scale": scale}
         self._run(self._kaleido.write_fig_from_object(
-            {"fig": fig, "path": path, "opts": opts}, cancel_on_error=True))
+            {"fig": fig, "path": path, "opts": opts}, cancel_on_error=True),
+            timeout=FIGURE_TIMEOUT_S)
 
     def image(self, fig_dict: dict, fmt: str, width: int, height: int, scale: float) -> bytes:
         opts = {"format": fmt, "width": width, "height": height, "scale": scale}
-        return self._run(self._kaleido.calc_fig(fig_dict, opts=opts))
+        return self._run(self._kaleido.calc_fig(fig_dict, opts=opts), timeout=FIGURE_TIMEOUT_S)
 
     def close(self) -> None:
         """Close the browser (waiting at most :data:`CLOSE_TIMEOUT_S`), then stop the loop."""
@@ -179,8 +190,9 @@ class _Renderer:
 
     def _stop_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
+        self._thread.join(CLOSE_TIMEOUT_S)  # a loop stuck in the browser's driver is left behind
+        if not self._thread.is_alive():
+            self._loop.close()
 
 
 # This module's browser: while a kaleido_server() body runs (``_serving``), or kept for the process

@@ -122,6 +122,36 @@ def test_a_browser_that_will_not_start_is_a_clear_error(tmp_path, monkeypatch):
     assert export._renderer is None and not export._serving
 
 
+def test_a_figure_the_browser_never_finishes_is_an_error_not_a_hang(kaleido_session, tmp_path,
+                                                                    monkeypatch):
+    """A ``report`` on a loaded machine once waited 400 s without a word: nothing bounded the wait
+    for the browser (kaleido's 90 s limit covers a figure it is drawing, not a browser that stops
+    answering). A render that never finishes is now an ExportError after FIGURE_TIMEOUT_S, the
+    browser closed, and the next export starts another."""
+    import asyncio
+    import time
+
+    from analysis.figures import export
+
+    export_figures({"warm": small_figure()}, tmp_path / "warm", formats="svg")  # browser up
+    before = export._renderer
+
+    async def never(*args, **kwargs):
+        await asyncio.sleep(3600)
+
+    monkeypatch.setattr(before._kaleido, "write_fig_from_object", never)
+    monkeypatch.setattr(export, "FIGURE_TIMEOUT_S", 1)
+    started = time.monotonic()
+    with pytest.raises(ExportError, match="did not answer within 1 s"):
+        export_figures({"stuck": small_figure()}, tmp_path / "stuck", formats="svg")
+    assert time.monotonic() - started < 60
+    assert export._renderer is None  # closed
+    monkeypatch.undo()
+    written = export_figures({"next": small_figure()}, tmp_path / "next", formats="svg")
+    assert "Overlap of ranks" in written["next"][0].read_text(encoding="utf-8")
+    assert export._renderer is not None and export._renderer is not before
+
+
 def test_html_works_offline_with_one_shared_plotly_js(tmp_path):
     written = export_figures(
         {"a": small_figure("Figure A"), "b": small_figure("Figure B")}, tmp_path, formats="html"
