@@ -11,8 +11,9 @@ is, and ``get_trace_metadata()`` shows it.
   ``pid`` = ``device`` = ``deviceId``, ``tid`` = ``stream`` = ``streamId``, ``correlationId``;
 - ``CUPTI_ACTIVITY_KIND_MEMCPY`` / ``MEMSET`` → ``gpu_memcpy`` / ``gpu_memset`` rows named as
   Kineto names them (``Memcpy HtoD (Pinned -> Device)``, ``Memset (Device)``), with ``bytes``;
-- ``CUPTI_ACTIVITY_KIND_RUNTIME`` → ``cuda_runtime`` rows, names without nsys's version suffix
-  (``cudaLaunchKernel_v7000`` → ``cudaLaunchKernel``), with their ``correlationId``;
+- ``CUPTI_ACTIVITY_KIND_RUNTIME`` → ``cuda_runtime`` rows, names without nsys's API version suffix
+  (``cudaLaunchKernel_v7000`` → ``cudaLaunchKernel``; a driver function's ``_v2``, part of its
+  name as in Kineto's traces, stays: ``cuMemcpyHtoDAsync_v2``), with their ``correlationId``;
 - ``NVTX_EVENTS`` push/pop and start/end ranges → rows on their thread: ranges that PyTorch's
   ``torch.autograd.profiler.emit_nvtx()`` writes for its operators (``aten::mm, seq = 12, op_id =
   40``) are ``cpu_op`` rows named by the operator (``aten::mm``), so the operator summary works
@@ -35,7 +36,9 @@ from analysis.errors import CorruptTraceError, NotATraceError
 from analysis.formats.frame import rank_trace
 from analysis.kineto.model import RankMeta, RankTrace
 
-_VERSION_SUFFIX = re.compile(r"_v\d+$")
+# the runtime API version nsys appends (cudaLaunchKernel_v7000, cudaMemcpyAsync_v3020); a driver
+# function's own _v2 (cuMemcpyHtoDAsync_v2, the symbol's name, as Kineto writes it too) stays
+_VERSION_SUFFIX = re.compile(r"_v\d{4,}$")
 # emit_nvtx's range text: the operator name, then ", seq = N", ", op_id = N", ", sizes = [...]"
 _PYTORCH_OP = re.compile(r"^(?P<op>[A-Za-z_][\w.]*::[\w.]+)(?:, (?:seq|op_id|sizes|stashed seq)\b.*)?$")
 # CUPTI's copyKind values (ENUM_CUDA_MEMCPY_OPER) as Kineto abbreviates them
@@ -223,8 +226,14 @@ def _cpu_rows(conn, tables: set[str], strings: dict) -> dict:
 
 
 def _gpu_names(conn, tables: set[str]) -> dict[int, str]:
+    """GPU names by the ``deviceId`` of the CUPTI tables: ``TARGET_INFO_GPU.id`` (as nsys's own
+    reports join them), or ``deviceId`` in exports before that column was renamed."""
     if "TARGET_INFO_GPU" not in tables:
         return {}
     with contextlib.suppress(sqlite3.DatabaseError):
-        return {int(i): str(n) for i, n in conn.execute("SELECT id, name FROM TARGET_INFO_GPU")}
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(TARGET_INFO_GPU)")}
+        key = "id" if "id" in columns else "deviceId" if "deviceId" in columns else None
+        if key is not None and "name" in columns:
+            return {int(i): str(n) for i, n in
+                    conn.execute(f"SELECT {key}, name FROM TARGET_INFO_GPU")}
     return {}

@@ -193,3 +193,33 @@ def test_report_without_gpu_activity_is_refused(tmp_path):
     write_nsys_sqlite(path, NsysReport(cpu=[NsysCall(0, 5, pid=1, tid=1, name="x", nvtx=True)]))
     with pytest.raises(InputFileError, match="without GPU activity"):
         TraceAnalysis(trace_dir=str(path), use_cache=False, progress=False)
+
+
+def test_driver_api_copies_are_launches_and_older_gpu_tables_name_the_gpu(tmp_path):
+    """Two things public nsys exports showed (2026-11-28, 154 files from 26 repositories):
+    ``cuMemcpyHtoDAsync_v2`` lost its ``_v2`` with nsys's API-version suffix, so no async copy
+    launched through the driver API was a launch (24,010 copies in 28 files); and an older
+    ``TARGET_INFO_GPU`` keys its rows by ``deviceId``, not ``id``, so the GPU had no name."""
+    import sqlite3
+
+    path = tmp_path / "driver.sqlite"
+    write_nsys_sqlite(path, NsysReport(
+        gpu=[NsysGpuOp(1000, 2000, device=0, stream=7, correlation=1, pid=10, name="k"),
+             NsysGpuOp(3000, 3500, device=0, stream=7, correlation=2, pid=10, nbytes=4096,
+                       copy_kind=1, src_kind=1, dst_kind=2)],
+        cpu=[NsysCall(100, 200, pid=10, tid=11, name="cuLaunchKernel", correlation=1),
+             NsysCall(300, 400, pid=10, tid=11, name="cuMemcpyHtoDAsync_v2", correlation=2),
+             NsysCall(500, 600, pid=10, tid=11, name="cudaDeviceSynchronize_v3020")]))
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE TARGET_INFO_GPU (vmId INTEGER, deviceId INTEGER, name TEXT, "
+                 "busLocation TEXT, isDiscrete INTEGER)")
+    conn.execute("INSERT INTO TARGET_INFO_GPU VALUES "
+                 "(281474976710656, 0, 'NVIDIA GeForce RTX 3080', '0000:02:00.0', 1)")
+    conn.commit()
+    conn.close()
+    ta = TraceAnalysis(str(path), use_cache=False, progress=False)
+    assert ta.get_trace_metadata()["gpu"].tolist() == ["NVIDIA GeForce RTX 3080"]
+    runtime = ta.trace[0].events.query("cat == 'cuda_runtime'")["name"].astype(str).tolist()
+    assert runtime == ["cuLaunchKernel", "cuMemcpyHtoDAsync_v2", "cudaDeviceSynchronize"]
+    stats = ta.get_cuda_kernel_launch_stats(visualize=False)[0]
+    assert sorted(stats["correlation"]) == [1, 2]
