@@ -86,7 +86,7 @@ def test_exported_html_shows_the_figures_offline(sample_traces_dir, tmp_path_fac
 
 
 @pytest.mark.parametrize("kind", ["kineto_rank_3", "nsys"])
-@pytest.mark.parametrize("notebook", ["walkthrough", "compare_ranks", "distributed"])
+@pytest.mark.parametrize("notebook", ["walkthrough", "compare_ranks", "distributed", "compare_runs"])
 def test_notebook_runs_on_a_users_own_traces(notebook, kind, tmp_path):
     """TRACE_DIR is the one thing a user changes: pointed at other traces than the samples, each
     notebook still runs top to bottom, each section saying what a trace cannot show. Before (on
@@ -94,7 +94,8 @@ def test_notebook_runs_on_a_users_own_traces(notebook, kind, tmp_path):
     profile), the walkthrough stopped at the step-time cell (``ranks=[0, 1]``) and, for nsys /
     XPlane, at the roofline (its error was not caught); compare_ranks at its straggler
     (``idxmax`` of no steps); distributed at its worst straggler (one rank: no collective matched
-    across ranks, or no row at all)."""
+    across ranks, or no row at all); compare_runs at HTA's TraceDiff, which needs profiler steps,
+    and at ``ops_diff`` of steps 10–12 that such runs do not have."""
     import gzip
     import json
 
@@ -116,7 +117,8 @@ def test_notebook_runs_on_a_users_own_traces(notebook, kind, tmp_path):
         doc["distributedInfo"] |= {"rank": 3, "world_size": 4}
         path.write_bytes(gzip.compress(json.dumps(doc).encode()))
     nb = jupytext.read(REPO_ROOT / "notebooks" / f"{notebook}.md")
-    set_parameters(nb, {"TRACE_DIR": str(traces), "REPORT_FORMATS": ("html",)})
+    set_parameters(nb, {"TRACE_DIR": str(traces), "BASE_DIR": str(traces),  # compare_runs: a
+                        "TEST_DIR": str(traces), "REPORT_FORMATS": ("html",)})  # run with itself
     NotebookClient(nb, kernel_name="python3", timeout=300,
                    resources={"metadata": {"path": str(tmp_path)}}).execute()  # raises on error
     assert not [o for _, o in outputs(nb) if o.get("output_type") == "error"]
