@@ -32,7 +32,6 @@ from analysis.errors import (
 from analysis.io import LoadOptions
 from analysis.io.options import FIELDS as _LOAD_FIELDS
 from analysis.kineto.model import Trace
-from analysis.kineto.parse import UNSEEN_GPU_EVENTS
 from analysis.kineto.window import check_gpu_events, check_window
 from analysis.metrics.kernel_types import KernelPatterns, resolve_patterns
 from analysis.metrics.timebase import Rounding
@@ -367,8 +366,7 @@ class TraceAnalysis:
         """Why ranks have no GPU events in the analysed window although their traces have some
         (or kernels the analyses cannot count: no stream or correlation args)."""
         metas = getattr(self.engine, "metas", {})
-        edited = [r for r in ranks if r in metas
-                  and any(UNSEEN_GPU_EVENTS in note for note in metas[r].anomalies)]
+        edited = [r for r in ranks if r in metas and metas[r].unseen_gpu_events]
         if edited:
             return (f"the kernels of rank(s) {edited} have no stream or correlation args, which "
                     "the profiler always writes: the trace was edited after recording")

@@ -138,6 +138,9 @@ class RankMeta:
     # Events whose 'dur' was negative, by name: the parser set their dur to 0 (the health check
     # reports them as errors).
     negative_durations: dict[str, int] = field(default_factory=dict)
+    # Kernels, memcpy and memset events without a stream or correlation arg (an edited trace):
+    # not GPU work to the analyses; the parser says so in an anomaly, the facade in its errors.
+    unseen_gpu_events: int = 0
     # Which profiler wrote the file: "kineto", or "nsys", "xplane", "rocprof" (analysis.formats,
     # which also says what each of those does not carry).
     source_format: str = "kineto"

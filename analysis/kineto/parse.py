@@ -38,6 +38,7 @@ from analysis.kineto.columns import (
     kept_rows,  # noqa: F401  (re-exported: analysis.kineto.extras aligns its rows with it)
     shorten,
 )
+from analysis.kineto.events import KERNEL_CATS, MEMCPY_CATS, MEMSET_CATS, cat_mask, gpu_mask
 from analysis.kineto.model import RankMeta, RankTrace
 
 _UTF8_BOM = b"\xef\xbb\xbf"
@@ -81,7 +82,13 @@ def parse_trace_bytes(
     tables = _event_tables(events_json, source, map_chunks or map, chunk_bytes, meta)
     meta.float_timestamps = tables.float_ts
     meta.profiler_span = tables.span
-    meta.anomalies += tables.anomalies + _unseen_gpu_events(tables.events)
+    meta.anomalies += tables.anomalies
+    meta.unseen_gpu_events, busy = _unseen_gpu_events(tables.events)
+    if meta.unseen_gpu_events:
+        meta.anomalies.append(
+            f"{meta.unseen_gpu_events} of {busy} kernel / memcpy / memset event(s) have no "
+            "'stream' or no 'correlation' arg (which the profiler always writes: was the trace "
+            "edited?); the analyses do not count them as GPU work")
     meta.negative_durations = tables.negative_durations
     return RankTrace(
         meta=meta, events=tables.events, flows=tables.flows, collectives=tables.collectives,
@@ -89,25 +96,14 @@ def parse_trace_bytes(
     )
 
 
-# how meta.anomalies says it (the facade's "no GPU events" errors point at it)
-UNSEEN_GPU_EVENTS = "kernel / memcpy / memset event(s) have no 'stream' or no 'correlation' arg"
-
-
-def _unseen_gpu_events(events) -> list[str]:
-    """Kernels, copies and sets without a ``stream`` or a ``correlation`` arg, which every GPU
-    event Kineto writes carries: GPU work is what runs on a stream and is linked to its launch
-    (HTA's rule, ``analysis.kineto.events.gpu_mask``), so the analyses do not see them. Only
-    traces edited after recording lack them (TraceLens's GEMM evaluation fixtures: their args
-    stripped to an ``External id``); the warning says so instead of a silent "no GPU events"."""
-    busy = events["cat"].isin(("kernel", "gpu_memcpy", "gpu_memset")).to_numpy()
-    if not busy.any():
-        return []
-    unseen = busy & ((events["stream"].to_numpy() < 0) | (events["correlation"].to_numpy() < 0))
-    count = int(unseen.sum())
-    if not count:
-        return []
-    return [f"{count} of {int(busy.sum())} {UNSEEN_GPU_EVENTS} (which the profiler always "
-            "writes: was the trace edited?); the analyses do not count them as GPU work"]
+def _unseen_gpu_events(events) -> tuple[int, int]:
+    """(kernels, copies and sets without a ``stream`` or a ``correlation`` arg, all of them).
+    Every GPU event Kineto writes carries both: GPU work is what runs on a stream and is linked
+    to its launch (HTA's rule, :func:`analysis.kineto.events.gpu_mask`), so the analyses do not
+    see these. Only traces edited after recording lack them (TraceLens's evaluation traces: their
+    args stripped to an ``External id``); the parse says so instead of a silent "no GPU events"."""
+    busy = cat_mask(events, KERNEL_CATS + MEMCPY_CATS + MEMSET_CATS)
+    return int((busy & ~gpu_mask(events)).sum()), int(busy.sum())
 
 
 def _event_tables(
