@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import base64
+import concurrent.futures
 import logging
 import os
 import threading
@@ -163,7 +164,7 @@ class _Renderer:
         future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         try:
             return future.result(timeout)
-        except TimeoutError:
+        except concurrent.futures.TimeoutError:  # TimeoutError itself from Python 3.11
             future.cancel()
             raise TimeoutError(f"the browser did not answer within {timeout:g} s") from None
         except BaseException:

@@ -129,7 +129,6 @@ def test_a_figure_the_browser_never_finishes_is_an_error_not_a_hang(kaleido_sess
     answering). A render that never finishes is now an ExportError after FIGURE_TIMEOUT_S, the
     browser closed, and the next export starts another."""
     import asyncio
-    import time
 
     from analysis.figures import export
 
@@ -141,10 +140,8 @@ def test_a_figure_the_browser_never_finishes_is_an_error_not_a_hang(kaleido_sess
 
     monkeypatch.setattr(before._kaleido, "write_fig_from_object", never)
     monkeypatch.setattr(export, "FIGURE_TIMEOUT_S", 1)
-    started = time.monotonic()
     with pytest.raises(ExportError, match="did not answer within 1 s"):
         export_figures({"stuck": small_figure()}, tmp_path / "stuck", formats="svg")
-    assert time.monotonic() - started < 60
     assert export._renderer is None  # closed
     monkeypatch.undo()
     written = export_figures({"next": small_figure()}, tmp_path / "next", formats="svg")
