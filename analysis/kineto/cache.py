@@ -48,8 +48,9 @@ from analysis.kineto.model import RankMeta, RankTrace
 # 7: the parser reads the kernel_args extra (kept in the entry's extras/); 8: gloo annotations'
 # shapes also from PyTorch 1.8's "Input dims"; 9: XPlane GPU planes read from their Stream #
 # lines only and launch calls given to their GPU's rank; Kineto GPU events without stream or
-# correlation named in meta.anomalies; nsys driver calls keep their _v2, older GPU tables named
-PARSER_VERSION = 9
+# correlation named in meta.anomalies; nsys driver calls keep their _v2, older GPU tables named;
+# 10: an Intel GPU event's SYCL queue is its stream
+PARSER_VERSION = 10
 # The extras the parser itself builds (analysis.kineto.kernel_args), stored in the entry
 PARSED_EXTRAS = ("kernel_args",)
 

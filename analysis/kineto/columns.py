@@ -51,6 +51,8 @@ _COLLECTIVE_EVENT = "record_param_comms"
 # gloo's CPU collectives are annotated "gloo:all_reduce", ... on its worker thread, with shapes only
 _GLOO_PREFIX = "gloo:"
 _FLOW_PHASES = frozenset(("s", "f", "t"))
+# the device events whose queue stands in for a missing stream (Intel GPUs: ``_stream_column``)
+_QUEUE_CATS = frozenset(("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"))
 
 # Numbers in args: Kineto writes ints, some writers strings ("stream": "7") or floats.
 _Num = int | float | str | None
@@ -60,6 +62,10 @@ class _Args(msgspec.Struct, gc=False):
     """The ``args`` keys the model uses; every other key is skipped by the decoder."""
 
     stream: _Num = -1
+    # Intel GPUs write no "stream" on kernels: Kineto's XPU plugin writes the SYCL queue id as
+    # "sycl queue", the earlier XPU profiler (IPEX, torch 2.1-2.4) as "queue"
+    sycl_queue: _Num = msgspec.field(default=-1, name="sycl queue")
+    queue: _Num = -1
     correlation: _Num = -1
     external_id: _Num = msgspec.field(default=-1, name="External id")
     device: _Num = -1
@@ -319,7 +325,10 @@ def chunk_columns(events: list[_Event], source: str) -> EventChunk:
 
 
 def _is_gpu_event(e: _Event) -> bool:
-    return e.args is not None and _as_int(e.args.stream) >= 0
+    if e.args is None:
+        return False
+    return _as_int(e.args.stream) >= 0 or (
+        e.cat in _QUEUE_CATS and max(_as_int(e.args.sycl_queue), _as_int(e.args.queue)) >= 0)
 
 
 def _dropped_without_ts_or_cat(events: list[_Event]) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -402,15 +411,16 @@ def _event_columns(
     if not kept:
         return {}
     raw_cats = _codes(list(map(_get_cat, kept)))
+    cats = _normalised(raw_cats)
     return {
         "ts": ts_ns,
         "dur": _column_ns(kept, "dur", events, source),
-        "cat": _normalised(raw_cats),
+        "cat": cats,
         "raw_cat": raw_cats,  # as written: taken out by _kernel_arg_columns
         "name": _codes([e.name if e.name is not None else "" for e in kept]),
         "pid": _int_column(kept, "pid"),
         "tid": _int_column(kept, "tid"),
-        "stream": _int_column(args, "stream"),
+        "stream": _stream_column(args, cats),
         "correlation": _int_column(args, "correlation"),
         "external_id": _int_column(args, "external_id"),
         "device": _int_column(args, "device"),
@@ -499,6 +509,24 @@ def _pick(items: list, indices: list[int]) -> list:
 def _as_int(value) -> int:
     number = int_or_none(value)
     return -1 if number is None else number
+
+
+def _stream_column(args: list[_Args], cats: Codes) -> np.ndarray:
+    """``args.stream``; on a kernel, copy or set without one, the queue it ran on: an Intel GPU
+    event's ``args["sycl queue"]`` (Kineto's XPU plugin; also the event's ``tid``), or the earlier
+    XPU profiler's ``args.queue``."""
+    stream = _int_column(args, "stream")
+    names, codes = cats
+    device = [i for i, c in enumerate(names) if c in _QUEUE_CATS]
+    rows = np.flatnonzero((stream < 0) & np.isin(codes, device)) if device else ()
+    if not len(rows):  # every device event has its stream (CUDA, ROCm): nothing to look up
+        return stream
+    without = [args[i] for i in rows.tolist()]
+    for name in ("sycl_queue", "queue"):
+        queue = _int_column(without, name)
+        missing = stream[rows] < 0
+        stream[rows[missing & (queue >= 0)]] = queue[missing & (queue >= 0)]
+    return stream
 
 
 def _int_column(rows: list, field: str) -> np.ndarray:

@@ -17,7 +17,10 @@ KERNEL_CATS = ("kernel",)
 MEMCPY_CATS = ("gpu_memcpy",)
 MEMSET_CATS = ("gpu_memset",)
 SYNC_CATS = ("cuda_sync",)
-RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+# CPU-side calls that launch or wait on GPU work: CUDA's (and ROCm's, which Kineto writes as CUDA's)
+# runtime and driver APIs, and Intel GPUs' SYCL runtime (Unified Runtime: ``urEnqueueKernelLaunch``).
+# Not ``xpu_driver``: its Level Zero calls are made inside the runtime's, for the same launches.
+RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "xpu_runtime")
 # The categories that keep a stream busy: kernels, copies, sets and MTIA's CCP events (HTA's list).
 BUSY_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "mtia_ccp_events")
 

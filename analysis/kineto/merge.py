@@ -44,7 +44,7 @@ PID_STRIDE = 1000  # pids per rank in the merged trace
 FLOW_ID_STRIDE = 10**12  # flow ids per rank (Kineto's are correlation ids, far below this)
 _GPU_CATS = frozenset(("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset",
                        "cuda_sync", "gpu_user_annotation", "mtia_ccp_events"))
-_RUNTIME_CATS = frozenset(("cuda_runtime", "cuda_driver", "Runtime"))
+_RUNTIME_CATS = frozenset(("cuda_runtime", "cuda_driver", "xpu_runtime", "Runtime"))
 _FLOW_PHASES = frozenset(("s", "t", "f"))
 _PROCESS_META = frozenset(("process_name", "process_sort_index", "process_labels"))
 _STEP = re.compile(STEP_PATTERN)

@@ -16,7 +16,8 @@ column          dtype      meaning
 ``name``        category   event name
 ``pid``         int64      process id; a non-numeric string pid becomes -1
 ``tid``         int64      thread id (GPU events: the stream as Kineto writes it); non-numeric → -1
-``stream``      int64      ``args.stream`` as an int, -1 when absent or not an integer
+``stream``      int64      ``args.stream`` as an int (Intel GPUs: ``args["sycl queue"]``, their
+                           queue), -1 when absent or not an integer
 ``correlation`` int64      ``args.correlation`` (links a runtime call to its GPU event), -1 if absent
 ``external_id`` int64      ``args["External id"]`` (links a cpu_op to its runtime calls), -1 if absent
 ``device``      int64      ``args.device`` (GPU index), -1 if absent

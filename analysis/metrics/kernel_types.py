@@ -15,7 +15,8 @@ Two presets:
 - ``"default"`` (more correct, see docs/deviations.md): communication also covers every
   ``nccl*``/``rccl*``/``hccl*`` kernel, ROCm ``hip*`` collectives, DeepEP (``...ep::...::dispatch``,
   ``combine``, ``notify``), NVSHMEM kernels and custom all-reduce kernels (``cross_device_reduce``,
-  symmetric-memory one/two-shot all-reduce, ``multimem`` collectives); only the CUDA synchronisation
+  symmetric-memory one/two-shot all-reduce, ``multimem`` collectives) and oneCCL's SYCL collectives
+  on Intel GPUs (``allreduce_large_...``); only the CUDA synchronisation
   events (``Stream Sync``, ``Event Sync``, ``Context Sync``, ``Stream Wait Event``) are "neither",
   rather than any name containing ``Sync``. It selects GPU work as the GPU-mask events that are not
   runtime calls and not synchronisation waits (waiting is not work).
@@ -193,6 +194,9 @@ DEFAULT_PATTERNS = KernelPatterns(
         r"(?i:custom_?all_?reduce)",
         r"(?:one|two)_shot_all_reduce",  # torch symmetric memory
         r"multimem_(?:all_reduce|all_gather|reduce_scatter|one_shot|two_shot)",
+        # oneCCL's SYCL collectives (Intel GPUs, torch's XCCL backend): the kernels are named after
+        # the algorithm that submits them, "allreduce_large_read_write_ipc<float, 2, 2>(...)"
+        r"^(?:allreduce|allgatherv|reduce_scatter|alltoallv?|broadcast)_(?:large|medium|small)_",
     ),
     memory=(r"^Memcpy", r"^Memset", r"^dma"),
     not_computation=(

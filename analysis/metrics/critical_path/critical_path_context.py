@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.kineto.events import DEVICE_SYNC_NAMES, gpu_mask
+from analysis.kineto.events import DEVICE_SYNC_NAMES, RUNTIME_CATS, gpu_mask
 from analysis.kineto.model import RankTrace
 from analysis.metrics.gpu_time.kernel_launch_stats import DEFAULT_LAUNCH_APIS
 from analysis.metrics.timebase import Rounding, event_bounds_ns
@@ -56,8 +56,9 @@ DEFAULT_BLOCKING_CALLS = HTA_BLOCKING_CALLS + (
     "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuMemcpy",
     "hipDeviceSynchronize", "hipStreamSynchronize", "hipEventQuery", "hipEventSynchronize",
     "hipMemcpy", "hipMemcpyAsync", "hipMemcpyWithStream",
+    "urQueueFinish", "urEventWait",  # Intel GPUs: torch.xpu.synchronize(), an event's wait
 )  # fmt: skip
-CPU_NODE_CATS = ("cpu_op", "cuda_runtime", "cuda_driver")
+CPU_NODE_CATS = ("cpu_op", *RUNTIME_CATS)
 # a kernel held back by a collective starts this soon after it ends (1-7 µs on the V100 and A100
 # NCCL traces of HTA's test data)
 STREAM_WAIT_TOLERANCE_NS = 20_000

@@ -118,6 +118,15 @@ DEFAULT_LAUNCH_APIS = LaunchApis(
         "hipExtModuleLaunchKernel",
         "hipLaunchCooperativeKernel",
         "hipGraphLaunch",
+        # Intel GPUs: the SYCL runtime's launches (Unified Runtime; PI before oneAPI 2024.1), the
+        # calls Kineto's XPU plugin draws launch arrows from
+        "urEnqueueKernelLaunch",
+        "urEnqueueKernelLaunchWithArgsExp",
+        "urEnqueueKernelLaunchCustomExp",
+        "urEnqueueCooperativeKernelLaunchExp",
+        "piEnqueueKernelLaunch",
+        "piextEnqueueKernelLaunchCustom",
+        "piextEnqueueCooperativeKernelLaunch",
     )
     + PAIRED_ONLY_LAUNCH_NAMES,
     memory=HTA_LAUNCH_APIS.memory
@@ -136,6 +145,16 @@ DEFAULT_LAUNCH_APIS = LaunchApis(
         "hipMemcpy2DAsync",
         "hipMemsetAsync",
         "hipMemsetD32Async",
+        "urEnqueueUSMMemcpy",
+        "urEnqueueUSMMemcpy2D",
+        "urEnqueueUSMFill",
+        "urEnqueueUSMFill2D",
+        "piextUSMEnqueueMemcpy",
+        "piextUSMEnqueueMemcpy2D",
+        "piextUSMEnqueueMemset",
+        "piextUSMEnqueueMemset2D",
+        "piextUSMEnqueueFill",
+        "piextUSMEnqueueFill2D",
     ),
 )
 

@@ -20,7 +20,9 @@ statistics over change points, not over time.
 kind (``Pinned``/``Pageable``/``Device``... as Kineto names it, e.g. ``Memcpy HtoD (Pinned ->
 Device)``): ``count``, ``bytes`` (sum of ``args.bytes``), ``time`` (µs, sum of durations), ``busy``
 (µs, union of the operations' intervals) and ``achieved_gbps`` = bytes / time (GB/s = bytes/ns),
-the duration-weighted average bandwidth.
+the duration-weighted average bandwidth. Intel GPUs' copy types are given CUDA's direction names
+(:func:`copy_direction`: ``M2D`` → ``HtoD``), their memory types kept as written (``src``
+``MEMORY(Unknown)``, ``dst`` ``DEVICE``).
 
 Where the default preset differs from HTA 0.5.0: docs/deviations.md.
 """
@@ -44,8 +46,30 @@ SERIES_COLUMNS = ["ts", "pid", "name", "memory_bw_gbps"]
 COPY_COLUMNS = [
     "rank", "kind", "direction", "src", "dst", "count", "bytes", "time", "busy", "achieved_gbps",
 ]
-# "Memcpy HtoD (Pinned -> Device)", "Memset (Device)", "Memcpy DtoD (Device -> Device)"
-_COPY_NAME = re.compile(r"^(Memcpy|Memset)\s*(\w+)?\s*(?:\((\w+)(?:\s*->\s*(\w+))?\))?")
+# "Memcpy HtoD (Pinned -> Device)", "Memset (Device)", "Memcpy DtoD (Device -> Device)"; Intel
+# GPUs (Kineto's XPU plugin, PTI's names): "Memcpy M2D (MEMORY(Unknown) -> DEVICE)",
+# "Memcpy D2D - P2P (DEVICE -> DEVICE)", "Memset (0 -> DEVICE)"
+_MEMORY = r"[\w. ]+?(?:\([\w ]*\))?"
+_COPY_NAME = re.compile(
+    rf"^(Memcpy|Memset)\s*(\w+(?: - P2P)?)?\s*(?:\(({_MEMORY})(?:\s*->\s*({_MEMORY}))?\))?")
+# PTI's copy types: M(emory: host memory the runtime did not allocate), H(ost USM), D(evice),
+# S(hared USM), as source2destination; the CUDA direction names for those with one
+_PTI_COPY = re.compile(r"([MHDS])2([MHDS])( - P2P)?")
+_PTI_SIDE = {"M": "H", "H": "H", "D": "D"}
+
+
+def copy_direction(code: str) -> str:
+    """A copy's direction as CUDA's names give it (``HtoD``, ``DtoH``, ``DtoD``, ``HtoH``,
+    ``PtoP``): CUDA's as written, Intel GPUs' PTI types mapped (``M2D`` → ``HtoD``, ``D2D - P2P``
+    → ``PtoP``); a type with shared USM (``S2D``...) is neither side and stays as written."""
+    m = _PTI_COPY.fullmatch(code)
+    if m is None:
+        return code
+    if m.group(3):
+        return "PtoP"
+    if m.group(1) in _PTI_SIDE and m.group(2) in _PTI_SIDE:
+        return f"{_PTI_SIDE[m.group(1)]}to{_PTI_SIDE[m.group(2)]}"
+    return code
 
 
 @dataclass(frozen=True)
@@ -56,11 +80,16 @@ class MemoryBandwidthRank:
 
 
 def memory_kind(name: str) -> str:
-    """HTA's ``get_memory_kernel_type``: ``"Memset"``, ``"Memcpy XtoY"`` or ``"Memcpy Unknown"``."""
+    """HTA's ``get_memory_kernel_type``: ``"Memset"``, ``"Memcpy XtoY"`` or ``"Memcpy Unknown"``;
+    an Intel GPU's copy (``Memcpy M2D (...)``) by its :func:`copy_direction` (HTA reads no
+    Intel GPU event: they have no ``stream``)."""
     if name[:6] == "Memset":
         return "Memset"
     if name[:6] != "Memcpy":
         return "Memcpy Unknown"
+    m = _COPY_NAME.match(name)
+    if m is not None and m.group(2) and _PTI_COPY.fullmatch(m.group(2)):  # an Intel GPU's copy
+        return f"Memcpy {copy_direction(m.group(2))}"
     return name[:11]  # len("Memcpy DtoH")
 
 
@@ -123,7 +152,8 @@ def _copy_summary(rank, names, start, end, nbytes) -> pd.DataFrame:
     rows = []
     parsed = [_COPY_NAME.match(n) for n in names]
     keys = [
-        (m.group(1), m.group(2) or "", m.group(3) or "", m.group(4) or "") if m else
+        (m.group(1), copy_direction(m.group(2) or ""), m.group(3) or "", m.group(4) or "") if m
+        else
         ("dma", "", "", "")
         for m in parsed
     ]
