@@ -63,7 +63,7 @@ class _Args(msgspec.Struct, gc=False):
 
     stream: _Num = -1
     # Intel GPUs write no "stream" on kernels: Kineto's XPU plugin writes the SYCL queue id as
-    # "sycl queue", the earlier XPU profiler (IPEX, torch 2.1-2.4) as "queue"
+    # "sycl queue", the earlier XPU plugin (Intel's c10::kineto_plugin::xpu) as "queue"
     sycl_queue: _Num = msgspec.field(default=-1, name="sycl queue")
     queue: _Num = -1
     correlation: _Num = -1

@@ -18,8 +18,8 @@ kernel record quoted from an Aurora trace (PyTorch 2.10, PTI 0.17):
   an ``ac2g`` flow from the launch to the GPU event; the device's threads named ``Stream <queue>``;
   ``deviceProperties`` empty (Kineto writes no XPU device properties).
 
-``legacy=True`` writes the earlier XPU profiler's shape (IPEX / torch 2.1-2.4): a kernel's queue as
-``args.queue``, a copy's as ``args.stream``.
+``legacy=True`` writes the earlier XPU plugin's shape (Intel's ``c10::kineto_plugin::xpu``): a
+kernel's queue as ``args.queue``, a copy's as ``args.stream``.
 
 :func:`xpu_job` per rank and step (``STEP_US`` long, from ``T0_US + step * STEP_US``): an
 ``aten::mm`` launching ``gemm_kernel`` (``GEMM_US``) on queue ``QUEUE``, an ``aten::copy_`` whose
@@ -57,7 +57,7 @@ def _flow(ph: str, corr: int, ts: float, pid: int, tid: int) -> dict:
 
 
 def _device_args(ext: int, corr: int, legacy: bool, kernel: bool) -> dict[str, Any]:
-    if legacy:  # IPEX's profiler: "queue" on kernels, "stream" on copies
+    if legacy:  # the earlier XPU plugin: "queue" on kernels, "stream" on copies
         return {"External id": ext, "appended": 0, "submitted": 0, "device": DEVICE,
                 "context": 94000000000000, ("queue" if kernel else "stream"): QUEUE,
                 "correlation": corr}
