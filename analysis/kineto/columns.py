@@ -514,7 +514,7 @@ def _as_int(value) -> int:
 def _stream_column(args: list[_Args], cats: Codes) -> np.ndarray:
     """``args.stream``; on a kernel, copy or set without one, the queue it ran on: an Intel GPU
     event's ``args["sycl queue"]`` (Kineto's XPU plugin; also the event's ``tid``), or the earlier
-    XPU profiler's ``args.queue``."""
+    XPU plugin's ``args.queue``."""
     stream = _int_column(args, "stream")
     names, codes = cats
     device = [i for i, c in enumerate(names) if c in _QUEUE_CATS]
