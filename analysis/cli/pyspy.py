@@ -1,6 +1,6 @@
 """``trace-analysis pyspy-report FILE...`` and ``trace-analysis flamegraph FILE... -o OUT``.
 
-Both read ``py-spy record -f raw`` files (one per node, local or gs://): they parse the arguments and
+Both read ``py-spy record -f raw`` or ``-f speedscope`` files (one per node, local or gs://): they parse the arguments and
 call ``analysis.reports.pyspy`` (``samples_report``, ``write_flamegraph``); nothing is computed here.
 """
 
@@ -26,7 +26,7 @@ _ON_ERROR = click.option(
 @click.option("--num-rows", type=click.IntRange(min=1), default=20, show_default=True, help="Rows to print.")
 @_ON_ERROR
 def pyspy_report(files, library_name, aggregate_leaf_paths, num_rows, on_error) -> None:
-    """Where the Python samples of py-spy raw FILES go: leaf function, library function, share."""
+    """Where the Python samples of py-spy FILES (raw or speedscope) go: leaf function, library function, share."""
     from analysis.reports.pyspy import samples_report
 
     report = samples_report(files, library_name=library_name,
@@ -46,7 +46,7 @@ def pyspy_report(files, library_name, aggregate_leaf_paths, num_rows, on_error) 
 @click.option("--title", default=None, help="Figure title.")
 @_ON_ERROR
 def flamegraph(files, output, min_width, title, on_error) -> None:
-    """Flame graph of py-spy raw FILES (one root per file) written to OUTPUT."""
+    """Flame graph of py-spy FILES (raw or speedscope; one root per file) written to OUTPUT."""
     from analysis.reports.pyspy import FLAMEGRAPH_FORMATS, write_flamegraph
 
     out = Path(output)

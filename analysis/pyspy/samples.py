@@ -9,8 +9,17 @@ frames ``function (file:line)`` separated by ``;`` and the number of samples at 
 ``--subprocesses`` prefixes each stack with ``process PID:"COMMAND LINE"`` (one per ancestor),
 ``--threads`` with ``thread (TID)`` or ``thread (TID): NAME``; ``--native`` adds C frames such as
 ``0x7f... (libc.so.6)`` that have no line number; a stack with no Python frame is written as an
-empty stack (`` 3``). All of these are read. One file per node (``profile_node$SLURM_NODEID.txt``)
-is the usual way to profile a multi-node job; pass all of them to combine.
+empty stack (`` 3``). All of these are read; a command line py-spy writes verbatim may span several
+lines (``python -c "<code with newlines>"``, as torch inductor starts its workers): such a stack is
+read as one, its newlines kept as ``\n``. Thread ids are decimal, or hexadecimal (``0x16DF7B000``)
+on macOS. One file per node (``profile_node$SLURM_NODEID.txt``) is the usual way to profile a
+multi-node job; pass all of them to combine.
+
+py-spy's speedscope JSON (``py-spy record -f speedscope``) is read too: one profile per thread
+(``Thread 67525 "MainThread"``, ``Process 6106 Thread 6112 "worker"``, or only the thread's name
+in older py-spy), each sample a list of frame indices, outermost first. Every sample counts once
+(its weight is the sampling interval); a profile in ``"unit": "none"`` counts its weights (samples
+merged by whoever wrote it). The command lines are not in that format.
 
 Caveat on shares: py-spy takes one sample per *process and thread* at each tick, so with
 ``--subprocesses`` (torchrun's workers) or ``--threads`` a tick counts once per process/thread that
@@ -29,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -44,7 +54,16 @@ NO_FRAMES = "<no Python frames>"  # leaf of py-spy's empty stacks (process sampl
 
 # --subprocesses / --threads prefixes, which py-spy writes as the outermost "frames".
 _PROCESS_RE = r'^process (?P<pid>\d+):"(?P<cmd>.*)"$'
-_THREAD_RE = r"^thread \((?P<tid>\d+)\)(?:: (?P<name>.*))?$"
+# py-spy writes a thread id in hex (0x...) on macOS, and where it knows no native id
+_THREAD_RE = r"^thread \((?P<tid>0[xX][0-9a-fA-F]+|\d+)\)(?:: (?P<name>.*))?$"
+# speedscope profile names: 'Thread 67525 "MainThread"', 'Process 6106 Thread 6112 "worker"'
+_SPEEDSCOPE_THREAD = re.compile(
+    r'^(?:Process (?P<pid>\d+) )?Thread (?P<tid>0[xX][0-9a-fA-F]+|\d+)(?: "(?P<name>.*)")?$')
+# a process prefix whose quoted command line does not end on its line (it holds newlines)
+_OPEN_COMMAND = re.compile(r'(?:^|;)process \d+:"[^"\n]*$', re.M)
+_COMMAND_OPENER = re.compile(r'(?:^|;)process \d+:"')
+_COMMAND_CLOSE = re.compile(r'";|" \d+$')
+_MAX_COMMAND_LINES = 1000  # physical lines one command line may span
 # A Python function name cannot contain " (", so the first " (" ends the name (paths may hold one).
 _FRAME_RE = r"^(?P<function>.*?) \((?P<location>.*)\)$"
 _LOCATION_RE = r"^(?P<path>.*):(?P<line>\d+)$"
@@ -63,6 +82,9 @@ class PySpyProfile:
       ``functions``).
     - ``functions``: the distinct frames: ``function``, ``path`` (str, as py-spy prints it,
       usually relative to ``sys.path``), ``line`` (int64, -1 for native frames).
+
+    From a speedscope file: one ``stacks`` row per distinct stack of a thread's profile,
+    ``process_command`` empty (not in the format) and ``line`` -1.
     """
 
     source: str
@@ -87,10 +109,12 @@ def read_pyspy(
     on_error: str = "raise",
     storage_options: Mapping[str, Any] | None = None,
 ) -> PySpyProfile:
-    """Read one py-spy raw file (local path or fsspec URL such as ``gs://``; gzip is detected).
+    """Read one py-spy file, raw or speedscope JSON (local path or fsspec URL such as ``gs://``;
+    gzip is detected).
 
     A malformed line raises ``CorruptInputError`` naming the file and line number; with
-    ``on_error="skip"`` it is skipped and counted in ``skipped_lines``.
+    ``on_error="skip"`` it is skipped and counted in ``skipped_lines``. A file of another kind
+    (an SVG flame graph, ``py-spy dump`` output, other JSON) raises either way.
     """
     source = os.fspath(path)
     data = gunzip_bounded(read_input_bytes(source, storage_options, trace=False), source)
@@ -104,8 +128,15 @@ def read_pyspy(
 
 
 def parse_pyspy(text: str, source: str = "<text>", on_error: str = "raise") -> PySpyProfile:
-    """Decode the text of a py-spy raw file (see the module docstring for the format)."""
+    """Decode the text of a py-spy raw or speedscope file (see the module docstring)."""
     on_error_choice(on_error)
+    head = text.lstrip()[:80]
+    if head.startswith("{"):
+        return _from_speedscope(text, source)
+    other = _other_kind(head)
+    if other is not None:  # not a malformed line of a raw file: the whole file is something else
+        raise CorruptInputError(source, f"line {_first_line(text)}: {other}")
+    text, origin = _join_split_commands(text)
     # Split in Arrow, not in Python: a 100k-line file is ~100 MB of text. Arrow's string kernels
     # are ~15x slower on large_string (pyarrow 26), so it is used only when 32-bit offsets may not do.
     kind = pa.string() if len(text) < 2**29 else pa.large_string()
@@ -114,12 +145,16 @@ def parse_pyspy(text: str, source: str = "<text>", on_error: str = "raise") -> P
     keep = pc.not_equal(body, "")
     body = body.filter(keep)
     line_numbers = np.flatnonzero(keep.to_numpy(zero_copy_only=False)) + 1
+    if origin is not None:  # lines joined by _join_split_commands: their first line in the file
+        line_numbers = origin[line_numbers - 1]
     # "<stack> <count>": split at the last space; py-spy's empty stack is " <count>".
     halves = pc.split_pattern(body, " ", max_splits=1, reverse=True)
     two = pc.equal(pc.list_value_length(halves), 2)
     valid = two.to_numpy(zero_copy_only=False).copy()
     digits = pc.match_substring_regex(pc.list_element(halves.filter(two), 1), r"^\d{1,18}$")
     valid[valid] = digits.to_numpy(zero_copy_only=False)
+    # py-spy never writes a comment: a "# ..." line is not a stack, whatever number ends it
+    valid &= ~pc.starts_with(body, "#").to_numpy(zero_copy_only=False)
     skipped = int(len(valid) - valid.sum())
     if skipped:
         if on_error == "raise":
@@ -173,9 +208,144 @@ def parse_pyspy(text: str, source: str = "<text>", on_error: str = "raise") -> P
     return PySpyProfile(source, stacks, frames, _decode_frames(distinct, source), int(skipped))
 
 
+def _join_split_commands(text: str) -> tuple[str, np.ndarray | None]:
+    """``text`` with each command line that spans several physical lines joined into its stack's
+    line (its newlines written ``\\n``), and per line of the result its first line in ``text``
+    (1-based; None when nothing was joined). py-spy writes ``process PID:"COMMAND"`` verbatim, so
+    ``python -c "<code>"`` with newlines in the code cuts the stack after ``-c``."""
+    if _OPEN_COMMAND.search(text) is None:
+        return text, None
+    lines = text.split("\n")
+    out, origin = [], []
+    i = 0
+    while i < len(lines):
+        line, first = lines[i], i
+        while _command_open(line) and i + 1 < len(lines) and i - first < _MAX_COMMAND_LINES:
+            i += 1
+            line += "\\n" + lines[i]
+        out.append(line)
+        origin.append(first + 1)
+        i += 1
+    return "\n".join(out), np.array(origin, dtype=np.int64)
+
+
+def _command_open(line: str) -> bool:
+    """Does the last ``process PID:"`` of ``line`` start a command line that does not end on it."""
+    openers = list(_COMMAND_OPENER.finditer(line))
+    return bool(openers) and _COMMAND_CLOSE.search(line, openers[-1].end()) is None
+
+
+def _first_line(text: str) -> int:
+    """The 1-based number of the first line that is not blank."""
+    return text[: len(text) - len(text.lstrip())].count("\n") + 1
+
+
+def _from_speedscope(text: str, source: str) -> PySpyProfile:
+    """A speedscope file's sampled profiles (py-spy's ``-f speedscope``) as a :class:`PySpyProfile`."""
+    try:
+        doc = msgspec.json.decode(text)
+    except msgspec.DecodeError as exc:
+        raise CorruptInputError(
+            source, f"invalid JSON ({exc}); expected py-spy's raw or speedscope output") from None
+    shared = doc.get("shared") if isinstance(doc, dict) else None
+    frames = shared.get("frames") if isinstance(shared, dict) else None
+    if not isinstance(doc.get("profiles") if isinstance(doc, dict) else None, list) or not isinstance(
+            frames, list):
+        raise CorruptInputError(source, f"line {_first_line(text)}: {_other_kind('{')}")
+    writer = doc.get("exporter") or "an unnamed exporter"
+    sampled = [p for p in doc["profiles"] if isinstance(p, dict) and p.get("type") == "sampled"]
+    if not sampled:
+        kinds = sorted({str(p.get("type")) for p in doc["profiles"] if isinstance(p, dict)})
+        raise CorruptInputError(
+            source, f"a speedscope file without sampled profiles (written by {writer}; profiles: "
+            f"{', '.join(kinds) or 'none'}); py-spy writes sampled profiles")
+    try:
+        functions = pd.DataFrame({
+            "function": pd.array([str(f["name"]) for f in frames], dtype="str"),
+            "path": pd.array([str(f.get("file") or "") for f in frames], dtype="str"),
+            "line": np.array([_line_of(f.get("line")) for f in frames], dtype=np.int64),
+        })
+    except (TypeError, KeyError, AttributeError) as exc:
+        raise CorruptInputError(
+            source, f"speedscope frames: each needs a 'name' ({type(exc).__name__}: {exc})"
+        ) from None
+    rows, stack_frames = [], []
+    for number, profile in enumerate(sampled):
+        pid, tid, name = _speedscope_thread(str(profile.get("name", "")))
+        samples, weights = profile.get("samples"), profile.get("weights")
+        if not isinstance(samples, list) or not isinstance(weights, list) or len(weights) != len(
+                samples):
+            raise CorruptInputError(
+                source, f"speedscope profile {number} ({profile.get('name')!r}): 'samples' and "
+                "'weights' must be lists of the same length")
+        merged = profile.get("unit") == "none"  # weights count samples merged by the writer
+        counts: dict[tuple, int] = {}
+        for stack, weight in zip(samples, weights, strict=True):
+            if not isinstance(stack, list) or not all(
+                    isinstance(f, int) and 0 <= f < len(frames) for f in stack):
+                raise CorruptInputError(
+                    source, f"speedscope profile {number}: a sample is not a list of frame "
+                    f"indices below {len(frames)}: {str(stack)[:80]}")
+            n = _merged_count(weight) if merged else 1
+            counts[tuple(stack)] = counts.get(tuple(stack), 0) + n
+        for stack, n in counts.items():
+            stack_frames.append(stack)
+            rows.append((n, pid, tid, name))
+    if not rows:
+        raise CorruptInputError(source, "no samples: the speedscope profiles are empty")
+    total = sum(r[0] for r in rows)
+    if total > _I64_MAX:
+        raise CorruptInputError(
+            source, f"the sample counts add up to more than {_I64_MAX} (2**63 - 1): not a real profile")
+    stacks = pd.DataFrame({
+        "samples": np.array([r[0] for r in rows], dtype=np.int64),
+        "process": np.array([r[1] for r in rows], dtype=np.int64),
+        "process_command": pd.array([""] * len(rows), dtype="str"),
+        "thread": np.array([r[2] for r in rows], dtype=np.int64),
+        "thread_name": pd.array([r[3] for r in rows], dtype="str"),
+        "line": np.full(len(rows), -1, np.int64),
+    })
+    lengths = np.array([len(s) for s in stack_frames], dtype=np.int64)
+    owner = np.repeat(np.arange(len(rows), dtype=np.int64), lengths)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    depth = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(starts, lengths)
+    codes = np.fromiter((f for s in stack_frames for f in s), dtype=np.int64,
+                        count=int(lengths.sum()))
+    table = pd.DataFrame({"stack": owner, "depth": depth, "function_id": codes})
+    return PySpyProfile(source, stacks, table, functions, 0)
+
+
+def _merged_count(weight) -> int:
+    """A weight of a ``"unit": "none"`` profile as a count of samples (≥ 0, at most int64)."""
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight >= 0:
+        return 0
+    return int(min(weight, _I64_MAX))
+
+
+def _line_of(value) -> int:
+    """A frame's line number, -1 when it has none (native frames, ``--function``)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _I64_MAX
+    return int(value) if ok else -1
+
+
+def _speedscope_thread(name: str) -> tuple[int, int, str]:
+    """(pid, tid, thread name) of a py-spy speedscope profile's name; -1 where it has none."""
+    m = _SPEEDSCOPE_THREAD.match(name)
+    if m is None:  # older py-spy: the thread's name only
+        return -1, -1, name
+    pid = int(m["pid"]) if m["pid"] else -1
+    return pid, _thread_id(m["tid"]), m["name"] or ""
+
+
+def _thread_id(text: str) -> int:
+    """A thread id as py-spy writes it, decimal or ``0x`` hex."""
+    return int(text, 16) if text[:2] in ("0x", "0X") else int(text)
+
+
 def _int64(digits: np.ndarray, source: str, what: str) -> np.ndarray:
-    """Decimal strings → int64; one beyond int64 is a ``CorruptInputError`` naming it."""
-    values = [int(d) for d in digits]
+    """Decimal (or ``0x`` hex) strings → int64; one beyond int64 is a ``CorruptInputError``."""
+    values = [_thread_id(d) for d in digits]
+
     bad = [v for v in values if v > _I64_MAX]
     if bad:
         raise CorruptInputError(source, f"{what} of {bad[0]} does not fit in 64 bits")
@@ -237,13 +407,24 @@ def _decode_frames(frames: pa.Array, source: str) -> pd.DataFrame:
     )
 
 
+def _other_kind(head: str) -> str | None:
+    """What a file starting with ``head`` is when it is not py-spy's raw output (None: it may be)."""
+    if head.startswith("<?xml") or head.startswith("<svg"):
+        return "this is py-spy's SVG output; record with `py-spy record -f raw` (or speedscope)"
+    if head.startswith("{"):
+        return ("this is JSON but not a speedscope file (no 'profiles' and 'shared.frames'); "
+                "expected py-spy's raw or speedscope output")
+    if head.startswith("["):
+        return "this is a JSON array (a Chrome trace?), not py-spy's raw or speedscope output"
+    if re.match(r"Process \d+: ", head):
+        return ("this is `py-spy dump` output (one snapshot of the stacks), not samples; record "
+                "with `py-spy record -f raw`")
+    return None
+
+
 def _why_malformed(line: str) -> str:
     head = line.lstrip()[:80]
-    if head.startswith("<?xml") or head.startswith("<svg"):
-        return "this is py-spy's SVG output; record with `py-spy record -f raw`"
-    if head.startswith("{"):
-        return "this is JSON (speedscope?), not py-spy's raw output; record with `-f raw`"
-    return f"expected '<frames separated by ;> <sample count>', got {head!r}"
+    return _other_kind(head) or f"expected '<frames separated by ;> <sample count>', got {head!r}"
 
 
 def load_profiles(
@@ -279,11 +460,20 @@ def _labels(profiles: list[PySpyProfile]) -> list[str]:
 
 def _library_mask(paths: pd.Series, library_name: str) -> np.ndarray:
     """Paths inside the library: ``torch`` matches ``torch/nn/x.py`` and ``/site-packages/torch/x.py``;
-    ``torch.distributed`` matches ``torch/distributed/...``; ``six`` also matches ``six.py``."""
+    ``torch.distributed`` matches ``torch/distributed/...``; ``six`` also matches ``six.py``.
+
+    In a full path (``--full-filenames``) only what follows the last ``site-packages`` /
+    ``dist-packages`` folder names a module, and a folder that holds a Python installation
+    (``.../envs/torch/lib/python3.12/``, ``...\\torch\\Lib\\``) is an environment named like
+    the library, not the library: ``inspect.py`` of a conda env called ``torch`` is not torch."""
     sep = r"[/\\]"
     parts = sep.join(re.escape(p) for p in library_name.strip(".").split("."))
-    pattern = rf"(?:^|{sep}){parts}(?:{sep}|\.py$|$)"
-    return paths.str.contains(pattern, regex=True).to_numpy(dtype=bool)
+    module = paths.str.replace(rf"^.*{sep}(?:site|dist)-packages{sep}", "", regex=True)
+    inside = module.str.contains(rf"(?:^|{sep}){parts}(?:{sep}|\.py$|$)", regex=True)
+    environment = module.str.contains(
+        rf"(?:^|{sep}){parts}{sep}(?:lib(?:64)?{sep}python\d|Lib{sep}|bin{sep}|include{sep})",
+        regex=True)
+    return (inside & ~environment).to_numpy(dtype=bool)
 
 
 def _last_per_stack(frames: pd.DataFrame, mask: np.ndarray, n_stacks: int) -> np.ndarray:

@@ -1,5 +1,5 @@
-"""py-spy reports, as memray's reporters: a function reads ``py-spy record -f raw`` files (one per
-node, local or ``gs://``) and returns or writes the report.
+"""py-spy reports, as memray's reporters: a function reads ``py-spy record -f raw`` (or
+``-f speedscope``) files (one per node, local or ``gs://``) and returns or writes the report.
 
 - :func:`samples_report`: where the samples go (leaf function, library function, share), with
   the counts of samples and skipped lines: a :class:`SamplesReport`;

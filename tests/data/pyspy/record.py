@@ -11,7 +11,11 @@ Writes, next to this script:
 - ``profile_node0.txt``, ``profile_node1.txt``: two runs of 1 s with different shares (node 1 spends
   0.2 / 0.6 / 0.2), named like ``py-spy record -o profile_node$SLURM_NODEID.txt`` on a cluster;
 - ``subprocesses_threads.txt``: ``-s --threads --idle`` of a run with a worker thread and a child process;
-- ``native.txt``: ``--native`` (C frames such as ``0x7f... (libc.so.6)`` without line numbers).
+- ``native.txt``: ``--native`` (C frames such as ``0x7f... (libc.so.6)`` without line numbers);
+- ``inline_child.txt``: ``-s`` of a run whose child is ``python -c`` code spanning several lines:
+  py-spy writes the command line verbatim, newlines included, so one stack spans several lines;
+- ``simple.speedscope.json``, ``threads.speedscope.json``: ``-f speedscope``, the default shares,
+  and ``-s --threads --idle`` with a worker thread and a child process.
 """
 
 from __future__ import annotations
@@ -33,6 +37,13 @@ RECORDINGS = {
         ["--seconds", "0.5", "--thread", "--subprocess"],
     ),
     "native.txt": (["-r", "100", "--native"], ["--seconds", "0.5"]),
+    "inline_child.txt": (["-r", "100", "-s"], ["--seconds", "0.5", "--inline-child"]),
+    # py-spy's speedscope JSON (``-f speedscope``): the default shares, and threads + a child
+    "simple.speedscope.json": (["-f", "speedscope", "-r", "200"], ["--seconds", "2"]),
+    "threads.speedscope.json": (
+        ["-f", "speedscope", "-r", "100", "-s", "--threads", "--idle"],
+        ["--seconds", "0.5", "--thread", "--subprocess"],
+    ),
 }
 
 
@@ -46,8 +57,10 @@ def py_spy() -> str:
 
 
 def record(out: Path, spy_args: list[str], workload_args: list[str]) -> None:
-    """``py-spy record -f raw`` of the workload, spawned as py-spy's child (no attach to a PID)."""
-    cmd = [py_spy(), "record", "-f", "raw", "-o", str(out), *spy_args, "--",
+    """``py-spy record`` of the workload (``-f raw`` unless ``spy_args`` name a format), spawned
+    as py-spy's child (no attach to a PID)."""
+    fmt = [] if "-f" in spy_args else ["-f", "raw"]
+    cmd = [py_spy(), "record", *fmt, "-o", str(out), *spy_args, "--",
            sys.executable, str(WORKLOAD), *workload_args]
     subprocess.run(cmd, check=True, cwd=HERE, capture_output=True, text=True)
 

@@ -4,7 +4,8 @@ Each cycle (5-35 ms, parts in random order) busy-waits ``--kernel`` of it in ``t
 ``--preprocess`` in ``user_preprocess`` (user code, no library frame on the stack) and the rest in
 ``user_callback``, which ``toylib.engine.run_callback`` calls (leaf in user code, deepest library frame
 ``run_callback``). ``--thread`` runs the same loop in a second thread too; ``--subprocess`` starts a
-child process running the loop.
+child process running the loop; ``--inline-child`` starts a child from ``python -c`` code spanning
+several lines (as torch inductor's compile workers are started), which spins for the same time.
 """
 
 import argparse
@@ -56,6 +57,7 @@ def main() -> None:
     parser.add_argument("--preprocess", type=float, default=0.3)
     parser.add_argument("--thread", action="store_true")
     parser.add_argument("--subprocess", action="store_true")
+    parser.add_argument("--inline-child", action="store_true")
     args = parser.parse_args()
     child = None
     if args.subprocess:
@@ -63,6 +65,9 @@ def main() -> None:
             [sys.executable, __file__, "--seconds", str(args.seconds), "--kernel", str(args.kernel),
              "--preprocess", str(args.preprocess)]
         )
+    if args.inline_child:  # the command line py-spy writes holds these newlines verbatim
+        code = f"\nimport time\nend = time.monotonic() + {args.seconds}\nwhile time.monotonic() < end:\n    pass\n"
+        child = subprocess.Popen([sys.executable, "-c", code])
     worker = None
     if args.thread:
         worker = threading.Thread(

@@ -8,6 +8,7 @@ when py-spy is installed and allowed to trace.
 from __future__ import annotations
 
 import gzip
+import re
 import shutil
 import subprocess
 import sys
@@ -325,3 +326,152 @@ def test_a_flamegraph_that_cannot_be_written_is_an_error_naming_it(tmp_path):
     target.mkdir()  # a folder where the file goes
     with pytest.raises(ExportError, match="taken.html: cannot write"):
         write_flamegraph([SIMPLE], target)
+
+
+# --- real files from the field (a sweep of public py-spy outputs, 2026-11-28) ---------------------
+
+
+def test_a_child_command_line_spanning_lines_is_one_stack():
+    """``-s`` of a run whose child is ``python -c`` code with newlines (torch inductor starts its
+    compile workers so): py-spy writes the command line verbatim, so the stack spans several lines.
+    Before, the file was rejected at line 2 (``on_error="skip"`` gave the child's samples to no
+    process, under a frame named ``"``)."""
+    path = DATA / "inline_child.txt"
+    lines = path.read_text().splitlines()
+    profile = read_pyspy(path)
+    # every record's count ends its last physical line; the fragments before it carry none
+    assert profile.total_samples == sum(int(x.rsplit(" ", 1)[1]) for x in lines
+                                        if x.rsplit(" ", 1)[-1].isdigit())
+    assert profile.skipped_lines == 0
+    child = profile.stacks[profile.stacks["process_command"].str.contains(" -c ")]
+    assert len(child) and child["process"].nunique() == 1
+    assert child["process_command"].iloc[0].startswith(lines[child["line"].iloc[0] - 1].split(
+        ':"')[-1].rstrip())  # the command begins on the stack's first line, which `line` names
+    assert "\\nimport time\\n" in child["process_command"].iloc[0]  # newlines kept as \n
+    assert profile.stacks["process"].nunique() == 2
+    assert '"' not in set(profile.functions["function"])  # no fragment read as a frame
+
+
+def test_hex_thread_ids_as_py_spy_writes_them_on_macos():
+    """py-spy formats a thread id ``{:#X}`` where it has no native id (always on macOS)."""
+    text = ("thread (0x16DF7B000): MainThread;<module> (x.py:1);f (x.py:3) 3\n"
+            "thread (0x16DF7B000): MainThread 2\n"
+            "thread (0x100850580);g (y.py:5) 1\n")
+    p = parse_pyspy(text)
+    assert p.stacks["thread"].tolist() == [0x16DF7B000, 0x16DF7B000, 0x100850580]
+    assert p.stacks["thread_name"].tolist() == ["MainThread", "MainThread", ""]
+    assert set(p.functions["function"]) == {"<module>", "f", "g"}  # no "thread" frame
+    report = pyspy_report(p)
+    assert report.set_index("leaf_function").loc[NO_FRAMES, "samples"] == 2
+
+
+def test_an_environment_named_like_the_library_is_not_the_library():
+    """``--full-filenames`` paths of a conda env called ``torch``: its standard library and other
+    packages are not torch (1,129 samples of a real profile were attributed to torch so)."""
+    env = "/home/u/miniconda3/envs/torch"
+    text = (
+        f"<module> ({env}/lib/python3.12/inspect.py:10) 5\n"
+        f"<module> ({env}/lib/python3.12/site-packages/triton/cache.py:4) 7\n"
+        f"f (train.py:1);mm ({env}/lib/python3.12/site-packages/torch/nn/functional.py:9);"
+        f"getmodule ({env}/lib/python3.12/inspect.py:20) 11\n"
+        "g (C:\\envs\\torch\\Lib\\dataclasses.py:3) 2\n"
+        "h (C:\\envs\\torch\\Lib\\site-packages\\torch\\autograd\\graph.py:8) 13\n"
+        "k (/home/u/pytorch/torch/_dynamo/eval_frame.py:1) 17\n"  # a source checkout: torch
+    )
+    report = pyspy_report(parse_pyspy(text), library_name="torch")
+    found = report[report["library_function"] != NOT_FOUND]
+    assert dict(zip(found["library_function"], found["samples"], strict=True)) == {
+        "k": 17, "h": 13, "mm": 11}
+
+
+def test_skip_mode_never_reads_another_kind_of_file_as_samples(tmp_path):
+    """With ``on_error="skip"`` a pretty-printed JSON file gave "307628 samples" of a frame
+    ``"frame":``, and a ``# duration: 1000`` comment 1000 samples."""
+    for text, words in (
+        ('{\n  "events": [\n    {\n      "frame": 12\n    }\n  ]\n}\n', "not a speedscope file"),
+        ('[{"pid": 1, "ts": 5, "ph": "X"}]\n', "Chrome trace"),
+        ("Process 712529: python train.py\nPython v3.11.2 (/usr/bin/python3)\n", "py-spy dump"),
+        ("<svg version='1.1'>\n<g><title>f (x.py:1) (3 samples)</title></g> 3\n", "SVG output"),
+    ):
+        for mode in ("raise", "skip"):
+            with pytest.raises(CorruptInputError, match=words):
+                parse_pyspy(text, on_error=mode)
+    p = parse_pyspy("# duration: 1000\na;b 3\n# comment 7\nc 4\n", on_error="skip")
+    assert (p.total_samples, p.skipped_lines) == (7, 2)
+    with pytest.raises(CorruptInputError, match="line 1"):
+        parse_pyspy("# duration: 1000\na;b 3\n")
+
+
+def _speedscope_counts(path: Path) -> dict[str, int]:
+    """Samples per profile name, read straight from the JSON (one sample per entry)."""
+    import json
+    doc = json.loads(path.read_text())
+    return {p["name"]: len(p["samples"]) for p in doc["profiles"]}
+
+
+def test_speedscope_recording_gives_the_known_shares():
+    """``py-spy record -f speedscope`` of the same workload: the same shares as the raw file, every
+    sample counted once, the same frames (function, file, line) as py-spy's raw format names."""
+    path = DATA / "simple.speedscope.json"
+    profile = read_pyspy(path)
+    assert profile.total_samples == sum(_speedscope_counts(path).values())
+    report = pyspy_report(profile, library_name="toylib")
+    for name, share in leaf_shares(report).items():
+        assert share == pytest.approx(EXPECTED[name], abs=TOLERANCE), name
+    callback = report[report["leaf_function"] == "user_callback"]
+    assert set(callback["library_function"]) == {"run_callback"}
+    assert set(callback["library_line"]) == {RUN_CALLBACK_LINE}
+    # the same frames as the raw recording names, with the full file names speedscope keeps
+    raw = read_pyspy(SIMPLE)
+    ours = {(f, Path(path).name, line) for f, path, line in profile.functions.to_numpy()}
+    loop = raw.functions[raw.functions["function"].isin(list(EXPECTED))]
+    assert {(f, Path(path).name, line) for f, path, line in loop.to_numpy()} <= ours
+    tree = call_tree(profile)
+    assert tree.loc[tree["depth"] == 0, "samples"].item() == profile.total_samples
+    assert tree["self_samples"].sum() == profile.total_samples
+
+
+def test_speedscope_threads_and_processes():
+    """``-f speedscope -s --threads --idle``: one profile per (process, thread), named
+    ``Process PID Thread TID "NAME"``; the worker thread and the child process are apart."""
+    path = DATA / "threads.speedscope.json"
+    profile = read_pyspy(path)
+    counts = _speedscope_counts(path)
+    st = profile.stacks
+    assert profile.total_samples == sum(counts.values())
+    assert st["process"].nunique() == 2 and (st["process"] > 0).all()
+    assert "worker" in set(st["thread_name"])
+    by_thread = st.groupby(["process", "thread", "thread_name"])["samples"].sum()
+    expected = {}
+    for name, n in counts.items():
+        pid, tid, thread = re.match(r'Process (\d+) Thread (\d+) "(.*)"', name).groups()
+        expected[(int(pid), int(tid), thread)] = n
+    assert by_thread.to_dict() == expected
+    assert (st["line"] == -1).all() and (st["process_command"] == "").all()
+
+
+def test_speedscope_variants_and_damage():
+    import json
+    frames = [{"name": "main", "file": "t.py", "line": 1}, {"name": "f", "file": "t.py", "line": None}]
+    base = {"$schema": "https://www.speedscope.app/file-format-schema.json", "exporter": "py-spy@0.3.6",
+            "shared": {"frames": frames}}
+    # py-spy 0.3.x: profiles named by the thread's name only; "unit": "none" weights are counts
+    doc = dict(base, profiles=[{"type": "sampled", "name": "MainThread", "unit": "none",
+                                "startValue": 0, "endValue": 5,
+                                "samples": [[0, 1], [0, 1], [0], []], "weights": [1, 2, 1, 1]}])
+    p = parse_pyspy(json.dumps(doc))
+    assert p.total_samples == 5
+    assert p.stacks["thread"].tolist() == [-1] * 3 and set(p.stacks["thread_name"]) == {"MainThread"}
+    assert p.functions["line"].tolist() == [1, -1]  # --function: no line
+    report = pyspy_report(p).set_index("leaf_function")["samples"].to_dict()
+    assert report == {"f": 3, "main": 1, NO_FRAMES: 1}
+    evented = dict(base, exporter="pyinstrument", profiles=[{"type": "evented", "name": "x",
+                                                              "events": []}])
+    with pytest.raises(CorruptInputError, match="without sampled profiles.*pyinstrument"):
+        parse_pyspy(json.dumps(evented))
+    bad = dict(base, profiles=[{"type": "sampled", "name": "t", "unit": "seconds",
+                                "samples": [[0, 7]], "weights": [0.01]}])
+    with pytest.raises(CorruptInputError, match="frame indices below 2"):
+        parse_pyspy(json.dumps(bad))
+    with pytest.raises(CorruptInputError, match="invalid JSON"):
+        parse_pyspy('{"profiles": [')
