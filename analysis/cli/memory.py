@@ -14,8 +14,10 @@ import click
 @click.argument("snapshot")
 @click.option("-o", "--out-dir", type=click.Path(file_okay=False), default=None,
               help="Write the figures (SVG + HTML) and tables (CSV) here.")
-@click.option("--device", type=int, default=None, help="GPU index (default: the one with most events).")
-@click.option("--top", type=int, default=10, show_default=True, help="Allocation groups to list.")
+@click.option("--device", type=int, default=None,
+              help="GPU index (default: the one holding the most reserved memory).")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Allocation groups to list.")
 @click.option("--format", "formats", multiple=True, default=("svg", "html"), show_default=True,
               type=click.Choice(["svg", "html", "png", "pdf"]), help="Figure formats (repeatable).")
 def command(snapshot: str, out_dir: str | None, device: int | None, top: int, formats: tuple[str, ...]) -> None:

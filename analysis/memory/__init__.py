@@ -13,8 +13,10 @@ from analysis.memory.replay import (
     alive_at,
     allocated_by_frame,
     allocations_at_peak,
+    device_overview,
     memory_peak,
     oom_events,
+    pending_free,
     replay_snapshot,
     segment_fragmentation,
 )
@@ -23,7 +25,7 @@ from analysis.memory.timeline import CATEGORIES, load_memory_timeline, memory_ti
 
 __all__ = [
     "CATEGORIES", "MemoryReplay", "NoMemoryEventsError", "UnsafePickleError", "alive_at",
-    "allocated_by_frame", "allocations_at_peak", "load_memory_timeline", "load_snapshot",
-    "memory_peak", "memory_timeline_peak", "oom_events", "parse_snapshot_bytes", "replay_snapshot",
-    "segment_fragmentation",
+    "allocated_by_frame", "allocations_at_peak", "device_overview", "load_memory_timeline",
+    "load_snapshot", "memory_peak", "memory_timeline_peak", "oom_events", "parse_snapshot_bytes",
+    "pending_free", "replay_snapshot", "segment_fragmentation",
 ]  # fmt: skip

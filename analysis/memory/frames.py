@@ -24,14 +24,37 @@ _OMIT_FILENAMES = (
     "core/boxing", "/Register", "/Redispatch", "pythonrun.c", "Modules/main.c", "Objects/call.c",
     "Objects/methodobject.c", "pycore_ceval.h", "ceval.c", "cpython/abstract.h",
 )  # fmt: skip
+# C++-only stacks: the ATen operator that allocated, and the frames that only allocate.
+_ATEN_OPERATOR = "at::_ops::"
+_ALLOCATOR_PARTS = ("CachingAllocator", "memory_snapshot.cpp", "empty_generic", "empty_cuda",
+                    "_empty_generic", "create_out", "allocate_or_resize_outputs")
 # Python source inside these directories is library code, not the user's.
 _LIBRARY_PARTS = ("/torch/", "/site-packages/", "/dist-packages/", "<frozen ")
 
 
 def frame_label(frame: Mapping) -> str:
-    """``file.py:line:function``, as torch's viewer prints a frame (file name without its folder)."""
-    filename = str(frame.get("filename", "?"))
-    return f"{filename.rsplit('/', 1)[-1]}:{frame.get('line', 0)}:{frame.get('name', '?')}"
+    """``file.py:line:function``, as torch's viewer prints a Python frame (file name without its
+    folder, ``/`` or Windows' ``\\``); a C++ frame by its function without the argument list,
+    and its file when known: ``at::_ops::bmm::redispatch`` (``??:0:...(c10::DispatchKeySet, ...)``
+    in the viewer)."""
+    filename = str(frame.get("filename", "?")).replace("\\", "/").rsplit("/", 1)[-1]
+    name = str(frame.get("name", "?"))
+    if filename.endswith(".py") or filename.startswith("<"):
+        return f"{filename}:{frame.get('line', 0)}:{name}"
+    function = _without_arguments(name)
+    return function if filename in ("", "?", "??") else f"{function} ({filename})"
+
+
+def _without_arguments(name: str) -> str:
+    """A C++ signature without its trailing argument list (and qualifiers such as ``const``):
+    ``at::(anonymous namespace)::f(at::Tensor const&) const`` → ``at::(anonymous namespace)::f``."""
+    end = name.rfind(")")
+    depth = 0
+    for i in range(end, -1, -1):
+        depth += {")": 1, "(": -1}.get(name[i], 0)
+        if depth == 0:
+            return name[:i].rstrip() or name
+    return name
 
 
 # Kinds of frame, from a frame's (filename, function): hidden by the viewer, C++ or other,
@@ -41,11 +64,12 @@ _HIDDEN, _NATIVE, _LIBRARY, _USER = range(4)
 
 @lru_cache(maxsize=65536)  # a run has few distinct frames and 100k+ allocations: classify each once
 def _kind(filename: str, name: str) -> int:
+    filename = filename.replace("\\", "/")  # Windows paths: ...\Lib\site-packages\torch\...
     if any(o in name for o in _OMIT_FUNCTIONS) or any(o in filename for o in _OMIT_FILENAMES):
         return _HIDDEN
     if not filename.endswith(".py"):
         return _NATIVE
-    if filename.startswith("torch/") or any(p in filename for p in _LIBRARY_PARTS):
+    if filename.startswith("torch/") or any(p in filename.lower() for p in _LIBRARY_PARTS):
         return _LIBRARY
     return _USER
 
@@ -53,21 +77,35 @@ def _kind(filename: str, name: str) -> int:
 def top_user_frame(frames: Sequence[Mapping] | None) -> str:
     """The label of the innermost user frame in ``frames`` (innermost first).
 
-    Falls back to the innermost Python frame (all of the stack is library code), then to the
-    innermost shown frame (C++ only), then to :data:`NO_STACK` when there are no frames at all.
+    Falls back to the innermost Python frame (all of the stack is library code); on a C++-only
+    stack (autograd's backward thread, C++ extensions) to the innermost ATen operator
+    (``at::_ops::div_Tensor::call``: which operation allocated), else the innermost C++ frame
+    outside the caching allocator (every stack starts in its ``malloc``, which names nothing);
+    then to :data:`NO_STACK` when there are no frames at all.
     """
     if not frames or not isinstance(frames, list | tuple):  # a damaged field is no stack
         return NO_STACK
-    first_python = first_shown = None
+    first_python = first_op = first_native = first_shown = None
     for frame in frames:
         if not isinstance(frame, Mapping):
             continue
-        kind = _kind(str(frame.get("filename", "")), str(frame.get("name", "")))
+        name = str(frame.get("name", ""))
+        kind = _kind(str(frame.get("filename", "")), name)
         if kind == _USER:
             return frame_label(frame)
         if kind == _LIBRARY and first_python is None:
             first_python = frame
-        elif kind == _NATIVE and first_shown is None:
-            first_shown = frame
-    chosen = first_python or first_shown
+        elif kind == _NATIVE:
+            if first_shown is None:
+                first_shown = frame
+            if first_op is None and name.startswith(_ATEN_OPERATOR):
+                first_op = frame
+            if first_native is None and not _in_allocator(frame, name):
+                first_native = frame
+    chosen = first_python or first_op or first_native or first_shown
     return frame_label(chosen) if chosen is not None else NO_STACK
+
+
+def _in_allocator(frame: Mapping, name: str) -> bool:
+    """A frame of the allocation machinery itself (the caching allocator, empty tensors)."""
+    return any(part in name or part in str(frame.get("filename", "")) for part in _ALLOCATOR_PARTS)

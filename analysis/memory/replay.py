@@ -19,6 +19,11 @@ that end state backwards:
   what ``nvidia-smi`` sees of the caching allocator).
 - *fragmentation* is reserved − allocated: memory the process holds but no tensor uses.
 
+"Allocated" here is torch's *active* memory, not ``torch.cuda.memory_allocated()``: a block freed
+while a stream still uses it (``record_stream``) stays taken until its ``free_completed``, and
+torch's allocated counter (and ``_memory_viz.segsum``'s "allocated") drop it at the free request.
+:func:`pending_free` gives those blocks at the snapshot; the summary names their bytes.
+
 Moments are *states*: state 0 is the start of the buffer, state ``k`` the moment after event
 ``k - 1``; a buffer of ``n`` events has ``n + 1`` states. Everything is computed with numpy on
 arrays sorted by address, so 100k+ events take well under a second.
@@ -84,14 +89,36 @@ def snapshot_devices(snapshot: Mapping[str, Any]) -> list[int]:
     return sorted(found)
 
 
+def device_overview(snapshot: Mapping[str, Any]) -> pd.DataFrame:
+    """Per device of the snapshot (:func:`snapshot_devices`): ``device``, ``reserved_bytes`` (its
+    segments' total size at the snapshot), ``memory_events`` (events of the buffer that allocate
+    or free: not ``snapshot`` / ``oom`` markers) and ``ooms`` (out-of-memory events)."""
+    traces = snapshot.get("device_traces") or []
+    reserved: dict[int, int] = {}
+    for seg in snapshot.get("segments") or []:
+        d = int(seg.get("device", 0))
+        reserved[d] = reserved.get(d, 0) + int(seg.get("total_size", 0))
+    rows = []
+    for d in snapshot_devices(snapshot):
+        actions = [e.get("action") for e in (traces[d] if d < len(traces) else [])]
+        rows.append({"device": d, "reserved_bytes": reserved.get(d, 0),
+                     "memory_events": sum(a not in ("snapshot", "oom") for a in actions),
+                     "ooms": sum(a == "oom" for a in actions)})
+    return pd.DataFrame(rows, columns=["device", "reserved_bytes", "memory_events", "ooms"])
+
+
 def _pick_device(snapshot: Mapping[str, Any], device: int | None, source: str) -> int:
     devices = snapshot_devices(snapshot)
     if device is None:
         if not devices:
             raise NoMemoryEventsError(f"{source}: the snapshot has no segments and no events")
-        traces = snapshot.get("device_traces") or []
-        # The busiest device: a single-GPU run records on one device and leaves the others empty.
-        return max(devices, key=lambda d: (len(traces[d]) if d < len(traces) else 0, -d))
+        # The device that holds the memory: most reserved at the snapshot, then most allocations
+        # and frees (torch writes its "snapshot" marker on the current device, which may hold
+        # nothing), then the lowest index.
+        overview = device_overview(snapshot)
+        best = max(overview.itertuples(index=False),
+                   key=lambda r: (r.reserved_bytes, r.memory_events, -r.device))
+        return int(best.device)
     if device not in devices:
         raise NoMemoryEventsError(
             f"{source}: the snapshot has nothing for device {device}; devices present: {devices}"
@@ -131,7 +158,8 @@ def replay_snapshot(
 ) -> MemoryReplay:
     """Replay one device's event buffer from the state the segments imply (see the module doc).
 
-    ``device``: which GPU; default the one with the most events. Raises ``CorruptInputError`` when
+    ``device``: which GPU; default the one holding the most reserved memory at the snapshot (then
+    the one with the most allocations and frees). Raises ``CorruptInputError`` when
     the events contradict the segments (reserved bytes would go negative).
     """
     device = _pick_device(snapshot, device, source)
@@ -311,8 +339,8 @@ def allocated_by_frame(replay: MemoryReplay, top: int = 10) -> pd.DataFrame:
     kept = sorted(kept, key=lambda f: (first[f], f))
     has_other = bool((~a["frame"].isin(kept)).any())
     names = kept + (["other"] if has_other else [])
-    code = pd.Categorical(a["frame"], categories=kept).codes.astype(np.int64)
-    code[code < 0] = len(kept)
+    position = {frame: i for i, frame in enumerate(kept)}
+    code = np.fromiter((position.get(f, len(kept)) for f in a["frame"]), np.int64, len(a))
     delta = np.zeros((n_states + 1, len(kept) + 1), np.int64)
     np.add.at(delta, (a["start_state"].to_numpy(), code), a["size"].to_numpy())
     np.subtract.at(delta, (a["end_state"].to_numpy(), code), a["size"].to_numpy())
@@ -350,6 +378,21 @@ def oom_events(snapshot: Mapping[str, Any], replay: MemoryReplay) -> pd.DataFram
     columns = ["event", "time_us", "requested_bytes", "device_free_bytes", "allocated_bytes",
                "reserved_bytes", "frame"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def pending_free(snapshot: Mapping[str, Any], device: int) -> tuple[int, int]:
+    """(blocks, requested bytes) freed by the program but still in use by a stream at the snapshot
+    (state ``active_pending_free``: ``record_stream``). They count as allocated here until their
+    ``free_completed``; ``torch.cuda.memory_allocated()`` stopped counting them at the free."""
+    blocks = nbytes = 0
+    for seg in snapshot.get("segments") or []:
+        if int(seg.get("device", 0)) != device:
+            continue
+        for b in seg["blocks"]:
+            if b.get("state") in _LIVE_BLOCK_STATES and b.get("state") != "active_allocated":
+                blocks += 1
+                nbytes += int(b.get("requested_size", b["size"]))
+    return blocks, nbytes
 
 
 def segment_fragmentation(snapshot: Mapping[str, Any], device: int | None = None) -> pd.DataFrame:
@@ -393,6 +436,6 @@ def segment_fragmentation(snapshot: Mapping[str, Any], device: int | None = None
 
 __all__ = [
     "MiB", "NO_STACK", "MemoryReplay", "NoMemoryEventsError", "alive_at", "allocated_by_frame",
-    "allocations_at_peak", "memory_peak", "oom_events", "replay_snapshot", "segment_fragmentation",
-    "snapshot_devices",
+    "allocations_at_peak", "device_overview", "memory_peak", "oom_events", "pending_free",
+    "replay_snapshot", "segment_fragmentation", "snapshot_devices",
 ]  # fmt: skip

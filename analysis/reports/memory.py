@@ -22,6 +22,8 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.errors import ConfigError
+
 # What export_memory_timeline writes (anything else is read as a snapshot pickle).
 TIMELINE_SUFFIXES = (".json", ".json.gz", ".raw.gz")
 MIB = 2**20
@@ -38,6 +40,8 @@ class SnapshotReport:
     peak: pd.DataFrame  # one row: analysis.memory.memory_peak
     at_peak: pd.DataFrame  # the top allocation groups alive at the peak
     ooms: pd.DataFrame  # out-of-memory events
+    devices: pd.DataFrame | None = None  # analysis.memory.device_overview: every device's totals
+    pending: tuple[int, int] = (0, 0)  # analysis.memory.pending_free at the snapshot
 
     @property
     def device(self) -> int:
@@ -46,16 +50,34 @@ class SnapshotReport:
     def lines(self) -> list[str]:
         """The summary as text lines (what the command prints)."""
         row = self.peak.iloc[0]
+        events = int(row["events"])
         out = [
-            f"{self.source} (device {self.device}, {int(row['events']):,} events in the buffer)",
+            f"{self.source} (device {self.device}, {events:,} event{'s' * (events != 1)} in the "
+            "buffer)",
             f"peak allocated: {row['peak_allocated_mib']:,.1f} MiB at {_when(row, 'allocated')}",
             f"peak reserved:  {row['peak_reserved_mib']:,.1f} MiB at {_when(row, 'reserved')}",
             f"at the snapshot: {row['allocated_at_snapshot_bytes'] / MIB:,.1f} MiB allocated, "
             f"{row['reserved_at_snapshot_bytes'] / MIB:,.1f} MiB reserved",
         ]
+        blocks, pending = self.pending
+        if blocks:
+            out.append(
+                f"  of which {pending / MIB:,.1f} MiB in {blocks} block{'s' * (blocks != 1)} freed "
+                "but still used by a stream (record_stream): torch.cuda.memory_allocated() no "
+                "longer counts them")
         if len(self.ooms):
             out.append(f"out-of-memory events: {len(self.ooms)} (first asked for "
                        f"{self.ooms['requested_bytes'].iat[0] / MIB:,.1f} MiB)")
+        others = self.devices[self.devices["device"] != self.device] if self.devices is not None \
+            else pd.DataFrame()
+        if len(others):
+            said = [f"{int(r.device)} ({r.reserved_bytes / MIB:,.1f} MiB reserved"
+                    + (f", {int(r.ooms)} out-of-memory event{'s' * (r.ooms != 1)}" if r.ooms else "")
+                    + ")" for r in others.itertuples(index=False)]
+            out.append(f"other devices in the snapshot: {', '.join(said)}; --device N reports one")
+        if self.at_peak.empty:
+            out.append("top allocations at the peak: none (nothing was allocated then)")
+            return out
         out.append("top allocations at the peak:")
         top = self.at_peak[["frame", "allocations", "mib", "share_pct"]].round(2)
         out.append(top.to_string(index=False))
@@ -114,20 +136,25 @@ class TimelineReport:
 def snapshot_report(path: str, *, device: int | None = None, top: int = 10,
                     storage_options: Mapping[str, Any] | None = None) -> SnapshotReport:
     """The report of the snapshot at ``path`` (local or ``gs://``, gzip ok) for ``device`` (None:
-    the one with most events), with the ``top`` allocation groups."""
+    the one holding the most reserved memory), with the ``top`` allocation groups (≥ 1)."""
     from analysis.memory import (
         allocations_at_peak,
+        device_overview,
         load_snapshot,
         memory_peak,
         oom_events,
+        pending_free,
         replay_snapshot,
     )
 
+    if top < 1:
+        raise ConfigError(f"top must be at least 1 (allocation groups to list), not {top}")
     data = load_snapshot(path, storage_options)
     replay = replay_snapshot(data, device=device, source=path)
     return SnapshotReport(
         source=path, snapshot=data, replay=replay, top=top, peak=memory_peak(replay),
         at_peak=allocations_at_peak(replay, top=top), ooms=oom_events(data, replay),
+        devices=device_overview(data), pending=pending_free(data, replay.device),
     )
 
 
