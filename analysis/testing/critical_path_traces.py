@@ -36,6 +36,13 @@ analysis counts as ``cpu_untraced`` (HTA counts nothing: ``hta_length``).
   through the earlier kernel's time (a queued edge), not from the step's start as untraced time;
 - ``queued_behind_pending_work``: the same with the kernel and an all-reduce still queued behind
   it when the step launches its kernel: the wait is the all-reduce's (communication).
+- ``overlapping_kernels``: two kernels of one stream that overlap by 15 µs (a profiler clock
+  artefact real traces have): the kernel-kernel edge between them weighs -15 µs, which HTA counts
+  as such in its breakdown (a negative share) while searching the path with it at 0;
+- ``sub_microsecond_kernel``: a 0.5 µs kernel at a fractional start, then a stream
+  synchronisation: HTA's rounding of each end to whole µs gives an edge of -1 µs;
+- ``edgeless``: a lone ``Stream Wait Event`` in the window, no CPU event: a graph of two nodes and
+  no edge (HTA fails on it; there is no path).
 """
 
 from __future__ import annotations
@@ -404,3 +411,41 @@ SCENARIOS = {
     "queued_behind_earlier_work": queued_behind_earlier_work,
     "queued_behind_pending_work": queued_behind_pending_work,
 }
+
+
+def overlapping_kernels(steps: int = 1):
+    """Two kernels on one stream, the second starting 15 µs before the first ends: the
+    kernel-kernel edge weighs -15 µs (``truth``: the default preset's; HTA's breakdown sums to
+    15 µs less, ``hta_length``)."""
+
+    def body(b, t):
+        b.cpu("aten::a", t + 10, 20)
+        b.launch("cudaLaunchKernel", t + 20, 2, [("kernel_a", t + 100, 100)])  # [100, 200]
+        b.cpu("aten::b", t + 40, 20)
+        b.launch("cudaLaunchKernel", t + 50, 2, [("kernel_b", t + 185, 50)])  # [185, 235]
+        return PathTruth(STEP_US, {}, hta_length=None)
+
+    return _steps(body, steps, wrap=False)
+
+
+def sub_microsecond_kernel(steps: int = 1):
+    """A 0.5 µs kernel starting at a fractional µs, then ``cudaStreamSynchronize`` and its
+    ``Stream Sync`` GPU event 0.1 µs after the kernel ends (HTA's rounding: an edge of -1 µs)."""
+
+    def body(b, t):
+        b.cpu("aten::a", t + 10, 20)
+        b.launch("cudaLaunchKernel", t + 20, 2, [("kernel_a", t + 100.2, 0.5)])
+        b.cpu("aten::item", t + 38, 80)
+        b.sync("cudaStreamSynchronize", "Stream Sync", t + 40, 70, t + 100.8, 9)
+        b.cpu("aten::c", t + 130, 30)
+        return PathTruth(STEP_US, {})
+
+    return _steps(body, steps, wrap=False)
+
+
+def edgeless():
+    """A window holding only a ``Stream Wait Event`` (two nodes, no edge): no path."""
+    b = _Builder()
+    b.gpu("Stream Wait Event", 5, 3, cat="cuda_sync", correlation=200, wait_on_stream=-1,
+          wait_on_cuda_event_record_corr_id=-1)
+    return b.document(), PathTruth(0, {})

@@ -41,7 +41,9 @@ def main() -> None:
             graph, success = ta.critical_path_analysis(
                 rank=rank, annotation=annotation, instance_id=instance
             )
-        except (ValueError, AssertionError) as e:  # HTA's own failures (cycles, missing nodes)
+        # HTA's own failures: cycles, missing nodes, and a window without any launch call
+        # (its queue-length join of None: TypeError at critical_path_analysis.py:915)
+        except (ValueError, AssertionError, TypeError) as e:
             json.dump({"success": False, "error": f"{type(e).__name__}: {e}"}, real_stdout)
             return
         t2 = time.perf_counter()

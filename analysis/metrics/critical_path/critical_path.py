@@ -122,11 +122,10 @@ class CriticalPathGraph:
 
     @property
     def path_length_us(self) -> float:
-        """Length of the critical path, µs: HTA mode, the sum of the path's clipped edge weights;
-        default, the time the path covers (the step, or more where the GPU runs past its end)."""
-        if self.hta:
-            w = np.maximum(self.graph.edge_weight[self.path_edges], 0)
-            return float(w.sum()) / 1000.0
+        """Length of the critical path, µs: the sum of its breakdown's durations. HTA mode: the
+        path's edge weights as HTA's breakdown gives them (a negative one, e.g. kernels that
+        overlap on a stream, counts negative there, though the search took it as 0); default, the
+        time the path covers (the step, or more where the GPU runs past its end)."""
         return float(self.get_critical_path_breakdown()["duration"].sum())
 
     @property
@@ -191,8 +190,8 @@ class CriticalPathGraph:
         bound[has & (stream >= 0) & self.comm_mask[p]] = "gpu_communication_bound"
         bound[typ == KERNEL_KERNEL] = "gpu_kernel_kernel_overhead"
         bound[typ == LAUNCH] = "gpu_kernel_launch_overhead"
-        if self.hta:
-            duration = np.maximum(g.edge_weight[e], 0)
+        if self.hta:  # HTA 0.5.0 reports the weights as they are, negative ones too
+            duration = g.edge_weight[e].astype(np.float64)
         else:
             # the time each edge adds beyond the furthest point the path has reached (an edge
             # running back in time, e.g. a launch with clock skew, adds nothing and the time is
@@ -314,15 +313,18 @@ def critical_path_graph(
         rank=rt.rank, instance=name, graph=g, critical_path_nodes=list(path),
         path_edges=path_edges, comm_mask=comm, data_loading_mask=data_loading,
         cycles_broken=broken, success=len(path) >= 2, notes=notes, hta=patterns.hta_quirks,
-        reason="" if len(path) >= 2 else _no_path_reason(len(g.node_ts)),
+        reason="" if len(path) >= 2 else _no_path_reason(len(g.node_ts), len(g.edge_src)),
     )  # fmt: skip
 
 
-def _no_path_reason(nodes: int) -> str:
+def _no_path_reason(nodes: int, edges: int) -> str:
     if nodes == 0:
         return ("the window holds no CPU operator and no GPU event of the analysis (a CPU-only "
                 "or empty step, or kernels outside it): an empty path")
-    return f"the graph of the window has {nodes} node(s) and no edge: an empty path"
+    if edges == 0:
+        return f"the graph of the window has {nodes} node(s) and no edge: an empty path"
+    return (f"the graph of the window has {nodes} node(s) and {edges} edge(s), none of any "
+            "duration: no path longer than one node")
 
 
 def _name_contains(names: pd.Series, pattern, regex: bool = True) -> np.ndarray:

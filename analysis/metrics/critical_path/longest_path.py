@@ -30,6 +30,8 @@ def longest_path(
     """
     if n_nodes == 0:
         return [], np.zeros(0, np.int64), 0
+    if len(src) == 0:  # nodes, no edge: networkx's answer is the first node alone
+        return [0], np.zeros(0, np.int64), 0
     key = src.astype(np.int64) * n_nodes + dst
     _, first = np.unique(key, return_index=True)
     _, last_rev = np.unique(key[::-1], return_index=True)
