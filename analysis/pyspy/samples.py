@@ -247,6 +247,9 @@ def _from_speedscope(text: str, source: str) -> PySpyProfile:
     except msgspec.DecodeError as exc:
         raise CorruptInputError(
             source, f"invalid JSON ({exc}); expected py-spy's raw or speedscope output") from None
+    except RecursionError:
+        raise CorruptInputError(
+            source, "JSON nested too deeply to be a speedscope file") from None
     shared = doc.get("shared") if isinstance(doc, dict) else None
     frames = shared.get("frames") if isinstance(shared, dict) else None
     if not isinstance(doc.get("profiles") if isinstance(doc, dict) else None, list) or not isinstance(

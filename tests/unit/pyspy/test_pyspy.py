@@ -475,3 +475,5 @@ def test_speedscope_variants_and_damage():
         parse_pyspy(json.dumps(bad))
     with pytest.raises(CorruptInputError, match="invalid JSON"):
         parse_pyspy('{"profiles": [')
+    with pytest.raises(CorruptInputError, match="nested too deeply"):
+        parse_pyspy('{"a":' * 50000 + "1" + "}" * 50000)
