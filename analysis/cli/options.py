@@ -77,6 +77,11 @@ def open_analysis(traces: str, kernel_patterns: str, no_cache: bool, cache_dir, 
     """Build the TraceAnalysis the options describe."""
     from analysis.api import TraceAnalysis
 
+    if quiet:
+        from analysis.cli import repeated_warnings
+
+        repeated_warnings.quiet()
+
     return TraceAnalysis(
         trace_dir=traces,
         include_last_profiler_step=include_last_step,

@@ -48,6 +48,7 @@ class OncePerTrace:
         self.known: set[str] = set()
         self.hidden = 0
         self.new: list[str] = []
+        self.quiet = False  # -q: no note about the hidden ones
 
     def __call__(self, message, category, filename, lineno, file=None, line=None):
         if self.path is None:
@@ -67,7 +68,7 @@ class OncePerTrace:
     def close(self) -> None:
         """Record the new warnings, say how many were hidden, and put the previous hook back."""
         warnings.showwarning = self.previous
-        if self.hidden:
+        if self.hidden and not self.quiet:
             n = f"{self.hidden} warning{'s' if self.hidden > 1 else ''}"
             sys.stderr.write(f"note: {n} about these traces shown on an earlier run "
                              "(-v shows them again)\n")
@@ -96,3 +97,9 @@ def install(verbose: bool = False) -> OncePerTrace:
     hook = OncePerTrace(verbose)
     warnings.showwarning = hook
     return hook
+
+
+def quiet() -> None:
+    """``-q``: the command's :class:`OncePerTrace` (if one is installed) prints no note."""
+    if isinstance(warnings.showwarning, OncePerTrace):
+        warnings.showwarning.quiet = True

@@ -21,11 +21,17 @@ from analysis.memory.replay import (
     segment_fragmentation,
 )
 from analysis.memory.snapshot import UnsafePickleError, load_snapshot, parse_snapshot_bytes
-from analysis.memory.timeline import CATEGORIES, load_memory_timeline, memory_timeline_peak
+from analysis.memory.timeline import (
+    CATEGORIES,
+    load_memory_file,
+    load_memory_timeline,
+    memory_timeline_peak,
+)
 
 __all__ = [
     "CATEGORIES", "MemoryReplay", "NoMemoryEventsError", "UnsafePickleError", "alive_at",
-    "allocated_by_frame", "allocations_at_peak", "device_overview", "load_memory_timeline",
+    "allocated_by_frame", "allocations_at_peak", "device_overview", "load_memory_file",
+    "load_memory_timeline",
     "load_snapshot", "memory_peak", "memory_timeline_peak", "oom_events", "parse_snapshot_bytes",
     "pending_free", "replay_snapshot", "segment_fragmentation",
 ]  # fmt: skip

@@ -109,6 +109,10 @@ def parse_snapshot_bytes(data: bytes, source: str) -> dict[str, Any]:
     """A snapshot dict from the bytes of a (possibly gzipped) snapshot pickle; checked for shape."""
     raw = decompress(data, source)
     # "{" and "[" are no pickle opcodes: such a file is JSON (a Kineto trace, a memory timeline).
+    if raw.lstrip()[:1] == b"<":
+        raise WrongFileKindError(
+            source, "not a memory snapshot (an HTML page); expected the pickle that "
+            "torch.cuda.memory._dump_snapshot() writes")
     if raw.lstrip()[:1] in (b"{", b"["):
         raise WrongFileKindError(
             source,

@@ -23,7 +23,7 @@ import pandas as pd
 
 from analysis.errors import CorruptInputError, WrongFileKindError
 from analysis.io import read_input_bytes
-from analysis.memory.snapshot import decompress
+from analysis.memory.snapshot import check_snapshot, decompress, unpickle_plain
 
 # torch.profiler._memory_profiler._CATEGORY_TO_INDEX order; the last is tensors of no category.
 CATEGORIES = (
@@ -98,6 +98,26 @@ def load_memory_timeline(path: str, storage_options: Mapping[str, Any] | None = 
     """
     data = read_input_bytes(str(path), storage_options, trace=False)
     return parse_memory_timeline_bytes(data, str(path))
+
+
+def load_memory_file(path: str, storage_options: Mapping[str, Any] | None = None
+                     ) -> tuple[str, Any]:
+    """A file of torch's memory tools, whatever its name, by its content: ``("timeline",
+    table)`` for an ``export_memory_timeline`` JSON file (:func:`load_memory_timeline`),
+    ``("snapshot", dict)`` for a ``_dump_snapshot`` pickle (``analysis.memory.load_snapshot``).
+    An HTML page (the ``.html`` export, torch's viewer) raises ``WrongFileKindError`` saying what
+    to export instead."""
+    data = read_input_bytes(str(path), storage_options, trace=False)
+    raw = decompress(data, str(path))
+    head = raw.lstrip()[:16].lower()
+    if head.startswith((b"<!doctype", b"<html", b"<")):
+        raise WrongFileKindError(
+            str(path), "an HTML page, which holds a picture, not the data: export the memory "
+            "timeline as .json or .raw.json.gz (prof.export_memory_timeline('mem.raw.json.gz')), "
+            "or give the snapshot pickle (torch.cuda.memory._dump_snapshot)")
+    if head[:1] in (b"[", b"{"):
+        return "timeline", parse_memory_timeline_bytes(raw, str(path))
+    return "snapshot", check_snapshot(unpickle_plain(raw, str(path)), str(path))
 
 
 def memory_timeline_peak(timeline: pd.DataFrame) -> pd.DataFrame:

@@ -24,7 +24,7 @@ import pandas as pd
 
 from analysis.errors import ConfigError
 
-# What export_memory_timeline writes (anything else is read as a snapshot pickle).
+# What export_memory_timeline writes (the reports tell the files apart by content, not by these).
 TIMELINE_SUFFIXES = (".json", ".json.gz", ".raw.gz")
 MIB = 2**20
 
@@ -134,9 +134,11 @@ class TimelineReport:
 
 
 def snapshot_report(path: str, *, device: int | None = None, top: int = 10,
-                    storage_options: Mapping[str, Any] | None = None) -> SnapshotReport:
-    """The report of the snapshot at ``path`` (local or ``gs://``, gzip ok) for ``device`` (None:
-    the one holding the most reserved memory), with the ``top`` allocation groups (≥ 1)."""
+                    storage_options: Mapping[str, Any] | None = None,
+                    snapshot: Mapping[str, Any] | None = None) -> SnapshotReport:
+    """The report of the snapshot at ``path`` (local or ``gs://``, gzip ok; ``snapshot``: already
+    loaded) for ``device`` (None: the one holding the most reserved memory), with the ``top``
+    allocation groups (≥ 1)."""
     from analysis.memory import (
         allocations_at_peak,
         device_overview,
@@ -149,7 +151,7 @@ def snapshot_report(path: str, *, device: int | None = None, top: int = 10,
 
     if top < 1:
         raise ConfigError(f"top must be at least 1 (allocation groups to list), not {top}")
-    data = load_snapshot(path, storage_options)
+    data = load_snapshot(path, storage_options) if snapshot is None else snapshot
     replay = replay_snapshot(data, device=device, source=path)
     return SnapshotReport(
         source=path, snapshot=data, replay=replay, top=top, peak=memory_peak(replay),
@@ -158,23 +160,30 @@ def snapshot_report(path: str, *, device: int | None = None, top: int = 10,
     )
 
 
-def timeline_report(path: str, *,
-                    storage_options: Mapping[str, Any] | None = None) -> TimelineReport:
-    """The report of the ``export_memory_timeline`` file at ``path``."""
+def timeline_report(path: str, *, storage_options: Mapping[str, Any] | None = None,
+                    timeline: pd.DataFrame | None = None) -> TimelineReport:
+    """The report of the ``export_memory_timeline`` file at ``path`` (``timeline``: already read)."""
     from analysis.memory import load_memory_timeline, memory_timeline_peak
 
-    timeline = load_memory_timeline(path, storage_options)
+    if timeline is None:
+        timeline = load_memory_timeline(path, storage_options)
     return TimelineReport(source=path, timeline=timeline, peak=memory_timeline_peak(timeline))
 
 
 def memory_report(path: str, *, device: int | None = None, top: int = 10,
                   storage_options: Mapping[str, Any] | None = None,
                   ) -> SnapshotReport | TimelineReport:
-    """The report of ``path``: a timeline file by its suffix (:data:`TIMELINE_SUFFIXES`), else a
-    snapshot (``device`` and ``top`` apply to snapshots only)."""
-    if path.endswith(TIMELINE_SUFFIXES):
-        return timeline_report(path, storage_options=storage_options)
-    return snapshot_report(path, device=device, top=top, storage_options=storage_options)
+    """The report of ``path``: an ``export_memory_timeline`` file or a snapshot pickle, told
+    apart by content, whatever the file's name (``device`` and ``top`` apply to snapshots
+    only); an HTML export raises ``WrongFileKindError`` saying what to export instead."""
+    from analysis.memory import load_memory_file
+
+    if top < 1:
+        raise ConfigError(f"top must be at least 1 (allocation groups to list), not {top}")
+    kind, value = load_memory_file(path, storage_options)
+    if kind == "timeline":
+        return timeline_report(path, timeline=value)
+    return snapshot_report(path, device=device, top=top, snapshot=value)
 
 
 @dataclass

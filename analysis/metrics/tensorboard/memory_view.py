@@ -1,7 +1,8 @@
 """The TensorBoard plugin's memory view, from the ``[memory]`` events of ``profile_memory=True``.
 
 Each ``[memory]`` instant event records one allocation (``Bytes`` > 0) or free (``Bytes`` ≤ 0) at
-``Addr`` on a device (``Device Type`` 0: ``"CPU"``; 1: ``"GPU<Device Id>"``), with the allocator's
+``Addr`` on a device (``Device Type`` 0: ``"CPU"``; 1: ``"GPU<Device Id>"``; see
+:func:`device_names` for the others: ROCm's HIP, 6, is a GPU too), with the allocator's
 ``Total Allocated`` and ``Total Reserved`` bytes after it. Read through the ``memory_events`` extra
 (decoded only when a memory analysis asks). Window: the whole trace, as the plugin.
 
@@ -61,10 +62,28 @@ class MemoryView(NamedTuple):
     events: pd.DataFrame
 
 
+# c10::DeviceType codes of GPUs: CUDA, HIP (ROCm builds that record their GPU as HIP: TraceLens's
+# MI300X traces, 10 of 10 AMD traces with memory events of a sweep), XPU (Intel), MPS (Apple)
+_GPU_TYPES = (1, 6, 12, 13)
+# other accelerators, named by their c10::DeviceType
+_ACCELERATORS = {15: "HPU", 19: "MTIA", 20: "PrivateUse1"}
+
+
 def device_names(device_type: np.ndarray, device_id: np.ndarray) -> np.ndarray:
-    """``"CPU"``, ``"GPU<id>"``, or ``""`` for a device type the plugin does not name."""
-    return np.where(device_type == 0, "CPU",
-                    np.where(device_type == 1, np.char.add("GPU", device_id.astype(str)), ""))
+    """``"CPU"``; ``"GPU<id>"`` for CUDA and the other GPUs (``Device Type`` 1, HIP 6, XPU 12,
+    MPS 13: the plugin names only 1 and crashes on 6); ``"HPU<id>"``, ``"MTIA<id>"``,
+    ``"PrivateUse1<id>"``; ``"type<N>:<id>"`` for any other type, so that no device's events are
+    dropped."""
+    device_type = np.asarray(device_type)
+    ids = np.asarray(device_id).astype(str)
+    names = np.char.add(np.char.add(np.char.add("type", device_type.astype(str)), ":"), ids)
+    names = names.astype(object)
+    for code, prefix in _ACCELERATORS.items():
+        names[device_type == code] = np.char.add(prefix, ids)[device_type == code]
+    gpu = np.isin(device_type, _GPU_TYPES)
+    names[gpu] = np.char.add("GPU", ids)[gpu]
+    names[device_type == 0] = "CPU"
+    return names
 
 
 class MemoryRecords(NamedTuple):
@@ -165,7 +184,7 @@ def peaks(mr: MemoryRecords, rank: int, steps: pd.DataFrame) -> pd.DataFrame:
         ts = int(g["ts"].iloc[at])
         inside = steps[(steps["ts"] <= ts) & (ts < steps["ts"] + steps["dur"])]
         rows.append({
-            "rank": rank, "device": device_names(np.array([dtype]), np.array([did]))[0] or f"type{dtype}:{did}",
+            "rank": rank, "device": device_names(np.array([dtype]), np.array([did]))[0],
             "peak_allocated_bytes": float(g["total_allocated"].iloc[at]), "peak_time_us": ts / 1000,
             "step": int(inside["step"].iloc[0]) if len(inside) else -1,
             "peak_reserved_bytes": float(g["total_reserved"].max()),

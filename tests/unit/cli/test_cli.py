@@ -177,10 +177,12 @@ def test_a_data_warning_is_said_once_per_cached_trace(sample_traces_dir, tmp_pat
 
     first = cli("summary", str(traces), "-q")
     assert "warning: skipped files" in first.stderr
-    second = cli("summary", str(traces), "-q")
+    second = cli("summary", str(traces))
     assert "warning:" not in second.stderr
     assert "note: 1 warning about these traces shown on an earlier run" in second.stderr
     assert first.stdout == second.stdout
+    quiet = cli("summary", str(traces), "-q")  # -q: no notes, this one neither
+    assert "warning:" not in quiet.stderr and "note:" not in quiet.stderr
     assert "warning: skipped files" in cli("-v", "summary", str(traces), "-q").stderr
     cli("cache", "clear")
     assert "warning: skipped files" in cli("summary", str(traces), "-q").stderr

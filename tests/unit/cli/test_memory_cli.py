@@ -174,3 +174,33 @@ def test_allocated_by_frame_needs_no_deprecated_pandas_behaviour():
     assert "other" in by_frame.columns
     assert (by_frame.drop(columns=["state", "time_us"]).sum(axis=1)
             == replay.timeline["allocated_bytes"]).all()
+
+
+def test_a_memory_file_is_known_by_its_content_not_its_name(hta_traces_dir, tmp_path):
+    """torch writes a timeline under any name (``timeline.gz``): it was read as a snapshot and
+    refused ("not a memory snapshot (JSON)"); a snapshot named ``.json`` is a snapshot too."""
+    import shutil
+
+    timeline = tmp_path / "timeline.gz"
+    shutil.copy(hta_traces_dir / "memory_analysis" / "memory_timeline.raw.gz", timeline)
+    result = CliRunner().invoke(main, ["memory", str(timeline)])
+    assert result.exit_code == 0, result.output
+    assert "peak: 2,940.0 MiB" in result.output
+    builder, _ = training_run(steps=2)
+    snap = tmp_path / "snapshot.json"
+    snap.write_bytes(pickle.dumps(builder.snapshot()))
+    result = CliRunner().invoke(main, ["memory", str(snap)])
+    assert result.exit_code == 0 and "peak allocated: 28.0 MiB" in result.output
+
+
+def test_an_html_export_says_what_to_export_instead(tmp_path):
+    """``export_memory_timeline("x.html")`` writes a page with a PNG of the plot (no data): it
+    was "not a readable pickle (KeyError: 60)"."""
+    page = tmp_path / "memory.html"
+    page.write_text("<html>\n<head><meta charset=\"utf-8\" /><title>GPU Memory Timeline HTML</title>"
+                    "</head>\n<body>\n  <img src='data:image/png;base64,iVBORw0KGgo='>\n</body>\n"
+                    "</html>")
+    result = CliRunner().invoke(main, ["memory", str(page)])
+    assert result.exit_code == 1
+    assert "HTML page" in result.output and ".raw.json.gz" in result.output
+    assert "KeyError" not in result.output

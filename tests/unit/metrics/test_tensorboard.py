@@ -7,6 +7,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from analysis import TraceAnalysis
@@ -247,3 +248,35 @@ def test_module_summary_without_modules_says_how_to_record_them(ta):
 
     with pytest.raises(NoModulesError, match="with_modules=True"):
         ta.get_module_summary(visualize=False)
+
+
+@pytest.mark.parametrize("device_type, name", [(6, "GPU0"), (12, "GPU0"), (19, "MTIA0"),
+                                               (42, "type42:0")])
+def test_memory_of_every_device_type_is_kept(tmp_path, device_type, name):
+    """ROCm builds record their GPU's memory as ``Device Type`` 6 (HIP): every real AMD trace with
+    memory events of a sweep (10 of 10). Its events were named "" and left out of the curve, the
+    operator table and the report's GPU peak; the plugin crashes on them. Any device type is kept
+    now, the GPUs' (HIP, XPU, MPS) as ``GPU<id>``, with the numbers a CUDA device gets."""
+    import gzip
+    import json
+
+    (tmp_path / "cuda").mkdir()
+    cuda = tensorboard_traces.write(tmp_path / "cuda" / "rank0.json", memory=True)
+    doc = json.loads(cuda.read_text())
+    for e in doc["traceEvents"]:
+        if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1:
+            e["args"]["Device Type"] = device_type
+    other = tmp_path / "other" / "rank0.json.gz"
+    other.parent.mkdir()
+    other.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = TraceAnalysis(str(cuda.parent), use_cache=False, progress=False)
+        b = TraceAnalysis(str(other.parent), use_cache=False, progress=False)
+    for method in ("get_memory_peaks", "get_memory_timeline", "get_operator_memory",
+                   "get_memory_events"):
+        want = getattr(a, method)().replace({"device": {"GPU0": name}})
+        got = getattr(b, method)()
+        pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True),
+                                      check_dtype=False, obj=method)
+    assert name in set(b.get_memory_timeline()["device"])
