@@ -188,7 +188,7 @@ class _LocalFiles:
                     continue
                 infos.append(
                     {"name": self.name(entry.path), "size": st.st_size, "type": kind,
-                     "mtime": st.st_mtime}
+                     "mtime": st.st_mtime, "islink": entry.is_symlink()}
                 )
         return infos
 

@@ -25,6 +25,7 @@ from analysis.io.files import (
     check_regular,
     display_url,
     filesystem,
+    is_local_fs,
     is_url,
     metadata_call,
     read_input_bytes,
@@ -95,16 +96,34 @@ def _list_directory(url: str, fs, path: str, deadline: Deadline | None = None) -
         entries = metadata_call(fs, "ls", url, path, deadline, detail=True)
     except Exception as exc:
         raise as_load_error(url, exc, "list this directory") from exc
-    files = []
+    files, broken_links = [], []
+    listed = {os.path.realpath(e["name"]) for e in entries
+              if is_local_fs(fs) and e.get("type") == "file" and not e.get("islink")}
     for info in entries:
         name = posixpath.basename(info["name"].rstrip("/"))
-        if info.get("type") != "file" or not name.endswith(TRACE_SUFFIXES):
+        if not name.endswith(TRACE_SUFFIXES):
+            continue
+        if info.get("islink") and info.get("type") != "file":
+            # a symbolic link (fsspec lists it as "other"): followed, as when it is named alone
+            # (folders of links to a job's traces are common on clusters), unless it names a
+            # file of this directory, which is read once
+            if is_local_fs(fs) and os.path.realpath(info["name"]) in listed:
+                continue
+            try:
+                info = {**metadata_call(fs, "info", url, info["name"], deadline), "name": info["name"]}
+            except Exception:  # noqa: BLE001 - a dangling link: said below if nothing else is found
+                broken_links.append(name)
+                continue
+        if info.get("type") != "file":
             continue
         file_url = display_url(fs, info["name"], _join(url, name))
         files.append(TraceFile(file_url, info.get("size"), _version(info)))
     if not files:
+        links = (f"; {len(broken_links)} symbolic link(s) point to no file ({broken_links[0]}...)"
+                 if broken_links else "")
         raise TraceNotFoundError(
-            url, f"no trace files in this directory (looked for {TRACE_PATTERNS}, top level only)"
+            url, f"no trace files in this directory (looked for {TRACE_PATTERNS}, top level "
+            f"only){links}"
         )
     return sorted(files, key=lambda f: posixpath.basename(f.url))
 

@@ -72,13 +72,27 @@ def event_iterations(rt: RankTrace, rounding: Rounding = "exact") -> tuple[np.nd
     # GPU events: the iteration of the CPU-side event with the same correlation (the last one)
     corr = ev["correlation"].to_numpy()
     cpu_side = ~gpu_mask(ev) & (corr != -1)
+    no_launch = np.zeros(len(ev), bool)
+    if rounding == "hta":
+        # HTA looks the launch up only at a row index > 0 (hta/common/trace.py: ``if x > 0``):
+        # the GPU events of a launch written first in the file get no iteration
+        rows = np.flatnonzero(_hta_rows(ev))
+        if len(rows) and cpu_side[rows[0]]:
+            no_launch = corr == corr[rows[0]]
     by_corr = pd.Series(iteration[cpu_side], index=corr[cpu_side])
     by_corr = by_corr[~by_corr.index.duplicated(keep="last")]
     on_gpu = stream > 0
     iteration[on_gpu] = by_corr.reindex(corr[on_gpu]).fillna(-1).to_numpy(np.int64)
+    iteration[on_gpu & no_launch] = -1
     # stream 0 events get no iteration in HTA (NaN)
     iteration[stream == 0] = -1
     return iteration, end - start
+
+
+def _hta_rows(ev: pd.DataFrame) -> np.ndarray:
+    """The rows HTA's own frame holds, in file order (it drops ``python_function`` events)."""
+    cat = ev["cat"]
+    return (cat != "python_function").to_numpy(bool)
 
 
 def ops_summary_rank(
@@ -179,5 +193,8 @@ def first_iteration(iterations: Mapping[int, set[int]], label: str) -> list[int]
     """HTA's default iteration: the smallest step number of the trace (all ranks)."""
     every = sorted(set().union(*iterations.values())) if iterations else []
     if not every:
-        raise ConfigError(f"the {label} trace has no ProfilerStep#N: give its iterations explicitly")
+        raise ConfigError(
+            f"the {label} trace has no ProfilerStep#N annotation, and compare_traces / ops_diff "
+            "count events per profiler step (HTA's TraceDiff): record the runs with a "
+            "torch.profiler schedule and prof.step() to compare them step by step")
     return every[:1]

@@ -88,7 +88,7 @@ def test_local_paths_give_what_fsspec_gives(trace_dir, monkeypatch, spelling):
     plain = find_trace_files(given)
     by_fsspec = find_trace_files(f"file://{trace_dir}")
     assert plain == by_fsspec
-    # links in a listed directory are not files to fsspec, and so not to us
+    # a link to a file of the same directory is not a second file
     assert [os.path.basename(f.url) for f in plain] == ["rank-0.pt.trace.json.gz", "rank-1.json"]
     assert all(f.version.startswith("mtime=") and f.size > 0 for f in plain)
 
@@ -106,3 +106,27 @@ def test_missing_local_path_is_not_found(tmp_path):
         find_trace_files(str(tmp_path / "nothing"))
     with pytest.raises(TraceNotFoundError, match="no such file"):
         read_trace_bytes(str(tmp_path / "nothing.json"))
+
+
+def test_a_directory_of_links_to_traces_is_read(tmp_path):
+    """Folders of symbolic links to a job's traces (common on clusters) read as "no trace files":
+    fsspec lists a link as "other". Links are followed as when named alone; a dangling one is
+    named when nothing else is found."""
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "rank-0.json").write_bytes(b"{}" * 3)
+    (job / "rank-1.json").write_bytes(b"{}" * 5)
+    links = tmp_path / "links"
+    links.mkdir()
+    for r in (0, 1):
+        os.symlink(job / f"rank-{r}.json", links / f"rank-{r}.json")
+    plain = find_trace_files(str(links))
+    assert plain == find_trace_files(f"file://{links}")
+    assert [(os.path.basename(f.url), f.size) for f in plain] == [("rank-0.json", 6), ("rank-1.json", 10)]
+    assert all(f.url.startswith(str(links)) for f in plain)  # named by the link, read through it
+    dangling = tmp_path / "dangling"
+    dangling.mkdir()
+    os.symlink(tmp_path / "gone.json", dangling / "rank-0.json")
+    for given in (str(dangling), f"file://{dangling}"):
+        with pytest.raises(TraceNotFoundError, match="1 symbolic link.*point to no file"):
+            find_trace_files(given)
