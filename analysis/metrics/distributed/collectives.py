@@ -53,6 +53,9 @@ _TYPE_RULES: tuple[tuple[re.Pattern, str], ...] = tuple(
     (re.compile(p, re.IGNORECASE), t)
     for p, t in (
         (r"all_?reduce", "all_reduce"),
+        # custom all-reduce kernels: vLLM / SGLang's cross_device_reduce_{1,2}stage, symmetric
+        # memory's one/two-shot and multimem kernels (TraceLens calls them all-reduce too)
+        (r"cross_device_reduce|one_shot|two_shot|multimem_(?:one|two)_shot", "all_reduce"),
         (r"all_?gather", "all_gather"),
         (r"reduce_?scatter", "reduce_scatter"),
         (r"all_?to_?all", "all_to_all"),
@@ -85,6 +88,9 @@ DTYPE_BYTES = {
 }
 _C10D_PREFIX = "c10d::"
 _GLOO_PREFIX = "gloo:"
+# the annotation types gloo's work for an op of a type carries (a reduce-scatter runs as an
+# all-reduce of the whole input: its size is that input, as nccl-tests counts it)
+_GLOO_RUNS_AS = {"reduce_scatter": ("reduce_scatter", "all_reduce")}
 
 RANK_COLUMNS = {
     "rank": "int64", "group": "object", "type": "object", "seq": "int64", "ordinal": "int64",
@@ -304,18 +310,30 @@ def _cpu_collectives(rt: RankTrace, rounding: Rounding) -> tuple[pd.DataFrame, d
     g_types = np.array([collective_type(n[len(_GLOO_PREFIX):]) for n in gloo_ev["name"].astype(str)])
     g_bytes = gloo_rows["in_nelems"].to_numpy() * dtype_bytes_array(gloo_rows["dtype"])
     g_bytes = np.where(gloo_rows["in_nelems"].to_numpy() >= 0, g_bytes, np.nan)
-    types_arr = np.array(types)
-    for kind in np.unique(types_arr):
-        mine = np.flatnonzero(types_arr == kind)
-        theirs = np.flatnonzero(g_types == kind)
-        if len(mine) != len(theirs):
-            continue  # cannot tell which annotation ends which op: keep the op's own end
-        mine = mine[np.argsort(start[mine], kind="stable")]
-        theirs = theirs[np.argsort(g_start[theirs], kind="stable")]
-        end[mine] = np.maximum(g_end[theirs], start[mine])
+    # Each op's annotation is the first one not yet taken, of a type gloo runs the op as, that
+    # starts at or after the op (gloo works through a group's ops in order). gloo runs a
+    # reduce-scatter as an all-reduce of the whole input, annotated "gloo:all_reduce".
+    queues = {kind: list(np.flatnonzero(g_types == kind)[np.argsort(
+        g_start[g_types == kind], kind="stable")]) for kind in set(g_types.tolist())}
+    heads = dict.fromkeys(queues, 0)
+    for i in np.argsort(start, kind="stable").tolist():
+        kind = types[i]
+        best = None
+        for run_as in _GLOO_RUNS_AS.get(kind, (kind,)):
+            queue, h = queues.get(run_as, []), heads.get(run_as, 0)
+            while h < len(queue) and g_start[queue[h]] < start[i]:
+                h += 1  # an annotation of an op before this one (whose op was not recorded)
+            heads[run_as] = h
+            if h < len(queue) and (best is None or g_start[queue[h]] < g_start[best[1]]):
+                best = (run_as, queue[h])
+        if best is None:
+            continue  # no annotation: the op keeps its own end and has no size
+        heads[best[0]] += 1
+        j = best[1]
+        end[i] = max(g_end[j], start[i])
         # gloo's all-gather input is one rank's share; nccl-tests counts the whole output
         scale = world if kind == "all_gather" and world > 0 else 1
-        nbytes[mine] = g_bytes[theirs] * scale
+        nbytes[i] = g_bytes[j] * scale
     tids = ops["tid"].to_numpy()
     busy = _thread_busy(ev, tids, rounding, rt.meta.float_timestamps)
     return pd.DataFrame(

@@ -20,7 +20,10 @@ the sum of the other ranks' waits. Per rank, in µs:
   the collective's launch came late (its CPU was late: data loading, Python, a sleep),
   ``late_other_us`` where the launch was already issued (waiting on another stream or event), and
   ``late_busy_us`` the rest of its lateness (it was still running work: more work or a slower GPU).
-  ``why`` names the largest of the three.
+  ``why`` names the largest of the three. An instance the rank started while its previous
+  collective was still running (DDP's buckets, async ops) inherits that one's lateness: it has no
+  idle time of its own, and counting it would read the inherited lateness as busy; such
+  instances are left out of the three means (unless the rank was last at no other).
 
 - ``clock_skew_us``: the largest (latest start − earliest end) of its instances: a rank finished
   the collective before another started it, so the ranks' clocks disagree by at least that much;
@@ -66,27 +69,33 @@ def stragglers(collectives: pd.DataFrame) -> pd.DataFrame:
     lateness = df["skew_us"] - df["wait_us"]  # own start − earliest start
     last = df["is_last"] & (df["skew_us"] > 0) & (size > 1)
     idle = np.clip(df["idle_before_us"] - _others_median(df), 0, df["skew_us"])
+    # the instances whose lateness is the rank's own: not started while its previous collective
+    # still ran (then it inherits that one's lateness); all of them where every one overlapped
+    own = last & ~_overlaps_previous(df)
+    has_own = own.groupby(df["rank"]).transform("any")
+    cause = own | (last & ~has_own)
     per = pd.DataFrame(
         {
             "rank": df["rank"],
             "times_last": last.astype(np.int64),
+            "counted": cause.astype(np.int64),
             "instances": 1,
             "compared": (size > 1).astype(np.int64),
             "lateness": lateness.where(size > 1),
-            "late_host_us": np.where(last & df["launch_late"], idle, 0.0),
-            "late_other_us": np.where(last & ~df["launch_late"], idle, 0.0),
-            "late_busy_us": np.where(last, df["skew_us"] - idle, 0.0),
+            "late_host_us": np.where(cause & df["launch_late"], idle, 0.0),
+            "late_other_us": np.where(cause & ~df["launch_late"], idle, 0.0),
+            "late_busy_us": np.where(cause, df["skew_us"] - idle, 0.0),
             "clock_skew_us": _clock_gap(df),
         }
     )
     out = per.groupby("rank").agg(
-        times_last=("times_last", "sum"), instances=("instances", "sum"),
+        times_last=("times_last", "sum"), counted=("counted", "sum"), instances=("instances", "sum"),
         compared=("compared", "sum"), mean_lateness_us=("lateness", "mean"),
         late_host_us=("late_host_us", "sum"), late_other_us=("late_other_us", "sum"),
         late_busy_us=("late_busy_us", "sum"), clock_skew_us=("clock_skew_us", "max"),
     ).reset_index()
     for col in WHY:  # a mean per collective it was last at: at most its lateness there
-        out[col] = out[col] / out["times_last"].where(out["times_last"] > 0, 1)
+        out[col] = out[col] / out["counted"].where(out["counted"] > 0, 1)
     caused = _wait_caused(df, last)
     out["wait_caused_us"] = out["rank"].map(caused).fillna(0.0).astype(np.float64)
     steps = df.loc[df["step"] >= 0, ["rank", "step", "step_us"]].drop_duplicates(["rank", "step"])
@@ -110,6 +119,15 @@ def stragglers(collectives: pd.DataFrame) -> pd.DataFrame:
     out = out.sort_values(["wait_caused_us", "rank"], ascending=[False, True], kind="stable",
                           na_position="last")
     return out.reset_index(drop=True)[COLUMNS]
+
+
+def _overlaps_previous(df: pd.DataFrame) -> pd.Series:
+    """Per row: the rank started it before its previous collective (by start) had ended."""
+    end = df["start_us"] + df["duration_us"]
+    order = df.sort_values(["rank", "start_us"], kind="stable").index
+    prev_end = end.loc[order].groupby(df.loc[order, "rank"]).transform(
+        lambda e: e.cummax().shift(1))
+    return (df.loc[order, "start_us"] < prev_end).reindex(df.index).fillna(False).astype(bool)
 
 
 def _wait_caused(df: pd.DataFrame, last: pd.Series) -> dict[int, float]:

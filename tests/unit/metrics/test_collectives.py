@@ -126,6 +126,12 @@ def test_summary_buckets_and_percentiles(tmp_path):
 
 def test_collective_types_and_dtypes():
     assert C.collective_type("ncclDevKernel_AllReduce_Sum_f32_RING_LL") == "all_reduce"
+    # custom all-reduce kernels (vLLM / SGLang, symmetric memory) were "reduce": 1,449 rows of
+    # two real vLLM TP4 traces, with a bus-bandwidth factor of 1 instead of 2(n-1)/n
+    for name in ("void vllm::cross_device_reduce_1stage<__nv_bfloat16, 4>(vllm::RankData*)",
+                 "cross_device_reduce_2stage", "one_shot_all_reduce", "multimem_one_shot_reduce"):
+        assert C.collective_type(name) == "all_reduce", name
+    assert C.collective_type("ncclDevKernel_Reduce_Sum_f32_RING_LL") == "reduce"
     assert C.collective_type("_allgather_base") == "all_gather"
     assert C.collective_type("reduce_scatter_tensor_coalesced") == "reduce_scatter"
     assert C.collective_type("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t") == "send_recv"
@@ -184,3 +190,29 @@ def test_no_communication_gives_empty_tables(hta_traces_dir, folder):
     assert got.empty and list(got.columns) == C.COLUMNS
     assert S.stragglers(got).empty
     assert C.summary(got).empty
+
+
+def test_lateness_inherited_by_an_overlapping_collective_is_not_busy_time():
+    """DDP's second bucket starts while the first is still running: it has no idle time of its
+    own and inherits the first one's lateness. Counted, that inherited lateness read as "busy"
+    and outweighed the real cause (a real 4-rank gloo job whose rank 2 sleeps before backward:
+    host 10.5 ms vs busy 22.4 ms). Per step here: rank 1 idles 10 ms on its CPU, then launches
+    bucket A 10 ms late; bucket B starts 1 ms later, while A runs, 10 ms late too."""
+    rows = []
+    for step in range(3):
+        t0 = step * 100_000.0
+        for name, at, dur in (("A", 0.0, 5_000.0), ("B", 1_000.0, 5_000.0)):
+            for rank, late in ((0, 0.0), (1, 10_000.0)):
+                rows.append({
+                    "collective": step * 2 + (name == "B"), "rank": rank, "step": step,
+                    "step_us": 100_000.0, "start_us": t0 + at + late, "duration_us": dur + (
+                        10_000.0 if rank == 0 else 0.0),
+                    "skew_us": late, "wait_us": 10_000.0 - late, "is_last": rank == 1,
+                    "idle_before_us": 10_000.0 if (rank == 1 and name == "A") else 0.0,
+                    "launch_late": True,
+                })
+    table = S.stragglers(pd.DataFrame(rows)).set_index("rank")
+    assert table.loc[1, "times_last"] == 6
+    assert table.loc[1, "late_host_us"] == pytest.approx(10_000.0)
+    assert table.loc[1, "late_busy_us"] == pytest.approx(0.0)
+    assert table.loc[1, "why"].startswith("host_wait")
