@@ -206,6 +206,12 @@ def _gpu_collectives(rt: RankTrace, gpu: pd.DataFrame, patterns, rounding) -> tu
     info = own.where(pd.Series(has_own, index=own.index), via_op, axis=0)
     label = info["collective"].fillna("").astype(str).to_numpy()
     names = comm["name"].astype(str).to_numpy()
+    # no args to say what it is: the c10d operator that launched the kernel (NCCL runs an
+    # all-to-all as send/recv kernels: ncclKernel_SendRecv inside c10d::alltoall_base_)
+    unnamed = label == ""
+    if unnamed.any():
+        label = label.copy()
+        label[unnamed] = _launching_c10d_ops(rt, comm.index[unnamed])
     start, end = comm["start"].to_numpy(), comm["end"].to_numpy()
     late = _gpu_launch_late(rt, gpu, comm)
     busy = {-1: busy_intervals(rt, patterns, rounding)}  # the GPU, all streams
@@ -255,6 +261,26 @@ def _record_param_comms_of(rt, kernel_index, coll: pd.DataFrame, desc: pd.DataFr
     found = found[found["op"].notna() & (found["ts"] <= found["op_ts"] + found["dur"])]
     if not found.empty:
         out.loc[found["kernel"].to_numpy()] = desc.loc[found["op"].astype("int64")].to_numpy()
+    return out
+
+
+def _launching_c10d_ops(rt, kernel_index) -> np.ndarray:
+    """Per comm kernel, the name without ``c10d::`` of the innermost ``c10d::*`` operator whose
+    span holds the kernel's launch call on the same thread ("" where none)."""
+    ev = rt.events
+    out = np.full(len(kernel_index), "", dtype=object)
+    is_op = ((ev["cat"] == "cpu_op").to_numpy()
+             & ev["name"].astype(str).str.startswith(_C10D_PREFIX).to_numpy())
+    if not is_op.any():
+        return out
+    launch = launch_calls(rt, ev.loc[kernel_index, "correlation"].to_numpy())
+    launch["pos"] = np.arange(len(kernel_index))
+    launch = launch.dropna(subset=["ts"]).astype({"ts": "int64", "tid": "int64"})
+    ops = ev.loc[is_op, ["ts", "dur", "tid", "name"]].rename(columns={"ts": "op_ts"})
+    found = pd.merge_asof(launch.sort_values("ts"), ops.sort_values("op_ts"), left_on="ts",
+                          right_on="op_ts", by="tid", direction="backward")
+    found = found[found["name"].notna() & (found["ts"] <= found["op_ts"] + found["dur"])]
+    out[found["pos"].to_numpy()] = [str(n)[len(_C10D_PREFIX):] for n in found["name"]]
     return out
 
 
