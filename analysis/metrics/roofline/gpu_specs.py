@@ -60,6 +60,11 @@ GPU_SPECS: list[tuple[str, GpuSpec]] = [
     (r"H100.*PCIe|H100 PCIE", _spec("H100 PCIe", 1513.0, 756.0, 756.0, 378.0, 51.0, 26.0, 2.0)),
     (r"H100 NVL", _spec("H100 NVL", 1671.0, 835.0, 835.0, 418.0, 60.0, 30.0, 3.9)),
     (r"H100", _spec("H100 SXM", 1979.0, 989.0, 989.0, 494.0, 67.0, 34.0, 3.35)),
+    # NVIDIA GH200 Grace Hopper Superchip datasheet: H100 SXM's compute; 96 GB HBM3 at 4 TB/s
+    # ("GH200 480GB": 480 GB of LPDDR5X beside it), or 144 GB HBM3e at 4.9 TB/s. Before "H200",
+    # which its name contains (a GH200 480GB trace of a sweep was given H200's 4.8 TB/s).
+    (r"GH200.*(144|HBM3e)", _spec("GH200 144GB HBM3e", 1979.0, 989.0, 989.0, 494.0, 67.0, 34.0, 4.9)),
+    (r"GH200", _spec("GH200 96GB HBM3", 1979.0, 989.0, 989.0, 494.0, 67.0, 34.0, 4.0)),
     (r"H200", _spec("H200 SXM", 1979.0, 989.0, 989.0, 494.0, 67.0, 34.0, 4.8)),
     # NVIDIA H800 SXM5 datasheet: H100 SXM's tensor cores and HBM3, FP64 cut to 1 TFLOPS (and
     # NVLink to 400 GB/s: see findings.EXPECTED_BUSBW_GBPS). DeepSeek's published traces.

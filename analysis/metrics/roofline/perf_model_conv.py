@@ -68,6 +68,11 @@ def convolution(call: OpCall) -> OpCost:
     ndim = len(x) - 2
     if ndim not in (1, 2, 3) or len(w) != len(x):
         raise NoModel(f"convolution of input {x} with weight {w}")
+    if len(call.concrete) <= max(a for a in (stride_at, pad_at, dil_at) if a is not None):
+        # stride 1, padding 0 by default would be a guess: AlexNet's 11x11 stride-4 stem read
+        # as 15x its FLOPs (66.6 TFLOP/s on an RTX 3080); TraceLens refuses these calls too
+        raise NoModel("the trace records no Concrete Inputs for it (stride, padding, dilation "
+                      "unknown: PyTorch before 2.1, or record_shapes without them)")
     stride = _per_dim(call.arg(stride_at), ndim, 1)
     padding = _per_dim(call.arg(pad_at), ndim, 0)
     dilation = _per_dim(call.arg(dil_at), ndim, 1)

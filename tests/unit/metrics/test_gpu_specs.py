@@ -31,6 +31,9 @@ from analysis.metrics.roofline.gpu_specs import GPU_SPECS, GpuSpec, gpu_spec, lo
         ("NVIDIA GB200", "GB200"),
         ("AMD Instinct MI325X", "MI325X"),
         ("AMD Instinct MI325X VF", "MI325X"),
+        ("NVIDIA GH200 480GB", "GH200 96GB HBM3"),  # was H200's 4.8 TB/s
+        ("NVIDIA GH200 144G HBM3e", "GH200 144GB HBM3e"),
+        ("NVIDIA H200", "H200 SXM"),
     ],
 )
 def test_device_names_find_their_entry(device, expected):

@@ -387,3 +387,25 @@ def test_concrete_inputs_parsing():
     assert parse_concrete("") is None and parse_concrete("True") is True
     assert parse_concrete("[16, 16]") == [16, 16] and parse_concrete("0.") == 0.0
     assert parse_concrete("1") == 1 and parse_concrete("same") == "same"
+
+
+def test_a_conv_without_concrete_inputs_is_not_modelled():
+    """Traces without ``Concrete Inputs`` give no stride, padding or dilation: stride 1, padding
+    0 were assumed, and AlexNet's 11x11 stride-4 stem (``[[1,3,224,224],[64,3,11,11],[64]]``)
+    cost 2.131 GFLOP instead of 0.141 (66.6 TFLOP/s on an RTX 3080, a real trace of a sweep)."""
+    no_concrete = OpCall("aten::cudnn_convolution", [[1, 3, 224, 224], [64, 3, 11, 11]],
+                         [F32, F32], [[], []], [])
+    with pytest.raises(NoModel, match="no Concrete Inputs"):
+        op_cost(no_concrete)
+    given = _conv([1, 3, 224, 224], [64, 3, 11, 11], False, [4, 4], [2, 2], [1, 1], False,
+                  [0, 0], 1)
+    assert given.flops == 2 * (64 * 55 * 55) * (3 * 11 * 11)  # 140,553,600: 0.141 GFLOP
+
+
+def test_complex_elements_are_8_and_16_bytes():
+    """RoPE's complex multiply (``aten::mul`` of ``c10::complex<float>``, a real Llama trace):
+    TraceLens has no element size for it (bytes NaN)."""
+    c = cost("aten::mul", [[4, 64], [4, 64]], ["c10::complex<float>", "c10::complex<float>"])
+    assert c.bytes == 3 * 4 * 64 * 8
+    d = cost("aten::mul", [[4, 64], [4, 64]], ["c10::complex<double>", "c10::complex<double>"])
+    assert d.bytes == 2 * c.bytes
