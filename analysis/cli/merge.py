@@ -30,4 +30,4 @@ def command(traces: str, out: str, ranks, steps, gpu_only: bool, align: str, **o
                         align=None if align == "none" else align, storage_options=ta.storage_options)
     if not options["quiet"]:
         events = sum(d.events for d in done)
-        click.echo(f"wrote {out}: {len(done)} ranks, {events} events")
+        click.echo(f"wrote {out}: {len(done)} rank{'s' * (len(done) != 1)}, {events} events")

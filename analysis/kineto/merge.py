@@ -45,6 +45,9 @@ FLOW_ID_STRIDE = 10**12  # flow ids per rank (Kineto's are correlation ids, far 
 _GPU_CATS = frozenset(("kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset",
                        "cuda_sync", "gpu_user_annotation", "mtia_ccp_events"))
 _RUNTIME_CATS = frozenset(("cuda_runtime", "cuda_driver", "xpu_runtime", "Runtime"))
+# events of these categories run on the CPU, whatever args they carry
+_CPU_CATS = _RUNTIME_CATS | frozenset(("cpu_op", "Operator", "user_annotation", "python_function",
+                                       "Python", "cpu_instant_event", "xpu_driver"))
 _FLOW_PHASES = frozenset(("s", "t", "f"))
 _PROCESS_META = frozenset(("process_name", "process_sort_index", "process_labels"))
 _STEP = re.compile(STEP_PATTERN)
@@ -111,8 +114,10 @@ def _decode(data: bytes, source: str) -> _RankDoc:
 
 
 def _is_gpu(f: _Fields) -> bool:
+    """A GPU event: of a GPU category, or with a stream and a category that is no CPU-side one
+    (torch.compile's Triton launch ops are ``cpu_op`` events with ``"stream": 0``: CPU work)."""
     args = f.args or _NO_ARGS
-    return f.cat in _GPU_CATS or (args.stream is not None and f.cat not in _RUNTIME_CATS)
+    return f.cat in _GPU_CATS or (args.stream is not None and f.cat not in _CPU_CATS)
 
 
 def _exact_ns(raw: msgspec.Raw | None) -> int:
@@ -246,7 +251,15 @@ def merge_traces(
     """
     if align not in (None, "first_collective"):
         raise ConfigError(f"align must be None or 'first_collective', not {align!r}")
-    chosen = sorted(sources) if ranks is None else [int(r) for r in ranks]
+    if not isinstance(gpu_only, bool):
+        raise ConfigError(f"gpu_only must be True or False, not {gpu_only!r}")
+    if steps is not None:
+        if isinstance(steps, int | str) or not isinstance(steps, Iterable):
+            raise ConfigError(f"steps must be a list of ProfilerStep numbers (steps=[3]), not {steps!r}")
+        steps = list(steps)
+        if not steps or not all(isinstance(s, int) and not isinstance(s, bool) for s in steps):
+            raise ConfigError(f"steps must be a non-empty list of ProfilerStep numbers, not {steps!r}")
+    chosen = sorted(sources) if ranks is None else list(dict.fromkeys(int(r) for r in ranks))
     missing = [r for r in chosen if r not in sources]
     if missing:
         raise ConfigError(f"ranks {missing} are not in the trace; ranks present: {sorted(sources)}")

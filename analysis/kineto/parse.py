@@ -232,6 +232,13 @@ def _meta(top: dict[str, msgspec.Raw], source: str) -> RankMeta:
         dist = {}
     rank = int_or_none(dist.get("rank"))
     anomalies = []
+    if "mergedRanks" in top:  # written by trace-analysis merge: several ranks in one file
+        merged = _decode_any(top.get("mergedRanks"), source)
+        n = len(merged) if isinstance(merged, dict | list) else "several"
+        anomalies.append(
+            f"a merged trace of {n} ranks (trace-analysis merge): read here as one rank, every "
+            "rank's events together; analyse the original files, or split it with "
+            "analysis.kineto.merge.read_merged_trace")
     if "rank" in dist and (rank is None or rank < 0):
         anomalies.append(
             f"distributedInfo.rank is {shorten(msgspec.json.encode(dist['rank']))}, not a rank "

@@ -143,6 +143,53 @@ def test_bad_options(job, tmp_path):
         merge_traces(sources, tmp_path / "x.json.gz", ranks=[9])
     with pytest.raises(ConfigError, match="align"):
         merge_traces(sources, tmp_path / "x.json.gz", align="start")
+    # steps=3, "3", ["3"] and [] were a TypeError or "matched no ProfilerStep"; gpu_only="yes" passed
+    for steps in (3, "3", ["3"], []):
+        with pytest.raises(ConfigError, match="steps must be"):
+            merge_traces(sources, tmp_path / "x.json.gz", steps=steps)
+    with pytest.raises(ConfigError, match="gpu_only"):
+        merge_traces(sources, tmp_path / "x.json.gz", gpu_only="yes")
+
+
+def test_a_rank_named_twice_is_merged_once(job, tmp_path):
+    """``--ranks 0,0`` wrote rank 0 once but said "2 ranks" and counted its events twice."""
+    _, _, sources = job
+    done = merge_traces(sources, tmp_path / "x.json.gz", ranks=[0, 0])
+    assert [d.rank for d in done] == [0]
+
+
+def test_cpu_side_triton_launches_are_not_gpu_events(tmp_path):
+    """torch.compile records its Triton launches as ``cpu_op`` events carrying ``"stream": 0``:
+    they were GPU events to the merge, so --gpu-only kept the whole CPU process (200,519 events
+    instead of 8,073 on a real MI300X SD3.5 trace), --steps dropped them and the CPU process was
+    named after a GPU."""
+    doc = ht.healthy_job(ranks=1)[0]
+    cpu_pid = next(e["pid"] for e in doc["traceEvents"] if e.get("cat") == "cuda_runtime")
+    step = next(e for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#"))
+    doc["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": "triton_poi_fused_add_0",
+                               "pid": cpu_pid, "tid": step["tid"], "ts": step["ts"] + 1,
+                               "dur": 2, "args": {"stream": 0, "grid": [1, 1, 1]}})
+    ht.write_job({0: doc}, tmp_path / "in")
+    sources = {0: str(tmp_path / "in" / "rank-0.pt.trace.json")}
+    merge_traces(sources, tmp_path / "gpu.json.gz", gpu_only=True)
+    kept = _doc(tmp_path / "gpu.json.gz")["traceEvents"]
+    assert not any(e.get("name") == "triton_poi_fused_add_0" for e in kept)
+    assert {e.get("cat") for e in kept if e.get("ph") == "X"} <= {
+        "kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "gpu_user_annotation"}
+    step_no = int(step["name"].split("#")[1])
+    merge_traces(sources, tmp_path / "step.json.gz", steps=[step_no])
+    in_step = _doc(tmp_path / "step.json.gz")["traceEvents"]
+    assert any(e.get("name") == "triton_poi_fused_add_0" for e in in_step)
+    names = {e["pid"]: e["args"]["name"] for e in in_step if e.get("name") == "process_name"}
+    assert all("GPU" not in n for pid, n in names.items() if pid % PID_STRIDE == cpu_pid % PID_STRIDE)
+
+
+def test_a_merged_file_opened_as_a_trace_says_so(job, tmp_path):
+    """Opened directly, a merged trace is one rank holding every rank's events: said at load."""
+    _, _, sources = job
+    merge_traces(sources, tmp_path / "all.json.gz")
+    with pytest.warns(UserWarning, match="a merged trace of 3 ranks"):
+        load_trace(str(tmp_path / "all.json.gz"), use_cache=False, progress=False)
 
 
 def test_facade_export(tmp_path):
