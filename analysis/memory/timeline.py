@@ -23,7 +23,7 @@ import pandas as pd
 
 from analysis.errors import CorruptInputError, WrongFileKindError
 from analysis.io import read_input_bytes
-from analysis.memory.snapshot import check_snapshot, decompress, unpickle_plain
+from analysis.memory.snapshot import decompress, parse_snapshot_bytes
 
 # torch.profiler._memory_profiler._CATEGORY_TO_INDEX order; the last is tensors of no category.
 CATEGORIES = (
@@ -117,7 +117,7 @@ def load_memory_file(path: str, storage_options: Mapping[str, Any] | None = None
             "or give the snapshot pickle (torch.cuda.memory._dump_snapshot)")
     if head[:1] in (b"[", b"{"):
         return "timeline", parse_memory_timeline_bytes(raw, str(path))
-    return "snapshot", check_snapshot(unpickle_plain(raw, str(path)), str(path))
+    return "snapshot", parse_snapshot_bytes(raw, str(path))
 
 
 def memory_timeline_peak(timeline: pd.DataFrame) -> pd.DataFrame:

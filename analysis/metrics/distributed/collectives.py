@@ -242,6 +242,22 @@ def launch_calls(rt: RankTrace, corr: np.ndarray) -> pd.DataFrame:
     return calls.reindex(corr)
 
 
+def _enclosing_ops(rt, kernel_index, ops: pd.Index) -> pd.DataFrame:
+    """For each comm kernel whose launch call lies in the span of one of ``ops`` (event labels)
+    on the same thread, the innermost such op: columns ``kernel``, ``op`` (labels)."""
+    ev = rt.events
+    launch = launch_calls(rt, ev.loc[kernel_index, "correlation"].to_numpy())
+    launch["kernel"] = kernel_index
+    launch = launch.dropna(subset=["ts"]).astype({"ts": "int64", "tid": "int64"})
+    op_rows = ev.loc[ops, ["ts", "dur", "tid"]].assign(op=np.asarray(ops))
+    found = pd.merge_asof(
+        launch.sort_values("ts"), op_rows.sort_values("ts").rename(columns={"ts": "op_ts"}),
+        left_on="ts", right_on="op_ts", by="tid", direction="backward",
+    )
+    found = found[found["op"].notna() & (found["ts"] <= found["op_ts"] + found["dur"])]
+    return found[["kernel", "op"]].astype({"op": "int64"})
+
+
 def _record_param_comms_of(rt, kernel_index, coll: pd.DataFrame, desc: pd.DataFrame):
     """For each comm kernel, the description of the ``record_param_comms`` op whose span holds
     the kernel's launch call on the same thread (the innermost one); NaN rows where none."""
@@ -250,17 +266,9 @@ def _record_param_comms_of(rt, kernel_index, coll: pd.DataFrame, desc: pd.DataFr
     ops = coll[ev.loc[coll["event"], "name"].astype(str).to_numpy() == "record_param_comms"]
     if ops.empty:
         return out
-    launch = launch_calls(rt, ev.loc[kernel_index, "correlation"].to_numpy())
-    launch["kernel"] = kernel_index
-    launch = launch.dropna(subset=["ts"]).astype({"ts": "int64", "tid": "int64"})
-    op_rows = ev.loc[ops["event"], ["ts", "dur", "tid"]].assign(op=ops["event"].to_numpy())
-    found = pd.merge_asof(
-        launch.sort_values("ts"), op_rows.sort_values("ts").rename(columns={"ts": "op_ts"}),
-        left_on="ts", right_on="op_ts", by="tid", direction="backward",
-    )
-    found = found[found["op"].notna() & (found["ts"] <= found["op_ts"] + found["dur"])]
+    found = _enclosing_ops(rt, kernel_index, pd.Index(ops["event"]))
     if not found.empty:
-        out.loc[found["kernel"].to_numpy()] = desc.loc[found["op"].astype("int64")].to_numpy()
+        out.loc[found["kernel"].to_numpy()] = desc.loc[found["op"]].to_numpy()
     return out
 
 
@@ -268,20 +276,15 @@ def _launching_c10d_ops(rt, kernel_index) -> np.ndarray:
     """Per comm kernel, the name without ``c10d::`` of the innermost ``c10d::*`` operator whose
     span holds the kernel's launch call on the same thread ("" where none)."""
     ev = rt.events
-    out = np.full(len(kernel_index), "", dtype=object)
+    out = pd.Series("", index=kernel_index, dtype=object)
     is_op = ((ev["cat"] == "cpu_op").to_numpy()
              & ev["name"].astype(str).str.startswith(_C10D_PREFIX).to_numpy())
     if not is_op.any():
-        return out
-    launch = launch_calls(rt, ev.loc[kernel_index, "correlation"].to_numpy())
-    launch["pos"] = np.arange(len(kernel_index))
-    launch = launch.dropna(subset=["ts"]).astype({"ts": "int64", "tid": "int64"})
-    ops = ev.loc[is_op, ["ts", "dur", "tid", "name"]].rename(columns={"ts": "op_ts"})
-    found = pd.merge_asof(launch.sort_values("ts"), ops.sort_values("op_ts"), left_on="ts",
-                          right_on="op_ts", by="tid", direction="backward")
-    found = found[found["name"].notna() & (found["ts"] <= found["op_ts"] + found["dur"])]
-    out[found["pos"].to_numpy()] = [str(n)[len(_C10D_PREFIX):] for n in found["name"]]
-    return out
+        return out.to_numpy()
+    found = _enclosing_ops(rt, kernel_index, ev.index[is_op])
+    names = ev.loc[found["op"], "name"].astype(str).str[len(_C10D_PREFIX):]
+    out.loc[found["kernel"].to_numpy()] = names.to_numpy()
+    return out.to_numpy()
 
 
 def _coverage(s: np.ndarray, e: np.ndarray, t0: np.ndarray, t1: np.ndarray) -> np.ndarray:
