@@ -221,7 +221,8 @@ class TraceAnalysis:
         gpu_only: bool = False,
         align: str | None = None,
     ) -> str:
-        """Write every rank (or ``ranks``) into one gzip Chrome-trace JSON for ui.perfetto.dev.
+        """Write every rank (or ``ranks``) into one Chrome-trace JSON for ui.perfetto.dev
+        (gzipped when ``path`` ends in ``.gz``).
 
         Processes are renamed ``"rank N · CPU"`` / ``"rank N · GPU d"`` with pids that never
         collide; flows are kept; ``steps`` keeps only those ProfilerSteps, ``gpu_only`` the GPU

@@ -1,4 +1,5 @@
-"""``trace-analysis merge TRACES OUT``: every rank in one gzip Chrome-trace JSON for Perfetto.
+"""``trace-analysis merge TRACES OUT``: every rank in one Chrome-trace JSON for Perfetto (gzipped
+when OUT ends in ``.gz``).
 
 Parses the arguments and calls ``analysis.kineto.merge.merge_traces``; nothing is computed here.
 """

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Iterable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -242,7 +243,8 @@ def merge_traces(
     align: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> list[MergedRank]:
-    """Write the merged trace of ``sources`` (``{rank: path or URL}``) to ``out_path`` (gzip JSON).
+    """Write the merged trace of ``sources`` (``{rank: path or URL}``) to ``out_path`` (gzip JSON when
+    its name ends in ``.gz``, plain JSON otherwise).
 
     Returns what was done per rank. Raises ``ConfigError`` for bad options, ``EmptySelectionError``
     when the ranks, steps and ``gpu_only`` select no event (nothing is written then),
@@ -302,7 +304,8 @@ def _write(out_path, sources, infos, *, steps, gpu_only, storage_options) -> Non
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
             _write_merged(fs, part, sources, infos, steps=steps, gpu_only=gpu_only,
-                          storage_options=storage_options)
+                          storage_options=storage_options,
+                          gzip=str(out_path).endswith(".gz"))
         if not any(i.timed for i in infos.values()):
             raise EmptySelectionError(f"nothing to merge: {_empty_selection(infos, steps, gpu_only)}; "
                                       f"{out_path} not written")
@@ -319,9 +322,12 @@ def _write(out_path, sources, infos, *, steps, gpu_only, storage_options) -> Non
             pass
 
 
-def _write_merged(fs, part, sources, infos, *, steps, gpu_only, storage_options) -> None:
+def _write_merged(fs, part, sources, infos, *, steps, gpu_only, storage_options,
+                  gzip: bool = True) -> None:
+    """The merged document into ``part``: gzipped when the output's name ends in ``.gz``, plain
+    JSON otherwise (gzip bytes under a ``.json`` name fooled ``json.load``)."""
     merged_meta = {}
-    with fs.open(part, "wb") as raw, igzip.open(raw, "wb") as out:
+    with fs.open(part, "wb") as raw, (igzip.open(raw, "wb") if gzip else nullcontext(raw)) as out:
         out.write(b'{"displayTimeUnit":"ms","traceEvents":[')
         first = True
         for r, info in infos.items():

@@ -215,3 +215,14 @@ def test_step_filter_ignores_the_gpu_side_copy_of_a_step(tmp_path):
     assert back.profiler_steps()["step"].tolist() == [2]
     launches = back.events[back.events["cat"] == "cuda_runtime"]
     assert len(launches) == 3  # step 2's three launches only
+
+
+def test_an_output_not_named_gz_is_plain_json(job, tmp_path):
+    """Gzip bytes were written whatever the name: ``all.json`` failed ``json.load``."""
+    _, _, sources = job
+    merge_traces(sources, tmp_path / "all.json", ranks=[0])
+    plain = (tmp_path / "all.json").read_bytes()
+    assert plain[:1] == b"{" and len(json.loads(plain)["traceEvents"]) > 0
+    merge_traces(sources, tmp_path / "all.json.gz", ranks=[0])
+    assert json.loads(gzip.decompress((tmp_path / "all.json.gz").read_bytes())) == json.loads(plain)
+    assert list(read_merged_trace(plain).ranks) == [0]
