@@ -110,7 +110,7 @@ def load_memory_file(path: str, storage_options: Mapping[str, Any] | None = None
     data = read_input_bytes(str(path), storage_options, trace=False)
     raw = decompress(data, str(path))
     head = raw.lstrip()[:16].lower()
-    if head.startswith((b"<!doctype", b"<html", b"<")):
+    if head.startswith(b"<"):  # <!DOCTYPE html>, <html>
         raise WrongFileKindError(
             str(path), "an HTML page, which holds a picture, not the data: export the memory "
             "timeline as .json or .raw.json.gz (prof.export_memory_timeline('mem.raw.json.gz')), "

@@ -201,11 +201,16 @@ def parse_pyspy(text: str, source: str = "<text>", on_error: str = "raise") -> P
         is_frame = ~prefixes.mask[codes]
         owner, codes = owner[is_frame], prefixes.renumber[codes[is_frame]]
         distinct = distinct.filter(pa.array(~prefixes.mask))
-    # `owner` is sorted: a frame's depth is its distance from its stack's first frame.
-    starts = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n))[:-1]])
-    depth = np.arange(len(owner), dtype=np.int64) - starts[owner]
-    frames = pd.DataFrame({"stack": owner, "depth": depth, "function_id": codes})
+    frames = _frame_table(owner, codes, n)
     return PySpyProfile(source, stacks, frames, _decode_frames(distinct, source), int(skipped))
+
+
+def _frame_table(owner: np.ndarray, codes: np.ndarray, n_stacks: int) -> pd.DataFrame:
+    """``PySpyProfile.frames`` from each frame's stack (``owner``, sorted) and function id: a
+    frame's depth is its distance from its stack's first frame."""
+    starts = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n_stacks))[:-1]])
+    depth = np.arange(len(owner), dtype=np.int64) - starts[owner]
+    return pd.DataFrame({"stack": owner, "depth": depth, "function_id": codes})
 
 
 def _join_split_commands(text: str) -> tuple[str, np.ndarray | None]:
@@ -289,7 +294,7 @@ def _from_speedscope(text: str, source: str) -> PySpyProfile:
                 raise CorruptInputError(
                     source, f"speedscope profile {number}: a sample is not a list of frame "
                     f"indices below {len(frames)}: {str(stack)[:80]}")
-            n = _merged_count(weight) if merged else 1
+            n = _merged_count(weight, source, number) if merged else 1
             counts[tuple(stack)] = counts.get(tuple(stack), 0) + n
         for stack, n in counts.items():
             stack_frames.append(stack)
@@ -310,19 +315,20 @@ def _from_speedscope(text: str, source: str) -> PySpyProfile:
     })
     lengths = np.array([len(s) for s in stack_frames], dtype=np.int64)
     owner = np.repeat(np.arange(len(rows), dtype=np.int64), lengths)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    depth = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(starts, lengths)
     codes = np.fromiter((f for s in stack_frames for f in s), dtype=np.int64,
                         count=int(lengths.sum()))
-    table = pd.DataFrame({"stack": owner, "depth": depth, "function_id": codes})
-    return PySpyProfile(source, stacks, table, functions, 0)
+    return PySpyProfile(source, stacks, _frame_table(owner, codes, len(rows)), functions, 0)
 
 
-def _merged_count(weight) -> int:
-    """A weight of a ``"unit": "none"`` profile as a count of samples (≥ 0, at most int64)."""
-    if isinstance(weight, bool) or not isinstance(weight, int | float) or not weight >= 0:
-        return 0
-    return int(min(weight, _I64_MAX))
+def _merged_count(weight, source: str, number: int) -> int:
+    """A weight of a ``"unit": "none"`` profile as a count of samples; anything but a whole
+    number ≥ 0 is damage, not a sample count."""
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or not (
+            0 <= weight <= _I64_MAX and weight == int(weight)):
+        raise CorruptInputError(
+            source, f"speedscope profile {number}: a weight of {weight!r} is no count of samples "
+                    "('unit': 'none')")
+    return int(weight)
 
 
 def _line_of(value) -> int:

@@ -76,7 +76,7 @@ def event_iterations(rt: RankTrace, rounding: Rounding = "exact") -> tuple[np.nd
     if rounding == "hta":
         # HTA looks the launch up only at a row index > 0 (hta/common/trace.py: ``if x > 0``):
         # the GPU events of a launch written first in the file get no iteration
-        rows = np.flatnonzero(_hta_rows(ev))
+        rows = np.flatnonzero((ev["cat"] != "python_function").to_numpy(bool))  # HTA's rows
         if len(rows) and cpu_side[rows[0]]:
             no_launch = corr == corr[rows[0]]
     by_corr = pd.Series(iteration[cpu_side], index=corr[cpu_side])
@@ -87,12 +87,6 @@ def event_iterations(rt: RankTrace, rounding: Rounding = "exact") -> tuple[np.nd
     # stream 0 events get no iteration in HTA (NaN)
     iteration[stream == 0] = -1
     return iteration, end - start
-
-
-def _hta_rows(ev: pd.DataFrame) -> np.ndarray:
-    """The rows HTA's own frame holds, in file order (it drops ``python_function`` events)."""
-    cat = ev["cat"]
-    return (cat != "python_function").to_numpy(bool)
 
 
 def ops_summary_rank(

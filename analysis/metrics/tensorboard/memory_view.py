@@ -74,16 +74,20 @@ def device_names(device_type: np.ndarray, device_id: np.ndarray) -> np.ndarray:
     MPS 13: the plugin names only 1 and crashes on 6); ``"HPU<id>"``, ``"MTIA<id>"``,
     ``"PrivateUse1<id>"``; ``"type<N>:<id>"`` for any other type, so that no device's events are
     dropped."""
-    device_type = np.asarray(device_type)
-    ids = np.asarray(device_id).astype(str)
-    names = np.char.add(np.char.add(np.char.add("type", device_type.astype(str)), ":"), ids)
-    names = names.astype(object)
-    for code, prefix in _ACCELERATORS.items():
-        names[device_type == code] = np.char.add(prefix, ids)[device_type == code]
-    gpu = np.isin(device_type, _GPU_TYPES)
-    names[gpu] = np.char.add("GPU", ids)[gpu]
-    names[device_type == 0] = "CPU"
-    return names
+    pairs = np.stack([np.asarray(device_type, np.int64), np.asarray(device_id, np.int64)], axis=1)
+    distinct, inverse = np.unique(pairs, axis=0, return_inverse=True)  # names made once each
+    names = np.array([_device_name(int(t), int(i)) for t, i in distinct], dtype=object)
+    return names[inverse.reshape(-1)] if len(pairs) else names
+
+
+def _device_name(device_type: int, device_id: int) -> str:
+    if device_type == 0:
+        return "CPU"
+    if device_type in _GPU_TYPES:
+        return f"GPU{device_id}"
+    if device_type in _ACCELERATORS:
+        return f"{_ACCELERATORS[device_type]}{device_id}"
+    return f"type{device_type}:{device_id}"
 
 
 class MemoryRecords(NamedTuple):
@@ -167,7 +171,7 @@ def _enclosing_operators(rt: RankTrace, m: pd.DataFrame):
 
 def timeline(mr: MemoryRecords, rank: int) -> pd.DataFrame:
     m = mr.records
-    ok = m["has_addr"] & m["total_allocated"].notna() & m["total_reserved"].notna() & (m["device"] != "")
+    ok = m["has_addr"] & m["total_allocated"].notna() & m["total_reserved"].notna()
     t = m[ok.to_numpy()]
     return pd.DataFrame({
         "rank": rank, "device": t["device"].to_numpy(), "time_us": t["ts"].to_numpy() / 1000,
@@ -198,7 +202,7 @@ def operator_memory(mr: MemoryRecords, rank: int) -> pd.DataFrame:
     parent = nodes["parent"].to_numpy(np.int64)
     calls = nodes.loc[is_op & nodes["counted"].to_numpy(bool), "name"].value_counts()
     node = m["node"].to_numpy(np.int64)
-    use = (node >= 0) & (m["device"].to_numpy() != "")
+    use = node >= 0
     use &= np.where(node >= 0, is_op[np.maximum(node, 0)], False)
     r = m[use]
     nbytes = r["bytes"].to_numpy(np.int64)

@@ -475,5 +475,8 @@ def test_speedscope_variants_and_damage():
         parse_pyspy(json.dumps(bad))
     with pytest.raises(CorruptInputError, match="invalid JSON"):
         parse_pyspy('{"profiles": [')
+    damaged = dict(doc, profiles=[dict(doc["profiles"][0], weights=[1, "x", 1, 1])])
+    with pytest.raises(CorruptInputError, match="a weight of 'x' is no count"):
+        parse_pyspy(json.dumps(damaged))
     with pytest.raises(CorruptInputError, match="nested too deeply"):
         parse_pyspy('{"a":' * 50000 + "1" + "}" * 50000)
