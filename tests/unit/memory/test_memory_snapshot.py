@@ -94,6 +94,39 @@ def test_not_a_snapshot_and_damaged_files_say_so(tmp_path):
         assert name in str(info.value)
 
 
+def test_a_forged_memo_index_is_read_without_the_c_unpicklers_array_and_text_is_no_alarm(
+        tmp_path, monkeypatch):
+    """A LONG_BINPUT of 10**9 would make the C unpickler allocate a 16 GB memo: such a pickle goes
+    to the pure-Python one. Text that merely holds an ``r`` and four bytes (every real snapshot's
+    ``address``) is walked opcode by opcode and read by the C unpickler."""
+    from analysis.memory import snapshot as snapshot_module
+
+    used = []
+    for kind in (snapshot_module.SafeUnpickler, snapshot_module._SafeMemoUnpickler):
+        monkeypatch.setattr(snapshot_module, kind.__name__, type(kind.__name__, (kind,), {
+            "load": lambda self, kind=kind: used.append(kind.__name__) or kind.load(self)}))
+    forged = b"\x80\x02}r\x00\xca\x9a\x3b."  # EMPTY_DICT, LONG_BINPUT 1_000_000_000, STOP
+    assert snapshot_module._forged_memo_index(forged)
+    assert snapshot_module._forged_memo_index(b"(dp123456789\n.")  # protocol 0's PUT
+    assert snapshot_module._forged_memo_index(b"\x80\x04r\xff\xff\xff\xff")  # damaged: no STOP
+    path = tmp_path / "forged.pickle"
+    path.write_bytes(forged)
+    with pytest.raises(WrongFileKindError):
+        load_snapshot(str(path))
+    assert used == ["_SafeMemoUnpickler"]
+
+    builder, _ = training_run(2)
+    snap = builder.snapshot()
+    snap["segments"][0]["frames_note"] = "r\xff\xff\xff\x7f address raddress"
+    for protocol in (0, 2, 4, 5):
+        data = pickle.dumps(snap, protocol)
+        assert not snapshot_module._forged_memo_index(data), protocol
+        used.clear()
+        path.write_bytes(data)
+        assert load_snapshot(str(path)) == snap
+        assert used == ["SafeUnpickler"], protocol
+
+
 # --- frames -------------------------------------------------------------------------------------
 
 
