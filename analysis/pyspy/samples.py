@@ -581,10 +581,16 @@ def call_tree(
     """The merged call tree of one or more profiles, as drawn by a flame graph.
 
     One row per node: ``node`` (int64 id), ``parent`` (int64, -1 for a file's root), ``depth``
-    (0 = the file's root, 1 = outermost frame), ``file``, ``function``, ``path``, ``line``,
+    (0 = the file's root, 1 = outermost level), ``file``, ``function``, ``path``, ``line``,
     ``samples`` (samples whose stack passes through this node: inclusive count) and
     ``self_samples`` (samples whose stack ends here). A file's root node is named after the file
     and holds all its samples. Stacks with the same frames from the root down share nodes.
+
+    As in py-spy's own flame graph, a file recorded with ``--subprocesses`` holding several
+    processes has one node per process under its root (``process 1234: python train.py``), and
+    one recorded with ``--threads`` holding several threads one node per thread under that
+    (``thread 8268 (MainThread)``), so the workers' stacks are not merged into the main
+    process's; these nodes have an empty ``path`` and ``line`` -1.
     """
     profiles = load_profiles(files, on_error=on_error, storage_options=storage_options)
     parts, next_id = [], 0
@@ -595,13 +601,58 @@ def call_tree(
     return pd.concat(parts, ignore_index=True)
 
 
-def _tree_of(profile: PySpyProfile, label: str, first_id: int) -> pd.DataFrame:
-    samples = profile.stacks["samples"].to_numpy()
-    frames = profile.frames
+def _owner_levels(profile: PySpyProfile) -> tuple[np.ndarray, np.ndarray, np.ndarray, pd.DataFrame]:
+    """The profile's frames (``stack``, ``depth``, ``function_id``) and functions, with a frame
+    per process and then per thread put before each stack's outermost frame when the file holds
+    several processes / threads (py-spy's own flame graph shows them as frames)."""
+    stacks, frames, functions = profile.stacks, profile.frames, profile.functions
     stack = frames["stack"].to_numpy()
     depth = frames["depth"].to_numpy()
     function_id = frames["function_id"].to_numpy()
-    n_functions = max(len(profile.functions), 1)
+    levels = []
+    process = stacks["process"].to_numpy()
+    if len(np.unique(process)) > 1:
+        command = stacks["process_command"].astype(str).str.replace(r"\s+", " ", regex=True)
+        levels.append(np.where(process < 0, "(no process)", np.char.add(
+            np.char.add("process ", process.astype(str)),
+            np.where(command.to_numpy(str) == "", "", np.char.add(": ", command.to_numpy(str))))))
+    thread = stacks["thread"].to_numpy()
+    if len(np.unique(thread)) > 1:
+        # one node per (process, thread id), named by the thread's name where py-spy gave one
+        # (it writes some stacks of a thread without it); ids as py-spy prints them: decimal
+        # (Linux's native ids), hex for the pointer-sized ones of macOS
+        named = stacks.assign(thread_name=stacks["thread_name"].astype(str))
+        names = named[named["thread_name"] != ""].groupby(["process", "thread"])["thread_name"].agg(
+            lambda n: n.value_counts().index[0]).to_dict()
+        labels = {}
+        for key in zip(process.tolist(), thread.tolist(), strict=True):
+            if key not in labels:
+                tid = key[1]
+                text = ("(no thread)" if tid < 0 else
+                        f"thread {tid}" if tid < 2**32 else f"thread 0x{tid:X}")
+                labels[key] = f"{text} ({names[key]})" if key in names else text
+        levels.append(np.array([labels[k] for k in zip(process.tolist(), thread.tolist(),
+                                                        strict=True)], dtype=object))
+    if not levels:
+        return stack, depth, function_id, functions
+    n, added, extra = len(stacks), [], []
+    for level, names in enumerate(levels):
+        distinct, inverse = np.unique(np.asarray(names, dtype=str), return_inverse=True)
+        added.append((np.arange(n), np.full(n, level), len(functions) + len(extra) + inverse))
+        extra.extend(distinct.tolist())
+    functions = pd.concat([functions, pd.DataFrame({
+        "function": pd.array(extra, dtype="str"), "path": pd.array([""] * len(extra), dtype="str"),
+        "line": np.full(len(extra), -1, np.int64)})], ignore_index=True)
+    stack = np.concatenate([a[0] for a in added] + [stack])
+    depth = np.concatenate([a[1] for a in added] + [depth + len(levels)])
+    function_id = np.concatenate([a[2] for a in added] + [function_id])
+    return stack, depth, function_id, functions
+
+
+def _tree_of(profile: PySpyProfile, label: str, first_id: int) -> pd.DataFrame:
+    samples = profile.stacks["samples"].to_numpy()
+    stack, depth, function_id, functions = _owner_levels(profile)
+    n_functions = max(len(functions), 1)
     node_of_stack = np.full(len(samples), first_id, np.int64)  # every stack starts at the root
     ids = [np.array([first_id])]
     parents = [np.array([-1])]
@@ -636,7 +687,7 @@ def _tree_of(profile: PySpyProfile, label: str, first_id: int) -> pd.DataFrame:
     children = np.zeros(len(node), np.int64)
     has_parent = parent >= 0
     np.add.at(children, parent[has_parent] - first_id, total[has_parent])
-    spelled = _spell(profile.functions, func, "f", label, "")
+    spelled = _spell(functions, func, "f", label, "")
     return pd.DataFrame(
         {
             "node": node,

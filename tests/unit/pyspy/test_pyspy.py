@@ -244,6 +244,37 @@ def test_call_tree_counts():
     assert kernel["samples"].sum() == kernel["self_samples"].sum() > 0
 
 
+def test_call_tree_keeps_processes_and_threads_apart_as_pyspys_flame_graph_does():
+    """A real ``--subprocesses --threads`` recording (the parent with a worker thread, a child
+    running the same script): a node per process, then per thread, before the Python frames, so
+    the child's ``<module>`` is not merged into the parent's. Before, one tree merged them all."""
+    profile = read_pyspy(DATA / "subprocesses_threads.txt")
+    tree = call_tree(profile)
+    st = profile.stacks
+    processes = tree[tree["depth"] == 1].set_index("function")["samples"]
+    per_process = st.groupby("process")["samples"].sum()
+    assert sorted(processes.to_dict().values()) == sorted(per_process.tolist())
+    for pid, n in per_process.items():
+        (label,) = [p for p in processes.index if p.startswith(f"process {pid}: ")]
+        assert processes[label] == n and "workload.py" in label
+    threads = tree[tree["depth"] == 2]
+    # one node per (process, thread id): stacks py-spy wrote with and without the name are one
+    per_thread = st.groupby(["process", "thread"])["samples"].sum()
+    assert len(threads) == len(per_thread)
+    assert sorted(threads["samples"]) == sorted(per_thread.tolist())
+    assert set(threads["function"]) == {
+        f"thread {tid} ({name})" for (pid, tid), name in
+        st[st["thread_name"] != ""].groupby(["process", "thread"])["thread_name"].first().items()}
+    modules = tree[(tree["function"] == "<module>") & (tree["path"] == "workload.py")
+                   & (tree["depth"] == 3)]
+    assert len(set(modules["parent"])) == len(per_process)  # under each process's main thread
+    assert tree["self_samples"].sum() == profile.total_samples
+    # a file of one process and one thread has no such level: its outermost frame is at depth 1
+    single = call_tree(NODES[0])
+    assert "<module>" in set(single.loc[single["depth"] == 1, "function"])
+    assert "main" in set(single.loc[single["depth"] == 2, "function"])
+
+
 def test_cli_report():
     result = CliRunner().invoke(
         report_command, [*map(str, NODES), "--library-name", "toylib", "--num-rows", "4"]
