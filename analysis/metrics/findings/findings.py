@@ -47,10 +47,14 @@ RANK_SPREAD_PCT = 10.0
 # Roofline: a compute-heavy op group (GEMM, attention, convolution) below this % of its roofline
 # bound is "far below"; the finding fires when such groups lose more than LOST_SHARE_PCT of the
 # GPU kernel time. MFU below MFU_PCT is reported as information (dense training typically
-# reaches 30-50 %; inference and small models less).
+# reaches 30-50 %; inference and small models less), when the operators with a perf model run at
+# least MFU_MIN_COVERAGE_PCT of the GPU kernel time: MFU counts only their FLOPs, so with less
+# (GEMMs without recorded shapes, kernels no operator launched) it measures the model's coverage,
+# not the run.
 ROOFLINE_PCT = 50.0
 LOST_SHARE_PCT = 10.0
 MFU_PCT = 30.0
+MFU_MIN_COVERAGE_PCT = 50.0
 COMPUTE_FAMILIES = ("gemm", "attention", "conv")
 # Stragglers: the last-arriving rank is late, on average, by more than this % of the median step
 # time, in more than half of the collectives it takes part in.
@@ -424,7 +428,8 @@ def data_loading_stall(results: Mapping[str, Any]) -> list[Finding]:
 
 
 def far_from_roofline(results: Mapping[str, Any]) -> list[Finding]:
-    """GEMMs / attention / convolutions far below their roofline bound; MFU per step."""
+    """GEMMs / attention / convolutions far below their roofline bound; MFU per step when the
+    modelled operators run at least ``MFU_MIN_COVERAGE_PCT`` of the GPU kernel time."""
     roof = _need(results, "operator_roofline")
     if roof.gpu is None:
         raise Silent("unknown GPU: no peak numbers for a roofline (pass gpu= to the roofline)")
@@ -448,17 +453,21 @@ def far_from_roofline(results: Mapping[str, Any]) -> list[Finding]:
             "multiples of 8/64), fused attention kernels (SDPA flash/efficient backends), and "
             "batching small GEMMs together.",
         ))
-    if len(roof.steps):
+    modelled = float(roof.coverage["modelled_kernel_time_us"].sum())
+    coverage = 100.0 * modelled / total if total > 0 else 0.0
+    if len(roof.steps) and coverage >= MFU_MIN_COVERAGE_PCT:
         mfu = float(roof.steps["mfu_pct"].median())
+        stepped = bool((roof.steps["step"] >= 0).any())
         if mfu < MFU_PCT:
             out.append(Finding(
                 "info", "Model FLOPs utilisation is low",
-                f"The modelled operators reach a median {mfu:.1f} % of the GPU's "
-                f"{roof.steps['precision'].iloc[0]} peak over the profiler steps.",
+                f"The modelled operators (their kernels {coverage:.0f} % of the GPU kernel time) "
+                f"reach a median {mfu:.1f} % of the GPU's {roof.steps['precision'].iloc[0]} peak "
+                + ("over the profiler steps." if stepped else "over the trace (no profiler steps)."),
                 "mfu_pct", round(mfu, 2), MFU_PCT,
                 "operator_roofline: MFU per rank and step (" + ", ".join(
-                    f"rank {r.rank} step {r.step}: {r.mfu_pct:.1f} %"
-                    for r in roof.steps.head(6).itertuples()) + ")",
+                    f"rank {r.rank} " + (f"step {r.step}" if r.step >= 0 else "whole trace")
+                    + f": {r.mfu_pct:.1f} %" for r in roof.steps.head(6).itertuples()) + ")",
                 "MFU is bounded by everything else in this list (idle GPU, exposed communication, "
                 "slow kernels); fix those first, then larger batches or fused kernels.",
             ))

@@ -237,6 +237,23 @@ def test_far_from_roofline_fires_with_the_time_lost_and_low_mfu():
     assert mfu["value"] == pytest.approx(round(100 * flops / (6000e-6 * 989e12), 2))
 
 
+def test_mfu_is_no_finding_when_most_kernel_time_has_no_perf_model():
+    """MFU counts only the modelled operators' FLOPs: with the GEMM under half the kernel time
+    (the rest kernels launched outside any operator), a low MFU measures the coverage, not the run
+    (a real H200 trace gave 'median 0.0 %' from 0.4 % of its kernel time). The roofline loss of
+    the GEMM itself is still reported."""
+    from roofline_traces import _gpu, _launch, hand_made_rank
+
+    events = one_big_gemm(5000, 60000)
+    events += [_launch(5200, 2, name="cudaGraphLaunch"), _gpu(5200, 6000, 2, name="graph_kernel")]
+    table = analyse(hand_made_rank(events=events)).findings()
+    assert "roofline_time_lost_pct" in set(table["metric"])
+    assert "mfu_pct" not in set(table["metric"])
+    # the same GEMM alone in the same step: MFU is reported, and says what it covers
+    alone = by_rule(analyse(hand_made_rank(events=one_big_gemm(5000, 60000))).findings(), "mfu_pct")
+    assert "100 % of the GPU kernel time" in alone["detail"] and "profiler steps" in alone["detail"]
+
+
 def test_far_from_roofline_silent_near_the_roofline():
     from roofline_traces import hand_made_rank
 
