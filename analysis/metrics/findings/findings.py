@@ -199,10 +199,12 @@ def straggler_rank(results: Mapping[str, Any]) -> list[Finding]:
     """One rank arrives last at most collectives and keeps the others waiting."""
     table = _need(results, "stragglers")
     steps = _need(results, "step_breakdown")
-    if table.empty or steps.empty:
-        raise Silent("no collectives matched across two or more ranks")
-    if table["times_last"].isna().all():
+    if len(table) and table["times_last"].isna().all():
         raise Silent("one rank loaded: no collective to compare across ranks")
+    if table.empty:
+        raise Silent("no collectives matched across two or more ranks")
+    if steps.empty:
+        raise Silent("no profiler steps: a rank's lateness is judged against the step time")
     top = table.iloc[0]
     step_us = float(steps.groupby("step")["step_time_us"].median().median())
     lateness = 100.0 * float(top["mean_lateness_us"]) / step_us if step_us > 0 else 0.0

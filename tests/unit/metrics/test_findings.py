@@ -292,6 +292,37 @@ def test_straggler_fires_with_its_lateness(tmp_path):
     assert "busy" in f["detail"]
 
 
+def test_straggler_rule_says_why_on_a_job_without_profiler_steps(tmp_path):
+    """Real serving traces have collectives and no ProfilerStep: one rank of such a job is 'one
+    rank loaded' (not 'no collectives matched'); several ranks say the steps are missing."""
+    import gzip
+    import json
+    import warnings
+
+    from analysis import TraceAnalysis
+    from analysis.testing.collectives import CollectiveJobConfig, generate_collective_job
+
+    generate_collective_job(CollectiveJobConfig(straggler_delay_us=2000)).write(tmp_path / "job")
+    stepless = tmp_path / "stepless"
+    stepless.mkdir()
+    for path in sorted((tmp_path / "job").iterdir()):
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rt") as f:
+            doc = json.load(f)
+        doc["traceEvents"] = [e for e in doc["traceEvents"]
+                              if not str(e.get("name", "")).startswith("ProfilerStep#")]
+        with opener(stepless / path.name, "wt") as f:
+            json.dump(doc, f)
+    files = sorted(stepless.iterdir())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = TraceAnalysis(str(files[0]), use_cache=False, progress=False)
+        assert len(one.get_collectives(visualize=False))
+        assert "one rank loaded" in one.findings().attrs["not_run"]["straggler_rank"]
+        every = TraceAnalysis(str(stepless), use_cache=False, progress=False)
+        assert "no profiler steps" in every.findings().attrs["not_run"]["straggler_rank"]
+
+
 def test_straggler_silent_when_nobody_is_late(tmp_path):
     _, ta = collective_job(tmp_path, straggler_delay_us=0)
     assert "straggler_lateness_pct" not in set(ta.findings()["metric"])
