@@ -1213,7 +1213,8 @@ class TraceAnalysis:
         plus ``past_step_end_us`` where GPU work runs past the step), node/event/edge counts and the
         share (%) of the path per ``bound_by`` category (cpu_bound, cpu_untraced, data_loading,
         gpu_compute_bound, gpu_communication_bound, gpu_kernel_kernel_overhead,
-        gpu_kernel_launch_overhead). ``annotation`` names the windows (every instance).
+        gpu_kernel_launch_overhead); NaN length and shares for a window without a path (a warning says
+        why). ``annotation`` names the windows (every instance).
 
         Args:
             annotation (str, default 'ProfilerStep'): The windows: every event whose name contains this

@@ -60,7 +60,7 @@ def critical_path_shares(df: pd.DataFrame) -> go.Figure:
     else:
         fig.update_yaxes(range=[0, 100], title_text="Share of the critical path (%)")
     subtitle = "Path length per step: " + ", ".join(
-        f"{v / 1000:,.1f} ms" for v in df["path_length_us"].head(8)
+        "no path" if pd.isna(v) else f"{v / 1000:,.1f} ms" for v in df["path_length_us"].head(8)
     ) + (" …" if len(df) > 8 else "")
     return apply_layout(fig, TITLE, subtitle=subtitle, legend_title="bound by")  # fmt: skip
 

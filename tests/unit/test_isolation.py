@@ -134,6 +134,53 @@ def test_critical_path_of_a_window_without_events_is_empty_with_a_reason(tmp_pat
         assert g.critical_path_nodes == [] and not g.success and "empty path" in g.reason
 
 
+def test_critical_path_summary_of_a_window_without_a_path_is_unknown_not_zero(tmp_path):
+    """The summary row of a window without a path (HTA's graph of a window holding only a
+    ``Stream Wait Event``: two nodes, no edge): NaN length and shares (they sum to 100 where there
+    is a path), and a warning with the reason; before, 0 everywhere."""
+    import json
+
+    from analysis.metrics.critical_path.critical_path import BOUND_BY, CriticalPathWarning
+    from analysis.testing.critical_path_traces import edgeless
+
+    doc, _ = edgeless()
+    (tmp_path / "rank0.json").write_text(json.dumps(doc))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ta = TraceAnalysis(str(tmp_path), use_cache=False, progress=False, kernel_patterns="hta")
+    with pytest.warns(CriticalPathWarning, match="no critical path: .*no edge"):
+        summary = ta.get_critical_path_summary(annotation="", visualize=False)
+    assert len(summary) == 1 and summary["nodes"].item() == 2
+    assert summary["path_length_us"].isna().all() and summary[list(BOUND_BY)].isna().all().all()
+
+
+def test_critical_path_of_a_rank_without_gpu_events_in_its_steps_says_why(tmp_path):
+    from analysis.errors import NoGPUEventsError
+
+    write_job(no_kernels_in_window(), tmp_path)
+    with pytest.raises(NoGPUEventsError, match="none inside the analysed window"):
+        _open(tmp_path).get_critical_path_summary(visualize=False)
+
+
+def test_critical_path_on_kernels_without_stream_args_is_no_gpu_events(tmp_path):
+    """A rocprof-converted trace whose kernels have no stream or correlation arg (the analyses
+    count none of them) and no CPU event: the critical path says so as the other GPU analyses
+    do, instead of a row of zeros."""
+    import json
+
+    from analysis.errors import NoGPUEventsError
+
+    events = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "ts": 1000 + 100 * i, "dur": 50,
+               "pid": 0, "tid": 0} for i in range(5)]
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ta = TraceAnalysis(str(path), use_cache=False, progress=False)
+        with pytest.raises(NoGPUEventsError, match="no stream or correlation"):
+            ta.get_critical_path_summary(annotation="", visualize=False)
+
+
 def test_critical_path_with_a_stream_only_outside_the_steps(tmp_path):
     write_job(kernels_outside_steps(), tmp_path)
     graphs, ok = _open(tmp_path).run_many({"critical_path_graph": {}}, "all")["critical_path_graph"]

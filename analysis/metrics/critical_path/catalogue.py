@@ -18,7 +18,8 @@ ENTRIES = (
             "node/event/edge counts and the share (%) of the path per ``bound_by`` category "
             "(cpu_bound, cpu_untraced, data_loading, "
             "gpu_compute_bound, gpu_communication_bound, gpu_kernel_kernel_overhead, "
-            "gpu_kernel_launch_overhead). ``annotation`` names the windows (every instance).",
+            "gpu_kernel_launch_overhead); NaN length and shares for a window without a path "
+            "(a warning says why). ``annotation`` names the windows (every instance).",
         rank_step=critical_path.critical_path_summary_rank,
         persist=True,
         needs=("launches",),

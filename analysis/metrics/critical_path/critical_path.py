@@ -50,7 +50,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from analysis.errors import ConfigError
+from analysis.errors import ConfigError, NoGPUEventsError
+from analysis.kineto.events import has_gpu_events
 from analysis.kineto.model import RankTrace
 from analysis.metrics.compare.trace_diff_hta import shorten_name  # HTA's short kernel names
 from analysis.metrics.critical_path.critical_path_context import RankContext, rank_context
@@ -394,7 +395,10 @@ def combine(parts: dict[int, dict[str, CriticalPathGraph]]) -> pd.DataFrame:
                    "path_events": len(g.critical_path_events_set),
                    "path_edges": len(g.path_edges), "nodes": g.num_nodes, "edges": g.num_edges,
                    "cycles_broken": g.cycles_broken}  # fmt: skip
-            row.update({b: float(s.get(b, 0.0)) for b in BOUND_BY})
+            if g.success:
+                row.update({b: float(s.get(b, 0.0)) for b in BOUND_BY})
+            else:  # no path (g.reason): its length and shares are unknown, not 0
+                row.update({"path_length_us": float("nan")}, **dict.fromkeys(BOUND_BY, float("nan")))
             rows.append(row)
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
@@ -404,13 +408,23 @@ def critical_path_summary_rank(
     patterns: str | KernelPatterns = "default", rounding: Rounding = "exact",
 ) -> pd.DataFrame:  # fmt: skip
     """One rank's per-step summary rows (``combine``'s columns); a rank without the annotation is
-    analysed as one window over the whole analysed trace (instance ``"whole trace"``)."""
+    analysed as one window over the whole analysed trace (instance ``"whole trace"``). A window
+    without a path (:attr:`CriticalPathGraph.reason`, said in a ``CriticalPathWarning``) has NaN
+    for its path length and shares; a rank whose windows hold no node at all and that has no GPU
+    event the analyses count (every kernel without its stream or correlation, say) raises
+    ``NoGPUEventsError``, as the other GPU analyses do."""
     pat = resolve_patterns(patterns)
     if not annotation_windows(rt, annotation, pat.hta_quirks, rounding):
         graphs = critical_path_rank(rt, annotation="", patterns=pat, rounding=rounding)
         graphs = {"whole trace": next(iter(graphs.values()))}
     else:
         graphs = critical_path_rank(rt, annotation=annotation, patterns=pat, rounding=rounding)
+    if all(g.num_nodes == 0 for g in graphs.values()) and not has_gpu_events(rt.events):
+        raise NoGPUEventsError([rt.rank], "critical path")
+    for instance, g in graphs.items():
+        if not g.success:
+            warnings.warn(f"rank {rt.rank}, {instance or 'whole trace'}: no critical path: "
+                          f"{g.reason}", CriticalPathWarning, stacklevel=2)
     return combine({rt.rank: graphs})
 
 
