@@ -42,7 +42,11 @@ analysis counts as ``cpu_untraced`` (HTA counts nothing: ``hta_length``).
 - ``sub_microsecond_kernel``: a 0.5 µs kernel at a fractional start, then a stream
   synchronisation: HTA's rounding of each end to whole µs gives an edge of -1 µs;
 - ``edgeless``: a lone ``Stream Wait Event`` in the window, no CPU event: a graph of two nodes and
-  no edge (HTA fails on it; there is no path).
+  no edge (HTA fails on it; there is no path);
+- ``step_operator_backward_thread``: torch ≤ 1.8's steps: ``ProfilerStep#N`` is a CPU *operator*
+  spanning the step on the main thread, which waits (untraced) while the autograd thread runs the
+  backward pass and launches a kernel that ends past the step: the path hands off to the autograd
+  thread and reaches that kernel (its length is the step plus the overrun).
 """
 
 from __future__ import annotations
@@ -449,3 +453,25 @@ def edgeless():
     b.gpu("Stream Wait Event", 5, 3, cat="cuda_sync", correlation=200, wait_on_stream=-1,
           wait_on_cuda_event_record_corr_id=-1)
     return b.document(), PathTruth(0, {})
+
+
+STEP_OPERATOR_OVERRUN_US = 140  # step_operator_backward_thread: the kernel's end past the step
+
+
+def step_operator_backward_thread(steps: int = 1):
+    """See the module docstring: steps 2 ms apart, each 1 ms. The main thread runs [0, 100] and
+    [900, 1000]; the autograd thread [200, 300] and [500, 890], the last launching a kernel that
+    runs [885, 1140]. Alone, the autograd thread's chain spans 940 µs, less than the main
+    thread's 1000: only the hand-off makes the path reach the kernel (``PathTruth.length``: the
+    step plus the overrun)."""
+    b = _Builder()
+    for i in range(steps):
+        t = 2 * i * STEP_US
+        b.cpu(f"ProfilerStep#{i + 1}", t, STEP_US)  # an operator (cpu_op), not an annotation
+        b.cpu("aten::mse_loss", t + 0, 100)
+        b.cpu("MseLossBackward", t + 200, 100, tid=AUTOGRAD_TID)
+        b.cpu("AddmmBackward", t + 500, 390, tid=AUTOGRAD_TID)
+        b.launch("cudaLaunchKernel", t + 880, 5, [("backward_kernel", t + 885, 255)],
+                 tid=AUTOGRAD_TID)
+        b.cpu("Optimizer.step#SGD.step", t + 900, 100)
+    return b.document(), PathTruth(STEP_US + STEP_OPERATOR_OVERRUN_US, {})

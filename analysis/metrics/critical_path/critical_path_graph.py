@@ -126,8 +126,11 @@ def build_graph(ctx: RankContext, window: tuple[int, int]) -> CPGraphArrays:
     gpu_edges = _gpu_edges(ctx, keep, start_node, end_node, node_ts, node_event, notes)
     parts = [cpu_edges, gpu_edges]
     if not ctx.hta_compat:
-        parts.append(_handoff_edges(ev, pos[keep & is_node & (stream == -1)], start, end,
-                                    start_node, end_node))  # fmt: skip
+        # an operator spanning the whole window (the step annotation itself, recorded as an
+        # operator before torch 1.9) hides the thread's gaps: its children are the calls
+        whole = (start <= w0) & (end >= w1)
+        parts.append(_handoff_edges(ev, pos[keep & is_node & (stream == -1) & ~whole], start,
+                                    end, start_node, end_node))  # fmt: skip
     src, dst, w, typ, attr = (np.concatenate(cols) for cols in zip(*parts, strict=True))
     if not ctx.hta_compat:
         # the default counts the time a dependency or sync edge spans (untraced CPU work between
@@ -282,7 +285,9 @@ def _handoff_edges(ev, rows, start, end, start_node, end_node):
     a collective launched from another thread), the thread waited for the other: dependency edges
     from the end of its call before the gap to the first of the other thread's calls in the gap,
     and from the last of those to its call after the gap. The path may then follow the work that
-    thread did (and the GPU work it launched) instead of the idle gap."""
+    thread did (and the GPU work it launched) instead of the idle gap. ``rows`` leave out an
+    operator spanning the whole window (torch ≤ 1.8 records ``ProfilerStep#N`` as an operator on
+    the main thread: taken as the thread's one call, it hid the wait in ``backward()``)."""
     empty = tuple(np.zeros(0, np.int64) for _ in range(5))
     threads = _top_level(ev, rows, start, end) if len(rows) else {}
     if len(threads) < 2:
