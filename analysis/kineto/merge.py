@@ -7,8 +7,10 @@ field; timestamps kept exact as decimals) and writes one document:
   indices and its CPU pids OS pids, so ranks collide; its ``"Spans"`` pid is a string), named
   ``"rank N · CPU"`` / ``"rank N · GPU d"`` by ``process_name`` metadata events, ordered by rank with
   ``process_sort_index``; threads keep their ids (they are scoped by pid);
-- flow events (``ac2g`` CPU→GPU arrows) keep their pairs: ids become ``id + (rank + 1) *
-  FLOW_ID_STRIDE`` so that equal correlation ids of different ranks do not join;
+- flow events (``ac2g`` CPU→GPU arrows) keep their pairs: ids become ``id + (i + 1) *
+  FLOW_ID_STRIDE``, ``i`` the rank's position among the ranks merged, so that equal correlation
+  ids of different ranks do not join and stay below 2**53 (JSON readers hold numbers as doubles)
+  for any selection of up to 9,006 ranks, whatever their numbers;
 - ``align="first_collective"`` shifts each rank's clock so that its first communication kernel ends
   when the first rank's does (collectives end together; host clocks drift); ``None`` keeps clocks;
 - filters keep a 64-rank job openable: ``ranks``, ``steps`` (ProfilerStep numbers: the CPU events
@@ -265,8 +267,8 @@ def merge_traces(
     missing = [r for r in chosen if r not in sources]
     if missing:
         raise ConfigError(f"ranks {missing} are not in the trace; ranks present: {sorted(sources)}")
-    infos = {r: MergedRank(rank=r, source=str(sources[r]), flow_id_offset=(r + 1) * FLOW_ID_STRIDE)
-             for r in chosen}
+    infos = {r: MergedRank(rank=r, source=str(sources[r]), flow_id_offset=(i + 1) * FLOW_ID_STRIDE)
+             for i, r in enumerate(chosen)}
     if align == "first_collective" and chosen:
         # one pass to find the first collectives (ranks are read again, one at a time, to write)
         ends = {r: _first_collective_end_ns(_decode(read_trace_bytes(sources[r], storage_options),

@@ -226,3 +226,20 @@ def test_an_output_not_named_gz_is_plain_json(job, tmp_path):
     merge_traces(sources, tmp_path / "all.json.gz", ranks=[0])
     assert json.loads(gzip.decompress((tmp_path / "all.json.gz").read_bytes())) == json.loads(plain)
     assert list(read_merged_trace(plain).ranks) == [0]
+
+
+def test_flow_ids_of_high_ranks_stay_exact_as_doubles(job, tmp_path):
+    """Flow ids are offset by the rank's position among those merged, not by its number: ranks
+    9500 and 9501 of a large job (their number times 10**12 passed 2**53, which JSON readers round)
+    keep exact ids, and read back with their own numbers and the same analyses."""
+    _, trace, sources = job
+    high = {9500: sources[0], 9501: sources[1]}
+    merge_traces(high, tmp_path / "m.json.gz")
+    flows = [e for e in _doc(tmp_path / "m.json.gz")["traceEvents"] if e["ph"] in ("s", "f")]
+    assert flows and max(e["id"] for e in flows) < 2**53
+    back = read_merged_trace((tmp_path / "m.json.gz").read_bytes())
+    assert sorted(back.ranks) == [9500, 9501]
+    for new, old in ((9500, 0), (9501, 1)):
+        ours = temporal_breakdown_rank(back.ranks[new])
+        theirs = temporal_breakdown_rank(trace.ranks[old])
+        assert ours.drop(columns="rank").equals(theirs.drop(columns="rank"))
