@@ -24,6 +24,7 @@ import pandas as pd
 
 from analysis.errors import TraceAnalysisError
 from analysis.metrics.gpu_time.kernel_launch_stats import RUNTIME_CUTOFF_US, classify
+from analysis.metrics.roofline.operator_roofline import MFU_MIN_COVERAGE_PCT
 from analysis.metrics.tensorboard.operator_table import TC_ELIGIBLE_OPS
 
 COLUMNS = ["severity", "title", "detail", "metric", "value", "threshold", "evidence", "suggestion"]
@@ -48,13 +49,10 @@ RANK_SPREAD_PCT = 10.0
 # bound is "far below"; the finding fires when such groups lose more than LOST_SHARE_PCT of the
 # GPU kernel time. MFU below MFU_PCT is reported as information (dense training typically
 # reaches 30-50 %; inference and small models less), when the operators with a perf model run at
-# least MFU_MIN_COVERAGE_PCT of the GPU kernel time: MFU counts only their FLOPs, so with less
-# (GEMMs without recorded shapes, kernels no operator launched) it measures the model's coverage,
-# not the run.
+# least MFU_MIN_COVERAGE_PCT of the GPU kernel time (the roofline's: MFU counts only their FLOPs).
 ROOFLINE_PCT = 50.0
 LOST_SHARE_PCT = 10.0
 MFU_PCT = 30.0
-MFU_MIN_COVERAGE_PCT = 50.0
 COMPUTE_FAMILIES = ("gemm", "attention", "conv")
 # Stragglers: the last-arriving rank is late, on average, by more than this % of the median step
 # time, in more than half of the collectives it takes part in.

@@ -252,6 +252,15 @@ def test_mfu_is_no_finding_when_most_kernel_time_has_no_perf_model():
     # the same GEMM alone in the same step: MFU is reported, and says what it covers
     alone = by_rule(analyse(hand_made_rank(events=one_big_gemm(5000, 60000))).findings(), "mfu_pct")
     assert "100 % of the GPU kernel time" in alone["detail"] and "profiler steps" in alone["detail"]
+    # the report card: the MFU of the modelled operators, a lower bound when they are the minority
+    from analysis.metrics.roofline.operator_roofline import key_numbers
+
+    low = dict(key_numbers(analyse(hand_made_rank(events=events)).get_operator_roofline(
+        visualize=False)))
+    assert any("lower bound" in label for label in low)
+    full = dict(key_numbers(analyse(hand_made_rank(events=one_big_gemm(5000, 60000)))
+                            .get_operator_roofline(visualize=False)))
+    assert "model FLOPs utilisation" in full
 
 
 def test_far_from_roofline_silent_near_the_roofline():
