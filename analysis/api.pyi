@@ -607,7 +607,8 @@ class TraceAnalysis:
         """Per rank and GPU: GPU utilization, est. SM efficiency, est. achieved occupancy and the share of
         kernel time in tensor-core kernels (%), as the TensorBoard plugin's GPU summary. Window: every
         profiler step of the whole trace, the last included (the plugin's;
-        ``include_last_profiler_step`` does not change it).
+        ``include_last_profiler_step`` does not change it); a trace without ``ProfilerStep`` is one
+        step, ``0``, over the span of its CPU events, as in the plugin.
 
         Args:
             ranks (int | Iterable[int] | Literal['all'] | None, default 'all'): The ranks to analyse:
@@ -657,7 +658,8 @@ class TraceAnalysis:
         """Per rank and profiler step: the step's time split into kernel, memcpy, memset, runtime,
         DataLoader, CPU exec and other (µs; plus communication), as the TensorBoard plugin's overview.
         Window: every profiler step of the whole trace, the last included (the plugin's;
-        ``include_last_profiler_step`` does not change it).
+        ``include_last_profiler_step`` does not change it); a trace without ``ProfilerStep`` is one
+        step, ``0``, over the span of its CPU events, as in the plugin.
 
         Args:
             ranks (int | Iterable[int] | Literal['all'] | None, default 'all'): The ranks to analyse:

@@ -20,7 +20,8 @@ MEMORY = ("memory_events", "kernel_args", "python_functions")
 KINETO = ("kineto_args",)
 PLUGIN_WINDOW = (
     " Window: every profiler step of the whole trace, the last included (the plugin's; "
-    "``include_last_profiler_step`` does not change it)."
+    "``include_last_profiler_step`` does not change it); a trace without ``ProfilerStep`` is one "
+    "step, ``0``, over the span of its CPU events, as in the plugin."
 )
 MEMORY_DOC = (
     " Needs a trace recorded with ``profile_memory=True`` (``NoMemoryProfileError`` otherwise). "
@@ -68,7 +69,7 @@ ENTRIES = (
         title="GPU summary (TensorBoard)",
         how_to_read=(
             "The TensorBoard profiler plugin's GPU summary, per rank and GPU, over all profiler "
-            "steps: GPU utilization (share of the time some kernel runs), est. SM efficiency "
+            "steps (without steps, the span of the CPU events): GPU utilization (share of the time some kernel runs), est. SM efficiency "
             "(how much of the GPU's SMs those kernels could fill: blocks per SM, capped at 1), est. "
             "achieved occupancy (warps resident per SM against the maximum, weighted by kernel "
             "time) and the share of kernel time in kernels that use tensor cores. High utilization "
