@@ -39,8 +39,11 @@ HOST_WAIT_SHARE_PCT = 50.0
 # Exposed communication (communication time not overlapped by computation) as a share of the
 # GPU span (%): above 10 % a tuned data-parallel job usually still has room.
 EXPOSED_COMM_PCT = 10.0
-# Host-to-device copies as a share of the GPU span (%), and any pageable copy at all.
+# Host-to-device copies as a share of the GPU span (%), and any pageable copy at all (a warning
+# from PAGEABLE_WARN_PCT of the GPU span on, information below: a few bytes of pageable copies
+# cost nothing).
 HTOD_SHARE_PCT = 5.0
+PAGEABLE_WARN_PCT = 1.0
 # Step time variation: coefficient of variation of step durations over the steps of a rank (%),
 # and the slowest rank's step over the median rank's (%), above which steps are not steady.
 STEP_CV_PCT = 10.0
@@ -248,7 +251,10 @@ def low_bus_bandwidth(results: Mapping[str, Any]) -> list[Finding]:
     expected = next((v for k, v in EXPECTED_BUSBW_GBPS.items() if k in gpus), None)
     if expected is None:
         raise Silent(f"no expected bus bandwidth for this GPU ({gpus or 'unknown'})")
-    large = summary[(summary["bucket_bytes"] >= LARGE_MESSAGE_BYTES)
+    if not (summary["ranks"] >= 2).any():
+        raise Silent("one rank loaded: a collective's time there includes waiting for the ranks "
+                     "not loaded, so its bandwidth is unknown")
+    large = summary[(summary["bucket_bytes"] >= LARGE_MESSAGE_BYTES) & (summary["ranks"] >= 2)
                     & (summary["ranks"] <= NODE_SIZE) & summary["busbw_median_gbps"].notna()]
     if large.empty:
         raise Silent("no collective of 1 MiB or more within a node")
@@ -287,10 +293,12 @@ def host_to_device_copies(results: Mapping[str, Any]) -> list[Finding]:
     out = []
     if not pageable.empty:
         ms = float(pageable["time"].sum()) / 1000
+        of_span = 100.0 * ms * 1000 / span if span > 0 else 0.0
         out.append(Finding(
-            "warning", "Host-to-device copies from pageable memory",
+            "warning" if of_span >= PAGEABLE_WARN_PCT else "info",
+            "Host-to-device copies from pageable memory",
             f"HtoD copies read pageable host memory on {pageable['rank'].nunique()} rank(s), "
-            f"{ms:.2f} ms in all. A pageable copy is "
+            f"{ms:.2f} ms in all ({of_span:.2f} % of the summed GPU span). A pageable copy is "
             "staged and synchronous, so it cannot overlap with compute.",
             "pageable_htod_ms", round(ms, 3), 0.0,
             "memcpy_summary (memory copies): " + ", ".join(
@@ -770,6 +778,16 @@ def _has_collectives(results: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _has_profiler_steps(results: Mapping[str, Any]) -> str | None:
+    meta = results.get("trace_metadata")
+    if meta is None or isinstance(meta, TraceAnalysisError):
+        return "needs the trace_metadata analysis"
+    if not (meta["steps"].astype(str) != "-").any():
+        return ("no profiler steps (ProfilerStep#N): the TensorBoard plugin's window is then the "
+                "span of the CPU events, which GPU work may run past")
+    return None
+
+
 def _has_gpu_model(results: Mapping[str, Any]) -> str | None:
     meta = results.get("trace_metadata")
     names = [] if meta is None or isinstance(meta, TraceAnalysisError) else [
@@ -783,6 +801,7 @@ NEEDS: dict[str, Callable[[Mapping[str, Any]], str | None]] = {
     "gpu_kernels": _has_gpu_kernels,
     "collectives": _has_collectives,
     "gpu_model": _has_gpu_model,
+    "profiler_steps": _has_profiler_steps,
 }
 RULE_NEEDS: dict[str, tuple[str, ...]] = {
     "trace_health_errors": (),
@@ -795,10 +814,10 @@ RULE_NEEDS: dict[str, tuple[str, ...]] = {
     "data_loading_stall": ("gpu_kernels",),
     "far_from_roofline": ("gpu_kernels",),  # shapes and the GPU: operator_roofline says why
     # the TensorBoard plugin's rules: about the GPU (DataLoader time as the GPU's starvation)
-    "dataloader_share": ("gpu_kernels",),
+    "dataloader_share": ("gpu_kernels", "profiler_steps"),
     "tensor_cores_unused": ("gpu_kernels",),
     "launch_overhead": ("gpu_kernels",),
-    "low_gpu_utilization": ("gpu_kernels",),
+    "low_gpu_utilization": ("gpu_kernels", "profiler_steps"),
 }
 
 
@@ -819,8 +838,10 @@ def findings(results: Mapping[str, Any]) -> pd.DataFrame:
             not_run[name] = str(why)
     table = FindingsTable([asdict(f) for f in rows], columns=COLUMNS)
     if len(table):
+        # within a severity, by how far the value passes its threshold; a rule whose threshold is
+        # 0 (any amount is worth saying) has no such ratio and comes after the others
         excess = table["value"].astype(float) / table["threshold"].replace(0, np.nan).astype(float)
-        table = table.assign(_s=table["severity"].map(SEVERITY_ORDER), _x=-excess.fillna(np.inf))
+        table = table.assign(_s=table["severity"].map(SEVERITY_ORDER), _x=-excess.fillna(0.0))
         table = table.sort_values(["_s", "_x"], kind="stable").drop(columns=["_s", "_x"])
     table = FindingsTable(table.reset_index(drop=True))
     table.attrs["not_run"] = not_run
