@@ -12,7 +12,7 @@ Parametrized over ``analysis.analyses`` (not a hand list), so an analysis added 
   engine's iterations), and each analysis gives a result on at least one of them; each other
   value of a ``Literal`` option (the operator view's stack groupings) is checked the same way;
 - its figures have a title, and every numeric axis (and colour bar) says its unit;
-- a report section has a title and a "how to read it";
+- a report section has a title and a "how to read it"; its report cards show numbers, never "nan";
 - where HTA 0.5.0's ``TraceAnalysis`` has the method, ours takes HTA's arguments, in HTA's order,
   with HTA's defaults (more keyword-only arguments allowed): any HTA call works unchanged.
 """
@@ -163,6 +163,19 @@ def test_figures_have_titles_and_units(name, local_results):
 
 # ---------------------------------------------------------------------------------------------
 # Report sections
+
+
+@pytest.mark.parametrize("name", [n for n, s in catalogue.analyses().items() if s.key_numbers])
+def test_report_cards_show_numbers_not_nan(name, local_results):
+    """A report card is a number: a value a trace does not have (no ``blocks per SM`` args: no
+    est. SM efficiency) is no card, never "nan %" (10 real traces showed one)."""
+    spec = catalogue.get(name)
+    for label, results in local_results.items():
+        result = results[name]
+        if isinstance(result, Exception):
+            continue
+        for card, value in spec.key_numbers(result):
+            assert not any(bad in value.lower() for bad in ("nan", "none", "inf")), (label, card, value)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -214,10 +214,14 @@ def headline(result: pd.DataFrame) -> pd.DataFrame:
 
 
 def key_numbers(result: pd.DataFrame) -> list[tuple[str, str]]:
-    if result.empty:
-        return []
-    return [("GPU utilization (TensorBoard)", f"{result['gpu_utilization_pct'].mean():.1f} %"),
-            ("Est. SM efficiency", f"{result['sm_efficiency_pct'].mean():.1f} %")]
+    """Report cards: the mean GPU utilization and est. SM efficiency over the ranks' GPUs, each
+    where some GPU has it (no SM efficiency without ``blocks per SM`` args: AMD, older traces)."""
+    cards = []
+    for label, column in (("GPU utilization (TensorBoard)", "gpu_utilization_pct"),
+                          ("Est. SM efficiency", "sm_efficiency_pct")):
+        if result[column].notna().any():
+            cards.append((label, f"{result[column].mean():.1f} %"))
+    return cards
 
 
 TIMELINE_COLUMNS = ["rank", "gpu", "start_us", "end_us", "gpu_utilization_pct", "sm_efficiency_pct"]
