@@ -15,9 +15,13 @@ through the ``op_shapes`` extra, :mod:`analysis.kineto.extras`) that has a perfo
   ``gpu=`` override): ``roofline_time_us`` = max(FLOPs / peak FLOP/s at the op's precision,
   bytes / peak bandwidth) per call (bandwidth only for memory-bound families); ``bound``
   ("compute"/"memory"); ``pct_of_peak`` = 100 × roofline time / kernel time (the achieved share
-  of the bound ceiling); ``time_lost_us`` = kernel time − roofline time, summed. An op's
-  precision is its first input's dtype: fp32 ops are held to the fp32 peak, as a trace does not
-  say whether TF32 was allowed (pass ``gpu={"fp32": <TF32 peak>}`` when it was);
+  of the bound ceiling); ``time_lost_us`` = kernel time − roofline time, summed (NaN for a group
+  whose calls launched no kernel time). An op's precision is its first input's dtype; a trace does
+  not say whether TF32 was allowed, so fp32 ops are held to the fp32 peak, except a GEMM /
+  convolution / attention group that ran faster than that peak on a GPU with TF32 tensor cores
+  (fp32 units cannot): it used TF32 (cuDNN allows it by default) and is held to the TF32 peak,
+  ``precision`` "tf32" (a warning says how many groups); pass ``gpu={"fp32": <TF32 peak>}`` to
+  hold every fp32 op to TF32;
 - ``innermost``: no modelled operator runs inside its calls. Nested modelled ops share kernels
   (``linear`` → ``matmul`` → ``mm``): every level has a row, as in TraceLens; the innermost rows
   (``mm``) alone count each kernel once.
@@ -180,6 +184,7 @@ def combine(parts: Mapping[int, dict[str, Any]], gpu: Any = None) -> RooflineRes
     names = [p["gpu"] for p in parts.values() if p["gpu"]]
     spec = gpu_spec(names[0] if names else None, gpu)
     calls = pd.concat([p["calls"] for p in parts.values()], ignore_index=True) if parts else None
+    calls = _tf32_where_faster_than_fp32(calls, spec)
     ops = _op_table(calls, spec)
     steps = _step_table(parts, spec, calls)
     rows = []
@@ -332,6 +337,42 @@ def _step_of(ts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
 # --- combine ----------------------------------------------------------------------------------
 
 
+TENSOR_CORE_FAMILIES = ("gemm", "conv", "attention")
+
+
+def _tf32_where_faster_than_fp32(calls: pd.DataFrame | None, spec) -> pd.DataFrame | None:
+    """``calls`` with the precision of each fp32 GEMM / convolution / attention group (``KEY``)
+    whose summed FLOPs over its summed kernel time pass the GPU's fp32 peak set to "tf32", where
+    the GPU has a higher TF32 peak: such a group ran on TF32 tensor cores (fp32 units cannot go
+    faster than their peak). A warning says how many groups."""
+    if calls is None or calls.empty or spec is None:
+        return calls
+    fp32, tf32 = spec.peak_tflops("fp32"), spec.peak_tflops("tf32")
+    if not tf32 > fp32:
+        return calls
+    candidates = (calls["precision"] == "fp32") & calls["family"].isin(TENSOR_CORE_FAMILIES)
+    if not candidates.any():
+        return calls
+    c = calls[candidates]
+    g = c.assign(kernel_s=c["kernel_ns"] / 1e9).groupby(KEY, observed=True, sort=False, dropna=False)
+    sums = g[["flops", "kernel_s"]].sum()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        achieved = np.where(sums["kernel_s"] > 0, sums["flops"] / sums["kernel_s"] / 1e12, np.nan)
+    faster = sums.index[achieved > fp32]
+    if not len(faster):
+        return calls
+    hit = pd.MultiIndex.from_frame(c[KEY]).isin(faster)
+    calls = calls.copy()
+    calls.loc[c.index[hit], "precision"] = "tf32"
+    warnings.warn(
+        f"operator roofline: {len(faster)} fp32 GEMM/convolution/attention group(s) ran faster "
+        f"than the GPU's fp32 peak ({fp32:g} TFLOP/s): they used TF32 tensor cores (allow_tf32) "
+        f"and are held to the TF32 peak ({tf32:g} TFLOP/s), precision 'tf32'",
+        stacklevel=3,
+    )
+    return calls
+
+
 def _op_table(calls: pd.DataFrame | None, spec) -> pd.DataFrame:
     if calls is None or calls.empty:
         return pd.DataFrame({c: [] for c in OP_COLUMNS})
@@ -365,7 +406,7 @@ def _op_table(calls: pd.DataFrame | None, spec) -> pd.DataFrame:
         t["bound"] = np.where(np.isnan(roofline), None, bound)
         busy = t["kernel_time_us_sum"].to_numpy()
         t["pct_of_peak"] = np.where(busy > 0, 100.0 * roofline * t["count"] / busy, np.nan)
-        t["time_lost_us"] = busy - roofline * t["count"]
+        t["time_lost_us"] = np.where(busy > 0, busy - roofline * t["count"], np.nan)
     t = t.sort_values(["kernel_time_us_sum", "name"], ascending=[False, True], kind="stable")
     return t[OP_COLUMNS].reset_index(drop=True)
 

@@ -167,3 +167,61 @@ def test_ranks_without_recorded_shapes_are_named():
     with pytest.warns(UserWarning, match=r"rank\(s\) \[1\].*record_shapes=True"):
         r = roofline.combine({0: roofline.operator_roofline_rank(hand_made_rank()), 1: bare})
     assert r.steps.set_index("rank").loc[1, "model_tflop"] == 0
+
+
+def _gemm_rank(kernel_us: int, types: str):
+    """One 8192³ ``aten::mm`` (1.1 TFLOP) in one step on an H100 (fp32 67, TF32 494 TFLOP/s)."""
+    from roofline_traces import BASE, _gpu, _launch, _op
+
+    n = 8192
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": BASE,
+         "dur": 100_000, "pid": 1, "tid": 1},
+        _op("aten::mm", 10, 50, [[n, n], [n, n]], [types, types]),
+        _launch(20, 1),
+        _gpu(100, kernel_us, 1),
+    ]
+    return hand_made_rank(events=events)
+
+
+def test_an_fp32_gemm_faster_than_the_fp32_peak_is_held_to_tf32():
+    """An fp32 GEMM at 220 TFLOP/s on an H100 (fp32 units: 67) ran on TF32 tensor cores: it is
+    held to the TF32 peak (44 %, not 328 % of the fp32 one), and MFU with it; one at 55 TFLOP/s
+    may have run on the fp32 units and stays fp32. A real A100 trace showed an fp32 mm at 569 %
+    of its peak and -4.3 ms of time lost."""
+    flops = 2 * 8192**3
+    with pytest.warns(UserWarning, match="1 fp32 GEMM.*TF32 tensor cores"):
+        fast = roofline.combine({0: roofline.operator_roofline_rank(_gemm_rank(5000, "float"))})
+    mm = _row(fast.ops, "aten::mm")
+    assert mm["precision"] == "tf32"
+    assert mm["pct_of_peak"] == pytest.approx(100 * flops / 494e12 / 5000e-6)
+    assert mm["time_lost_us"] == pytest.approx(5000 - flops / 494e12 * 1e6)
+    assert fast.steps.iloc[0]["precision"] == "tf32" and fast.steps.iloc[0]["peak_tflops"] == 494
+    slow = roofline.combine({0: roofline.operator_roofline_rank(_gemm_rank(20000, "float"))})
+    mm = _row(slow.ops, "aten::mm")
+    assert mm["precision"] == "fp32"
+    assert mm["pct_of_peak"] == pytest.approx(100 * flops / 67e12 / 20000e-6)
+    # bf16 is never reclassified
+    bf16 = roofline.combine({0: roofline.operator_roofline_rank(_gemm_rank(1000, "c10::BFloat16"))})
+    assert _row(bf16.ops, "aten::mm")["precision"] == "bf16"
+
+
+def test_an_op_group_without_kernel_time_has_no_time_lost():
+    """Time lost is kernel time minus the roofline time: a group whose calls launched nothing
+    has none (it was minus its roofline time, e.g. -27.3 µs for an aten::copy_ on a real trace)."""
+    from roofline_traces import BASE, _gpu, _launch, _op
+
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": BASE,
+         "dur": 10_000, "pid": 1, "tid": 1},
+        _op("aten::mm", 10, 50, [[64, 64], [64, 64]], ["float", "float"]),  # launches nothing
+        _op("aten::mm", 100, 50, [[128, 128], [128, 128]], ["float", "float"]),
+        _launch(110, 1),
+        _gpu(200, 30, 1),
+    ]
+    result = roofline.combine({0: roofline.operator_roofline_rank(hand_made_rank(events=events))})
+    ops = result.ops.set_index("input_dims")
+    idle, busy = ops.loc["[[64,64],[64,64]]"], ops.loc["[[128,128],[128,128]]"]
+    assert idle["kernel_time_us_sum"] == 0 and math.isnan(idle["time_lost_us"])
+    assert math.isnan(idle["pct_of_peak"])
+    assert busy["time_lost_us"] == pytest.approx(30 - busy["roofline_time_us"])
