@@ -106,6 +106,9 @@ def build_report(
     names = CATALOGUE.section_names() if analyses is None else CATALOGUE.sections(analyses)
     always = [n for n, s in catalogue.items() if s.placement in ("context", "lead")]
     requests = {n: dict(catalogue[n].report_options) for n in always + names}
+    # the steps the analyses read (the last one is left out by default, as HTA does): the page
+    # says so beside the steps the trace holds
+    requests.setdefault("profiler_steps", {})
     failures: list[registry.Failure] = []
     left_out: list[registry.Failure] = []
     # the report says what matters as data (left-out ranks, failures); the analyses' other
@@ -158,8 +161,16 @@ def build_report(
         if spec.key_numbers is not None and not (result is None or isinstance(result, Exception)):
             key_numbers += _guarded(name, failures, spec.key_numbers, result) or []
     headline = _guarded("headline", failures, CATALOGUE.headline_table, results)
+    analysed = results.get("profiler_steps")
+    analysed = analysed if isinstance(analysed, list) else None
     first_line = _guarded("identity", failures, identity, chosen, results.get("trace_metadata"),
-                          results.get("profiler_step_table")) or []
+                          results.get("profiler_step_table"), analysed) or []
+    table = results.get("profiler_step_table")
+    if analysed is not None and isinstance(table, pd.DataFrame) and len(table):
+        recorded = table["step"].nunique()
+        if len(analysed) != recorded:
+            key_numbers = [(k, f"{v} ({len(analysed)} analysed)" if k == "profiler steps" else v)
+                           for k, v in key_numbers]
     for failure in failures:
         registry.log_failure(failure)
     return ReportContent(
@@ -187,9 +198,10 @@ def _guarded(name: str, failures: list, func, *args):
         return None
 
 
-def identity(ranks: list[int], metadata, steps) -> list[str]:
+def identity(ranks: list[int], metadata, steps, analysed: list[int] | None = None) -> list[str]:
     """The run in a few words: ``["8 ranks (0–7)", "NVIDIA H100 80GB HBM3", "world size 8",
-    "profiler steps 10–14", "started 2024-11-19 07:06:40 UTC"]`` (parts without data left out)."""
+    "profiler steps 10–14 (10–13 analysed)", "started 2024-11-19 07:06:40 UTC"]`` (parts without
+    data left out; ``analysed``: the steps the analyses read, said where they differ)."""
     from analysis.reports.health import rank_span
 
     out = [f"{len(ranks)} rank{'s' if len(ranks) != 1 else ''} ({rank_span(ranks).split(' ', 1)[1]})"]
@@ -202,7 +214,11 @@ def identity(ranks: list[int], metadata, steps) -> list[str]:
             out.append("world size " + ", ".join(map(str, sizes)))
     if isinstance(steps, pd.DataFrame) and len(steps):
         ids = sorted({int(s) for s in steps["step"]})
-        out.append(f"profiler steps {ids[0]}–{ids[-1]}" if len(ids) > 1 else f"profiler step {ids[0]}")
+        text = f"profiler steps {ids[0]}–{ids[-1]}" if len(ids) > 1 else f"profiler step {ids[0]}"
+        if analysed is not None and sorted(analysed) != ids:
+            text += (" (none analysed)" if not analysed else
+                     f" ({_span(sorted(analysed))} analysed)")
+        out.append(text)
         first = steps["start(us)"].min() if "start(us)" in steps else None
         if first is not None and first >= 1e14:  # epoch µs (a clock from 0 is no date)
             import datetime as dt
@@ -210,6 +226,13 @@ def identity(ranks: list[int], metadata, steps) -> list[str]:
             when = dt.datetime.fromtimestamp(first / 1e6, tz=dt.timezone.utc)
             out.append(when.strftime("started %Y-%m-%d %H:%M:%S UTC"))
     return out
+
+
+def _span(ids: list[int]) -> str:
+    """``[6, 7]`` → "6–7"; ``[6]`` → "6"; gaps listed: ``[1, 3]`` → "1, 3"."""
+    if len(ids) > 1 and ids == list(range(ids[0], ids[-1] + 1)):
+        return f"{ids[0]}–{ids[-1]}"
+    return ", ".join(map(str, ids))
 
 
 def build_steps(analyses: Iterable[str] | None = None) -> int:

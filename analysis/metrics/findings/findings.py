@@ -313,7 +313,7 @@ def host_to_device_copies(results: Mapping[str, Any]) -> list[Finding]:
             "warning", "Host-to-device copies take a large share of GPU time",
             f"HtoD copies are {share:.1f} % of the summed GPU span.",
             "htod_share_pct", round(share, 2), HTOD_SHARE_PCT,
-            f"memory_bandwidth: {htod['busy'].sum() / 1000:.2f} ms of HtoD copies, "
+            f"memcpy_summary (memory copies): {htod['busy'].sum() / 1000:.2f} ms of HtoD copies, "
             f"{_size(htod['bytes'].sum())}",
             "Prefetch the next batch on a side stream, keep data on the GPU between steps, "
             "avoid re-uploading constants every step.",

@@ -73,7 +73,13 @@ ENTRIES = (
             "(how much of the GPU's SMs those kernels could fill: blocks per SM, capped at 1), est. "
             "achieved occupancy (warps resident per SM against the maximum, weighted by kernel "
             "time) and the share of kernel time in kernels that use tensor cores. High utilization "
-            "with low SM efficiency means many small kernels."
+            "with low SM efficiency means many small kernels. GPU utilization is not 100 % minus "
+            "the temporal breakdown's idle share: the plugin counts kernels only (no memcpy or "
+            "memset) over every profiler step, the last one included, where the temporal "
+            "breakdown counts every GPU event from the first to the last kernel of the analysed "
+            "steps. The tensor-core share reads the plugin's kernel-name markers (2021: Volta and "
+            "Ampere names), which miss Hopper's and Blackwell's GEMM kernels (nvjet, sm90 "
+            "cutlass); the tensor-core finding reads a longer list."
         ),
         headline=gpu_summary.headline,
         key_numbers=gpu_summary.key_numbers,

@@ -165,6 +165,9 @@ def test_first_screen_is_identity_findings_cards_then_figures_and_health_after(p
         'id="trace_health"', 'id="key-numbers"')]
     assert order == sorted(order)
     assert "world size 8" in body and "profiler steps 10–14" in body
+    # the analyses leave the last step out (HTA's default): the page says which ones they read
+    assert "profiler steps 10–14 (10–13 analysed)" in body
+    assert '<div class="value">5 (4 analysed)</div><div class="label">profiler steps' in body
 
 
 def test_health_is_grouped_across_ranks_with_info_folded(page, sample_ta):
