@@ -49,8 +49,9 @@ from analysis.kineto.model import RankMeta, RankTrace
 # shapes also from PyTorch 1.8's "Input dims"; 9: XPlane GPU planes read from their Stream #
 # lines only and launch calls given to their GPU's rank; Kineto GPU events without stream or
 # correlation named in meta.anomalies; nsys driver calls keep their _v2, older GPU tables named;
-# 10: an Intel GPU event's SYCL queue is its stream
-PARSER_VERSION = 10
+# 10: an Intel GPU event's SYCL queue is its stream; 11: ProcessGroupNCCL's nccl:* annotations
+# with their shapes where no kernel carries collective args
+PARSER_VERSION = 11
 # The extras the parser itself builds (analysis.kineto.kernel_args), stored in the entry
 PARSED_EXTRAS = ("kernel_args",)
 

@@ -50,6 +50,10 @@ _US_LIMIT = _I64_MAX // 1000
 _COLLECTIVE_EVENT = "record_param_comms"
 # gloo's CPU collectives are annotated "gloo:all_reduce", ... on its worker thread, with shapes only
 _GLOO_PREFIX = "gloo:"
+# ProcessGroupNCCL's annotation of a collective (nccl:all_reduce, nccl:_all_gather_base...): its
+# inputs' shapes give the size where the kernels carry no collective args (torch < 2.2)
+_NCCL_PREFIX = "nccl:"
+_SHAPED_PREFIXES = (_GLOO_PREFIX, _NCCL_PREFIX)
 _FLOW_PHASES = frozenset(("s", "f", "t"))
 # the device events whose queue stands in for a missing stream (Intel GPUs: ``_stream_column``)
 _QUEUE_CATS = frozenset(("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"))
@@ -446,16 +450,19 @@ def _flow_columns(flows: list[_Event], ts_ns: np.ndarray) -> dict:
 
 def _collective_columns(all_args: list[_Args], columns: dict, keep: list[int]) -> dict:
     """One row per event that describes a collective: ``record_param_comms`` CPU ops, GPU kernels
-    carrying Kineto's collective args (``Collective name``, ...), and gloo's ``gloo:*`` annotations
-    (``gloo_event``: their position in the chunk's events, for ``fill_gloo_shapes``; else -1)."""
+    carrying Kineto's collective args (``Collective name``, ...), and gloo's ``gloo:*`` and
+    ProcessGroupNCCL's ``nccl:*`` annotations (``gloo_event``: their position in the chunk's
+    events, for ``fill_gloo_shapes``; else -1)."""
     if not columns:
         return {}
     names, name_codes = columns["name"]
     wanted = np.array(
-        [n == _COLLECTIVE_EVENT or (isinstance(n, str) and n.startswith(_GLOO_PREFIX)) for n in names],
+        [n == _COLLECTIVE_EVENT or (isinstance(n, str) and n.startswith(_SHAPED_PREFIXES))
+         for n in names],
         dtype=bool,
     )
-    gloo = np.array([isinstance(n, str) and n.startswith(_GLOO_PREFIX) for n in names], dtype=bool)
+    gloo = np.array([isinstance(n, str) and n.startswith(_SHAPED_PREFIXES) for n in names],
+                    dtype=bool)
     rows_mask = wanted[name_codes]
     # kernels: only those whose args name a collective (checked on the kernel rows alone)
     cats, cat_codes = columns["cat"]
@@ -467,12 +474,17 @@ def _collective_columns(all_args: list[_Args], columns: dict, keep: list[int]) -
             _int_column(on_kernels, "group_size") >= 0
         )
         rows_mask[np.array(kernel_rows)[described]] = True
+    else:
+        described = np.zeros(0, bool)
     rows = np.flatnonzero(rows_mask)
     if not len(rows):
         return {}
     args = _pick(all_args, rows.tolist())
     is_gloo = gloo[name_codes[rows]]
+    nccl = np.array([isinstance(n, str) and n.startswith(_NCCL_PREFIX) for n in names], dtype=bool)
     return {
+        "nccl_annotation": nccl[name_codes[rows]],
+        "described_kernels": int(described.sum()),
         "event": rows.astype(np.int64),
         "collective": _text_values([a.collective for a in args]),
         "in_nelems": _int_column(args, "in_nelems"),
@@ -589,8 +601,20 @@ class Tables:
     kernel_args: pd.DataFrame | None = None  # analysis.kineto.kernel_args
 
 
+def _kernels_described(chunks: list[EventChunk]) -> bool:
+    """Does some kernel of the chunks carry Kineto's collective args (torch 2.2 and later)?"""
+    return any(c.collectives and c.collectives["described_kernels"] > 0 for c in chunks)
+
+
 def has_gloo(chunks: list[EventChunk]) -> bool:
-    return any(c.collectives and (c.collectives["gloo_event"] >= 0).any() for c in chunks)
+    """Do the chunks hold annotations whose shapes the collectives need (``fill_gloo_shapes``):
+    gloo's, or NCCL's where no kernel carries Kineto's collective args (``assemble`` drops the
+    ``nccl:*`` rows otherwise, so that such a trace pays no second decode)."""
+    described = _kernels_described(chunks)
+    return any(
+        c.collectives and ((c.collectives["gloo_event"] >= 0)
+                           & (~c.collectives["nccl_annotation"] | (not described))).any()
+        for c in chunks)
 
 
 def assemble(chunks: list[EventChunk], process_groups: list) -> Tables:
@@ -612,6 +636,11 @@ def assemble(chunks: list[EventChunk], process_groups: list) -> Tables:
         if parts
         else np.empty(0, dtype=np.int64)
     )
+    if parts and _kernels_described(chunks):  # the kernels say it all: no nccl:* rows
+        nccl = np.concatenate([p["nccl_annotation"] for p, _, _ in parts])
+        if nccl.any():
+            comms = comms[~nccl].reset_index(drop=True)
+            gloo = gloo[~nccl]
     if len(comms):
         comms = comms.astype(COLLECTIVE_COLUMNS)
         descriptions = {
@@ -649,24 +678,35 @@ _SHAPES_DECODER = msgspec.json.Decoder(list[_ShapeEvent])
 
 
 def fill_gloo_shapes(tables: Tables, events_json: msgspec.Raw) -> None:
-    """``in_nelems`` (product of the first input's dims) and ``dtype`` (its type) of gloo's
-    annotations. A second, narrow decode of the events, paid only by traces with gloo rows."""
+    """``in_nelems`` and ``dtype`` of gloo's annotations (the first input: the tensor gloo works
+    on) and of ProcessGroupNCCL's ``nccl:*`` ones (the largest input: an all-gather's output, a
+    reduce-scatter's input, nccl-tests' size). A second, narrow decode of the events, paid only
+    by traces with such rows (``has_gloo``)."""
     if not len(tables.gloo_rows):
         return
     try:
         shaped = _SHAPES_DECODER.decode(events_json)
     except (msgspec.DecodeError, UnicodeDecodeError):  # the first decode accepted these bytes
         return
+    events = tables.collectives.loc[tables.gloo_rows, "event"].to_numpy()
+    is_nccl = tables.events["name"].astype(str).to_numpy()[events]
+    is_nccl = np.char.startswith(is_nccl.astype(str), _NCCL_PREFIX)
     nelems, dtypes = [], []
-    for index in tables.gloo_events.tolist():
+    for index, nccl in zip(tables.gloo_events.tolist(), is_nccl.tolist(), strict=True):
         a = shaped[index].args or _ShapeArgs()
         dims = _decode_or_none(a.input_dims if a.input_dims != _NULL else a.input_dims_1_8)
         types = _decode_or_none(a.input_type)
-        first = dims[0] if isinstance(dims, list) and dims and isinstance(dims[0], list) else None
-        ok = first is not None and all(type(d) is int and d >= 0 for d in first)
-        nelems.append(int(np.prod(first, dtype=np.int64)) if ok else -1)
+        dims = dims if isinstance(dims, list) else []
+        types = types if isinstance(types, list) else []
+        sizes = [
+            int(np.prod(d, dtype=np.int64))
+            if isinstance(d, list) and d and all(type(x) is int and x >= 0 for x in d) else -1
+            for d in (dims if nccl else dims[:1])
+        ]
+        at = int(np.argmax(sizes)) if sizes else -1
+        nelems.append(sizes[at] if at >= 0 else -1)
         dtypes.append(
-            types[0] if isinstance(types, list) and types and isinstance(types[0], str) else ""
+            types[at] if 0 <= at < len(types) and isinstance(types[at], str) else ""
         )
     out, where = tables.collectives, tables.gloo_rows
     out.loc[where, "in_nelems"] = np.array(nelems, dtype=np.int64)

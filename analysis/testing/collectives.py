@@ -18,8 +18,11 @@ Per profiler step ``s`` (span ``[T_s, T_s + 9000 + 10 r + delay)`` µs on rank `
   kernel instead runs until the late arrival;
 - a computation kernel ``[a + 10, a + 60)`` overlaps each collective: exposed = duration − 50 µs;
 - ``describe`` says where the collective's args live: ``"kernel"`` (Kineto's args on the NCCL
-  kernel), ``"record_param_comms"`` (only on the launching CPU op), ``"none"`` (nowhere: only the
-  world-group collectives are then issued, as the groups cannot be told apart); ``deepep=True`` names
+  kernel), ``"record_param_comms"`` (only on the launching CPU op), ``"nccl_annotation"`` (as
+  torch < 2.2 writes them: no collective args anywhere, but ProcessGroupNCCL's ``nccl:*``
+  annotation around the launch with its tensors' ``Input Dims`` / ``Input type``), ``"none"``
+  (nowhere); with ``"none"`` and ``"nccl_annotation"`` only the world-group collectives are
+  issued, as the groups cannot be told apart; ``deepep=True`` names
   the kernels as DeepEP's instead of NCCL's (implies ``"none"``).
 
 A partial last step (one kernel launched after it starts) ends each trace, as in real traces.
@@ -64,7 +67,7 @@ class CollectiveJobConfig:
     straggler_delay_us: int = 400
     delayed: tuple[tuple[int, int], ...] = ((0, 0), (1, 2), (2, 0))  # (step index, collective j)
     cause: Literal["host", "compute"] = "host"
-    describe: Literal["kernel", "record_param_comms", "none"] = "kernel"
+    describe: Literal["kernel", "record_param_comms", "nccl_annotation", "none"] = "kernel"
     with_seq: bool = True
     deepep: bool = False
 
@@ -102,7 +105,9 @@ def _group_name(kind: str, members: list[int]) -> str:
 def generate_collective_job(config: CollectiveJobConfig) -> CollectiveJob:
     """The traces and their ground truth (see the module docstring)."""
     describe = "none" if config.deepep else config.describe
-    specs = [c for c in COLLECTIVES if describe != "none" or c[8] == "world"]
+    specs = [c for c in COLLECTIVES if describe in ("kernel", "record_param_comms") or c[8] == "world"]
+    named = describe != "none"  # the truth knows the size and type
+    grouped = describe in ("kernel", "record_param_comms")  # and the group
     n = config.ranks
     events: dict[int, list[dict]] = {r: [] for r in range(n)}
     corr = {r: 1000 for r in range(n)}
@@ -113,9 +118,13 @@ def generate_collective_job(config: CollectiveJobConfig) -> CollectiveJob:
     def us(t: int) -> int:
         return BASE_EPOCH_US + t
 
-    def kernel(r, name, start, end, stream, launch_at, args=None, cpu_op=None):
+    def kernel(r, name, start, end, stream, launch_at, args=None, cpu_op=None, annotation=None):
         corr[r] += 1
         c = corr[r]
+        if annotation is not None:  # ProcessGroupNCCL's record_function around the launch
+            events[r].append({"ph": "X", "cat": "user_annotation", "name": annotation[0],
+                              "pid": 1, "tid": 1, "ts": us(launch_at - 3), "dur": 12,
+                              "args": annotation[1]})
         if cpu_op is not None:
             events[r].append({"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1,
                               "tid": 1, "ts": us(launch_at - 2), "dur": 10, "args": cpu_op})
@@ -162,8 +171,15 @@ def generate_collective_job(config: CollectiveJobConfig) -> CollectiveJob:
                         size_args["Seq"] = q
                     on_kernel = size_args if describe == "kernel" else None
                     on_op = size_args if describe in ("kernel", "record_param_comms") else {}
+                    annotation = None
+                    if describe == "nccl_annotation":
+                        type_name = {"Float": "float", "BFloat16": "c10::BFloat16"}[dtype]
+                        dims = ([[nelems], [nelems // len(members)]] if kind == "all_gather"
+                                else [[nelems]])
+                        annotation = (f"nccl:{_NCCL_ANNOTATION[kind]}",
+                                      {"Input Dims": dims, "Input type": [type_name] * len(dims)})
                     kernel(r, deepep if config.deepep else nccl, a, end, COMM_STREAM,
-                           a - LAUNCH_BEFORE_US, on_kernel, on_op)
+                           a - LAUNCH_BEFORE_US, on_kernel, on_op, annotation)
                     post = (a + POST_OFFSET_US, a + POST_OFFSET_US + POST_US)
                     kernel(r, "void at::native::vectorized_elementwise_kernel<4>", *post,
                            COMPUTE_STREAM, a - 2)
@@ -177,16 +193,16 @@ def generate_collective_job(config: CollectiveJobConfig) -> CollectiveJob:
                     algbw = bytes_ / ((end - latest) * 1000)
                     truth.append({
                         "_order": (b + JITTER_US * members[0], gname),
-                        "group": gname if describe != "none" else "",
+                        "group": gname if grouped else "",
                         "type": _true_type(kind, describe, config.deepep), "seq": q if (
-                            config.with_seq and describe != "none") else -1, "rank": r,
-                        "step": FIRST_STEP + s, "bytes": float(bytes_) if describe != "none"
-                        else float("nan"), "group_size": len(members) if describe != "none" else n,
+                            config.with_seq and grouped) else -1, "rank": r,
+                        "step": FIRST_STEP + s, "bytes": float(bytes_) if named
+                        else float("nan"), "group_size": len(members) if grouped else n,
                         "start_us": float(us(a)), "end_us": float(us(end)),
                         "duration_us": float(end - a), "skew_us": float(latest - min(arrive.values())),
                         "wait_us": float(latest - a), "transfer_us": float(end - latest),
-                        "algbw_gbps": algbw if describe != "none" else float("nan"),
-                        "busbw_gbps": algbw * BUS[kind](len(members)) if describe != "none"
+                        "algbw_gbps": algbw if named else float("nan"),
+                        "busbw_gbps": algbw * BUS[kind](len(members)) if named
                         else float("nan"),
                         "exposed_us": float(end - a - POST_US),
                         "idle_before_us": float(idle_before),
@@ -230,6 +246,11 @@ def _true_step(r, s, dur, busy, compute, comm, n_steps) -> dict:
             "exposed_comm_us": float(exposed), "memory_us": 0.0, "other_us": 0.0,
             "step_idle_host_wait_us": float(idle - other), "step_idle_kernel_wait_us": 0.0,
             "step_idle_other_us": float(other), "step_idle_us": float(idle)}
+
+
+# the name ProcessGroupNCCL's annotation gives each type (torch 2.0/2.1)
+_NCCL_ANNOTATION = {"all_reduce": "all_reduce", "all_gather": "_all_gather_base",
+                    "all_to_all": "all_to_all"}
 
 
 def _true_type(kind: str, describe: str, deepep: bool) -> str:

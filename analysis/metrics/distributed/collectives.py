@@ -85,6 +85,10 @@ DTYPE_BYTES = {
     "long int": 8, "short": 2, "int16": 2, "char": 1, "int8": 1, "byte": 1, "uint8": 1,
     "unsigned char": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "complexfloat": 8,
     "complexdouble": 16,
+    # C++ names as record_shapes writes a tensor's type (the nccl:* annotations of torch < 2.2)
+    "signed char": 1, "unsigned short": 2, "unsigned int": 4, "unsigned long": 8,
+    "long long": 8, "long long int": 8, "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1,
+    "c10::complex<float>": 8, "c10::complex<double>": 16, "c10::complex<c10::half>": 4,
 }
 _C10D_PREFIX = "c10d::"
 _GLOO_PREFIX = "gloo:"
@@ -204,6 +208,14 @@ def _gpu_collectives(rt: RankTrace, gpu: pd.DataFrame, patterns, rounding) -> tu
     via_op = _record_param_comms_of(rt, comm.index, coll, desc)
     has_own = own["collective"].fillna("").astype(str).str.len().to_numpy() > 0
     info = own.where(pd.Series(has_own, index=own.index), via_op, axis=0)
+    sized = info["bytes"].astype(np.float64).notna().to_numpy()
+    if not sized.all():  # torch < 2.2: the size is on ProcessGroupNCCL's nccl:* annotation
+        annotated = _nccl_annotation_of(rt, comm.index[~sized], coll, desc)
+        info = info.copy()
+        info.loc[comm.index[~sized], "bytes"] = annotated["bytes"].to_numpy()
+        unlabelled = info["collective"].fillna("").astype(str).str.len().to_numpy() == 0
+        fill = unlabelled & ~sized
+        info.loc[comm.index[fill], "collective"] = annotated.loc[comm.index[fill], "collective"]
     label = info["collective"].fillna("").astype(str).to_numpy()
     names = comm["name"].astype(str).to_numpy()
     # no args to say what it is: the c10d operator that launched the kernel (NCCL runs an
@@ -269,6 +281,30 @@ def _record_param_comms_of(rt, kernel_index, coll: pd.DataFrame, desc: pd.DataFr
     found = _enclosing_ops(rt, kernel_index, pd.Index(ops["event"]))
     if not found.empty:
         out.loc[found["kernel"].to_numpy()] = desc.loc[found["op"]].to_numpy()
+    return out
+
+
+_NCCL_PREFIX = "nccl:"
+
+
+def _nccl_annotation_of(rt, kernel_index, coll: pd.DataFrame, desc: pd.DataFrame) -> pd.DataFrame:
+    """For each comm kernel, the ``collective`` (the annotation's name without ``nccl:``) and
+    ``bytes`` (its largest input's elements × their dtype size, as the parser read them) of the
+    innermost ``nccl:*`` annotation whose span holds the kernel's launch call on the same
+    thread; "" and NaN where none (the parser keeps these rows only for traces whose kernels
+    carry no collective args)."""
+    ev = rt.events
+    out = pd.DataFrame({"collective": "", "bytes": np.nan}, index=kernel_index)
+    names = ev.loc[coll["event"], "name"].astype(str).to_numpy()
+    rows = coll[np.char.startswith(names.astype(str), _NCCL_PREFIX)]
+    if rows.empty or not len(kernel_index):
+        return out
+    found = _enclosing_ops(rt, kernel_index, pd.Index(rows["event"]))
+    if not found.empty:
+        at = found["kernel"].to_numpy()
+        out.loc[at, "bytes"] = desc.loc[found["op"], "bytes"].to_numpy(np.float64)
+        out.loc[at, "collective"] = (ev.loc[found["op"], "name"].astype(str)
+                                     .str[len(_NCCL_PREFIX):].to_numpy())
     return out
 
 

@@ -7,6 +7,7 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import HTA_GPU_TRACE_DIRS
 
@@ -113,9 +114,13 @@ def test_real_traces_match_the_slow_reference(hta_traces_dir, folder):
         assert result.meta.source == str(path)
         flows = [e for e in doc["traceEvents"] if e.get("ph") in ("s", "f", "t")]
         assert len(result.flows) == len(flows)
+        described = any(e["cat"] == "kernel" and "Collective name" in e.get("args", {})
+                        for e in rows)
         comms = [e for e in rows if e["name"] == "record_param_comms"
                  or (e["cat"] == "kernel" and "Collective name" in e.get("args", {}))
-                 or e["name"].startswith("gloo:")]
+                 or e["name"].startswith("gloo:")
+                 # ProcessGroupNCCL's annotations: kept where no kernel says what it runs
+                 or (e["name"].startswith("nccl:") and not described)]
         assert len(result.collectives) == len(comms)
 
 
@@ -513,3 +518,23 @@ def test_gpu_events_without_stream_or_correlation_are_named(tmp_path):
     # a kernel as Kineto writes it raises nothing
     whole = x_event("k", cat="kernel", ts=20, dur=2, args={"stream": 7, "correlation": 1})
     assert parse_trace_bytes(as_bytes(trace([whole])), "t.json").meta.anomalies == []
+
+
+def test_nccl_annotations_carry_the_size_only_where_the_kernels_do_not(hta_traces_dir):
+    """torch < 2.2 wrote no collective args on NCCL kernels (HTA's trace_filter, 2023): its
+    ``nccl:*`` annotations are collective rows with their largest input's elements and type.
+    A trace whose kernels carry the args (nccl_parser_config) keeps none of them, and pays no
+    second decode of its events for them."""
+    old = kineto_files(hta_traces_dir, "trace_filter")[0]
+    rt = parse_trace_bytes(old.read_bytes(), str(old))
+    names = rt.events["name"].astype(str).to_numpy()[rt.collectives["event"]]
+    nccl = rt.collectives[np.char.startswith(names.astype(str), "nccl:")]
+    doc = json.loads(gzip.decompress(old.read_bytes()))
+    truth = [(int(np.prod(e["args"]["Input Dims"][0])), e["args"]["Input type"][0])
+             for e in doc["traceEvents"] if e.get("name", "").startswith("nccl:")]
+    assert list(zip(nccl["in_nelems"], nccl["dtype"], strict=True)) == truth
+    new = kineto_files(hta_traces_dir, "nccl_parser_config")[0]
+    rt = parse_trace_bytes(new.read_bytes(), str(new))
+    names = rt.events["name"].astype(str).to_numpy()[rt.collectives["event"]]
+    assert not np.char.startswith(names.astype(str), "nccl:").any()
+    assert any(n.startswith("nccl:") for n in rt.events["name"].astype(str).unique())

@@ -3,6 +3,8 @@ synthesiser), plus the real GPU traces (args on the kernel, kernels only, no com
 
 from __future__ import annotations
 
+import gzip
+import json
 import warnings
 
 import numpy as np
@@ -51,6 +53,9 @@ CONFIGS = {
     "args on record_param_comms, by order": CollectiveJobConfig(describe="record_param_comms",
                                                                  with_seq=False),
     "no args (kernels only)": CollectiveJobConfig(describe="none"),
+    # torch < 2.2: no collective args, the size on ProcessGroupNCCL's nccl:* annotation (the
+    # 2023 DLRM traces of facebookresearch/param: every bytes and bandwidth NaN before)
+    "nccl:* annotations with shapes (torch < 2.2)": CollectiveJobConfig(describe="nccl_annotation"),
     "DeepEP kernels": CollectiveJobConfig(deepep=True),
     "straggler busy computing, 6 ranks": CollectiveJobConfig(ranks=6, straggler=5, cause="compute"),
 }
@@ -174,7 +179,30 @@ def test_kernels_only_on_two_real_ranks(hta_traces_dir):
     # type is that of the c10d operator that launched the kernel (it was send_recv for all)
     assert set(got["name"].str.split("_RING").str[0]) == {"ncclKernel_SendRecv"}
     assert got.groupby("type").size().to_dict() == {"all_gather": 2, "all_reduce": 4, "all_to_all": 4}
-    assert got["bytes"].isna().all()
+    # the size is on ProcessGroupNCCL's nccl:* annotation around the launch (all NaN before):
+    # an independent reading of the files, kernel by kernel, in start order
+    expected = []
+    for rank in (0, 1):
+        doc = json.loads(gzip.decompress((hta_traces_dir / "trace_filter" /
+                                          f"sampled_rank-{rank}.json.gz").read_bytes()))
+        ev = doc["traceEvents"]
+        first = min(e["ts"] for e in ev if e.get("name") == "ProfilerStep#551")
+        end = max(e["ts"] + e["dur"] for e in ev if e.get("name") == "ProfilerStep#551")
+        annotations = [e for e in ev if e.get("name", "").startswith("nccl:")]
+        launches = {e["args"]["correlation"]: e for e in ev
+                    if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+        size = {"float": 4, "long": 8, "int": 4, "unsigned char": 1, "signed char": 1}
+        for k in sorted((e for e in ev if e.get("cat") == "kernel"
+                         and e["name"].startswith("ncclKernel")), key=lambda e: e["ts"]):
+            call = launches[k["args"]["correlation"]]
+            if not first <= call["ts"] < end:
+                continue
+            (a,) = [a for a in annotations if a["tid"] == call["tid"]
+                    and a["ts"] <= call["ts"] <= a["ts"] + a["dur"]]
+            expected.append((rank, float(np.prod(a["args"]["Input Dims"][0]))
+                             * size[a["args"]["Input type"][0]]))
+    mine = sorted(zip(got["rank"], got["start_us"], got["bytes"], strict=True))
+    assert [(r, b) for r, _, b in mine] == expected
     assert all(sorted(g) == [0, 1] for _, g in got.groupby("collective")["rank"])
     for _, inst in got.groupby("collective"):
         starts = inst.set_index("rank")["start_us"]
