@@ -34,11 +34,12 @@ Other per-rank tables (empty DataFrames with the same columns when the trace has
 - ``extras``: optional tables of event args read only when an analysis needs them
   (:mod:`analysis.kineto.extras`), e.g. ``extras["op_shapes"]``.
 - ``collectives``: one row per event that describes a collective -- ``record_param_comms`` CPU ops,
-  GPU kernels carrying Kineto's collective args, and gloo's ``gloo:*`` annotations: ``event`` (row
+  GPU kernels carrying Kineto's collective args, gloo's ``gloo:*`` annotations, and (where no kernel
+  carries the args: torch < 2.2) ProcessGroupNCCL's ``nccl:*`` annotations: ``event`` (row
   index into ``events``), ``collective`` (str), ``in_nelems``, ``out_nelems`` (int64, -1 if absent),
   ``dtype`` (str), ``group_size`` (int64), ``pg_name`` (str), ``pg_desc`` (str, from
   ``distributedInfo.pg_config`` by ``pg_name``), ``pg_ranks`` (str, as written), ``seq`` (int64,
-  the ``Seq`` number in the process group, -1 if absent). gloo rows have only ``in_nelems`` and ``dtype``, from their first input's shape and type.
+  the ``Seq`` number in the process group, -1 if absent). gloo rows have only ``in_nelems`` and ``dtype``, from their first input's shape and type; ``nccl:*`` rows from their largest input's.
 
 GPU events are the rows with ``stream >= 0`` and ``correlation >= 0`` (kernels, memcpy, memset,
 and CUDA sync events on a stream), plus the device-level ``Event Sync`` / ``Context Sync`` events.
