@@ -374,8 +374,11 @@ def _tf32_where_faster_than_fp32(calls: pd.DataFrame | None, spec) -> pd.DataFra
 
 
 def _op_table(calls: pd.DataFrame | None, spec) -> pd.DataFrame:
-    if calls is None or calls.empty:
-        return pd.DataFrame({c: [] for c in OP_COLUMNS})
+    if calls is None or calls.empty:  # typed, so that ``ops[ops["innermost"]]`` still selects rows
+        text = {*KEY, "family", "precision", "bound"}
+        return pd.DataFrame({c: pd.Series(dtype="bool" if c == "innermost" else "int64"
+                                          if c == "count" else object if c in text else "float64")
+                             for c in OP_COLUMNS})
     calls = calls.assign(kernel_us=calls["kernel_ns"] / 1e3)
     g = calls.groupby(KEY, observed=True, sort=False)
     t = g[["family", "precision", "memory_bound", "flops", "bytes"]].first()
