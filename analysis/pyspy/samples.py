@@ -612,10 +612,12 @@ def _owner_levels(profile: PySpyProfile) -> tuple[np.ndarray, np.ndarray, np.nda
     levels = []
     process = stacks["process"].to_numpy()
     if len(np.unique(process)) > 1:
+        # one node per process, named with its command line where a stack gives one
         command = stacks["process_command"].astype(str).str.replace(r"\s+", " ", regex=True)
-        levels.append(np.where(process < 0, "(no process)", np.char.add(
-            np.char.add("process ", process.astype(str)),
-            np.where(command.to_numpy(str) == "", "", np.char.add(": ", command.to_numpy(str))))))
+        commands = command[command != ""].groupby(process[command.to_numpy(str) != ""]).first()
+        text = {pid: "(no process)" if pid < 0 else f"process {pid}" + (
+            f": {commands[pid]}" if pid in commands.index else "") for pid in set(process.tolist())}
+        levels.append(np.array([text[pid] for pid in process.tolist()], dtype=object))
     thread = stacks["thread"].to_numpy()
     if len(np.unique(thread)) > 1:
         # one node per (process, thread id), named by the thread's name where py-spy gave one
