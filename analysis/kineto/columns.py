@@ -451,8 +451,8 @@ def _flow_columns(flows: list[_Event], ts_ns: np.ndarray) -> dict:
 def _collective_columns(all_args: list[_Args], columns: dict, keep: list[int]) -> dict:
     """One row per event that describes a collective: ``record_param_comms`` CPU ops, GPU kernels
     carrying Kineto's collective args (``Collective name``, ...), and gloo's ``gloo:*`` and
-    ProcessGroupNCCL's ``nccl:*`` annotations (``gloo_event``: their position in the chunk's
-    events, for ``fill_gloo_shapes``; else -1)."""
+    ProcessGroupNCCL's ``nccl:*`` annotations (``shape_event``: their position in the chunk's
+    events, for ``fill_annotation_shapes``; else -1)."""
     if not columns:
         return {}
     names, name_codes = columns["name"]
@@ -461,8 +461,8 @@ def _collective_columns(all_args: list[_Args], columns: dict, keep: list[int]) -
          for n in names],
         dtype=bool,
     )
-    gloo = np.array([isinstance(n, str) and n.startswith(_SHAPED_PREFIXES) for n in names],
-                    dtype=bool)
+    shaped = np.array([isinstance(n, str) and n.startswith(_SHAPED_PREFIXES) for n in names],
+                      dtype=bool)
     rows_mask = wanted[name_codes]
     # kernels: only those whose args name a collective (checked on the kernel rows alone)
     cats, cat_codes = columns["cat"]
@@ -480,7 +480,7 @@ def _collective_columns(all_args: list[_Args], columns: dict, keep: list[int]) -
     if not len(rows):
         return {}
     args = _pick(all_args, rows.tolist())
-    is_gloo = gloo[name_codes[rows]]
+    is_shaped = shaped[name_codes[rows]]
     nccl = np.array([isinstance(n, str) and n.startswith(_NCCL_PREFIX) for n in names], dtype=bool)
     return {
         "nccl_annotation": nccl[name_codes[rows]],
@@ -495,7 +495,7 @@ def _collective_columns(all_args: list[_Args], columns: dict, keep: list[int]) -
         "pg_desc": [""] * len(rows),
         "pg_ranks": _text_values([a.pg_ranks for a in args]),
         "seq": _int_column(args, "seq"),
-        "gloo_event": np.where(is_gloo, np.array(keep, dtype=np.int64)[rows], -1),
+        "shape_event": np.where(is_shaped, np.array(keep, dtype=np.int64)[rows], -1),
     }
 
 
@@ -593,9 +593,10 @@ class Tables:
     collectives: pd.DataFrame
     float_ts: bool
     span: tuple[int, int] | None
-    # gloo's collectives: their rows in ``collectives`` and positions in ``traceEvents``
-    gloo_rows: np.ndarray
-    gloo_events: np.ndarray
+    # the gloo:* and nccl:* annotations whose shapes give their size: their rows in
+    # ``collectives`` and positions in ``traceEvents`` (fill_annotation_shapes)
+    shaped_rows: np.ndarray
+    shaped_events: np.ndarray
     anomalies: list[str] = field(default_factory=list)  # see ``anomaly_notes``
     negative_durations: dict = field(default_factory=dict)
     kernel_args: pd.DataFrame | None = None  # analysis.kineto.kernel_args
@@ -606,13 +607,13 @@ def _kernels_described(chunks: list[EventChunk]) -> bool:
     return any(c.collectives and c.collectives["described_kernels"] > 0 for c in chunks)
 
 
-def has_gloo(chunks: list[EventChunk]) -> bool:
-    """Do the chunks hold annotations whose shapes the collectives need (``fill_gloo_shapes``):
+def needs_annotation_shapes(chunks: list[EventChunk]) -> bool:
+    """Do the chunks hold annotations whose shapes the collectives need (``fill_annotation_shapes``):
     gloo's, or NCCL's where no kernel carries Kineto's collective args (``assemble`` drops the
     ``nccl:*`` rows otherwise, so that such a trace pays no second decode)."""
     described = _kernels_described(chunks)
     return any(
-        c.collectives and ((c.collectives["gloo_event"] >= 0)
+        c.collectives and ((c.collectives["shape_event"] >= 0)
                            & (~c.collectives["nccl_annotation"] | (not described))).any()
         for c in chunks)
 
@@ -631,8 +632,8 @@ def assemble(chunks: list[EventChunk], process_groups: list) -> Tables:
         if c.collectives
     ]
     comms = _frame([{**p, "event": p["event"] + kept} for p, kept, _ in parts], COLLECTIVE_COLUMNS)
-    gloo = (
-        np.concatenate([np.where(p["gloo_event"] >= 0, p["gloo_event"] + first, -1) for p, _, first in parts])
+    shaped = (
+        np.concatenate([np.where(p["shape_event"] >= 0, p["shape_event"] + first, -1) for p, _, first in parts])
         if parts
         else np.empty(0, dtype=np.int64)
     )
@@ -640,7 +641,7 @@ def assemble(chunks: list[EventChunk], process_groups: list) -> Tables:
         nccl = np.concatenate([p["nccl_annotation"] for p, _, _ in parts])
         if nccl.any():
             comms = comms[~nccl].reset_index(drop=True)
-            gloo = gloo[~nccl]
+            shaped = shaped[~nccl]
     if len(comms):
         comms = comms.astype(COLLECTIVE_COLUMNS)
         descriptions = {
@@ -656,8 +657,8 @@ def assemble(chunks: list[EventChunk], process_groups: list) -> Tables:
         collectives=comms,
         float_ts=any(c.float_ts for c in chunks),
         span=next((c.span for c in chunks if c.span is not None), None),
-        gloo_rows=np.flatnonzero(gloo >= 0),
-        gloo_events=gloo[gloo >= 0],
+        shaped_rows=np.flatnonzero(shaped >= 0),
+        shaped_events=shaped[shaped >= 0],
         anomalies=notes,
         negative_durations=negative,
         kernel_args=kernel_args.table([c.kernel_args for c in chunks], kept_offsets.tolist()),
@@ -677,22 +678,22 @@ class _ShapeEvent(msgspec.Struct, gc=False):
 _SHAPES_DECODER = msgspec.json.Decoder(list[_ShapeEvent])
 
 
-def fill_gloo_shapes(tables: Tables, events_json: msgspec.Raw) -> None:
+def fill_annotation_shapes(tables: Tables, events_json: msgspec.Raw) -> None:
     """``in_nelems`` and ``dtype`` of gloo's annotations (the first input: the tensor gloo works
     on) and of ProcessGroupNCCL's ``nccl:*`` ones (the largest input: an all-gather's output, a
     reduce-scatter's input, nccl-tests' size). A second, narrow decode of the events, paid only
-    by traces with such rows (``has_gloo``)."""
-    if not len(tables.gloo_rows):
+    by traces with such rows (``needs_annotation_shapes``)."""
+    if not len(tables.shaped_rows):
         return
     try:
         shaped = _SHAPES_DECODER.decode(events_json)
     except (msgspec.DecodeError, UnicodeDecodeError):  # the first decode accepted these bytes
         return
-    events = tables.collectives.loc[tables.gloo_rows, "event"].to_numpy()
+    events = tables.collectives.loc[tables.shaped_rows, "event"].to_numpy()
     is_nccl = tables.events["name"].astype(str).to_numpy()[events]
     is_nccl = np.char.startswith(is_nccl.astype(str), _NCCL_PREFIX)
     nelems, dtypes = [], []
-    for index, nccl in zip(tables.gloo_events.tolist(), is_nccl.tolist(), strict=True):
+    for index, nccl in zip(tables.shaped_events.tolist(), is_nccl.tolist(), strict=True):
         a = shaped[index].args or _ShapeArgs()
         dims = _decode_or_none(a.input_dims if a.input_dims != _NULL else a.input_dims_1_8)
         types = _decode_or_none(a.input_type)
@@ -708,7 +709,7 @@ def fill_gloo_shapes(tables: Tables, events_json: msgspec.Raw) -> None:
         dtypes.append(
             types[at] if 0 <= at < len(types) and isinstance(types[at], str) else ""
         )
-    out, where = tables.collectives, tables.gloo_rows
+    out, where = tables.collectives, tables.shaped_rows
     out.loc[where, "in_nelems"] = np.array(nelems, dtype=np.int64)
     out.loc[where, "dtype"] = pd.Series(dtypes, index=where, dtype=object)
 

@@ -32,10 +32,10 @@ from analysis.kineto.columns import (
     assemble,
     chunk_columns,
     decode_chunk,
-    fill_gloo_shapes,
-    has_gloo,
+    fill_annotation_shapes,
     int_or_none,
     kept_rows,  # noqa: F401  (re-exported: analysis.kineto.extras aligns its rows with it)
+    needs_annotation_shapes,
     shorten,
 )
 from analysis.kineto.events import KERNEL_CATS, MEMCPY_CATS, MEMSET_CATS, cat_mask, gpu_mask
@@ -127,11 +127,11 @@ def _event_tables(
     array.release()
     if chunks is None:
         chunks = [chunk_columns(_decode_events(events_json[0], source), source)]
-    if not has_gloo(chunks):  # gloo's shapes need a second look at the JSON
+    if not needs_annotation_shapes(chunks):  # the annotations' shapes need a second look at the JSON
         events_json.clear()
     tables = assemble(chunks, meta.process_groups)
     if events_json:
-        fill_gloo_shapes(tables, events_json.pop())
+        fill_annotation_shapes(tables, events_json.pop())
     return tables
 
 

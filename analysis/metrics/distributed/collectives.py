@@ -92,6 +92,7 @@ DTYPE_BYTES = {
 }
 _C10D_PREFIX = "c10d::"
 _GLOO_PREFIX = "gloo:"
+_NCCL_PREFIX = "nccl:"  # ProcessGroupNCCL's annotation of a collective (torch < 2.2: its size)
 # the annotation types gloo's work for an op of a type carries (a reduce-scatter runs as an
 # all-reduce of the whole input: its size is that input, as nccl-tests counts it)
 _GLOO_RUNS_AS = {"reduce_scatter": ("reduce_scatter", "all_reduce")}
@@ -282,9 +283,6 @@ def _record_param_comms_of(rt, kernel_index, coll: pd.DataFrame, desc: pd.DataFr
     if not found.empty:
         out.loc[found["kernel"].to_numpy()] = desc.loc[found["op"]].to_numpy()
     return out
-
-
-_NCCL_PREFIX = "nccl:"
 
 
 def _nccl_annotation_of(rt, kernel_index, coll: pd.DataFrame, desc: pd.DataFrame) -> pd.DataFrame:
