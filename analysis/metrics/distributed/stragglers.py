@@ -9,8 +9,9 @@ the sum of the other ranks' waits. Per rank, in µs:
 - ``wait_caused_us``: time the other ranks spent waiting for it over the analysed window: each
   waiting rank's wait is cut at the end of its own collective (a rank cannot wait longer than its
   collective ran, whatever the clocks say) and counted once where its waits overlap, so it is at
-  most (ranks − 1) × the window; ``wait_caused_per_step_us`` = that / the analysed steps, and
-  ``wait_caused_pct_of_step`` = that as % of the median step (``step_us`` of the collectives);
+  most (ranks − 1) × the window; ``wait_caused_per_step_us`` = that / the analysed steps (a
+  trace without profiler steps: the whole window is one), and ``wait_caused_pct_of_step`` = that
+  as % of the median step (``step_us`` of the collectives; NaN without steps);
 - ``mean_lateness_us``: mean over its instances of (its start − the earliest start);
 - why, over the instances where it was last: its **excess idle** is its ``idle_before_us`` (idle
   time of its GPU, or CPU thread for CPU collectives, since its previous collective or the step
