@@ -17,8 +17,10 @@ kernel gets a synthetic launch call and belongs to a synthetic operator (the inn
 operator that enclosed the launch at capture, with its arguments; consecutive kernels launched by
 the same captured operator call share one, so calls are counted as at capture), nested in the
 time of the original graph launch, so that every later analysis (operator summary, roofline,
-kernel tables) sees an ordinary operator → launch → kernel chain. Launches that no capture matches keep their
-kernels under the graph launch and are counted in ``GraphMergeStats.unmatched_launches``.
+kernel tables) sees an ordinary operator → launch → kernel chain; the graph's memsets and memcpys
+(no captured kernel launch) keep a launch call of their own, under no operator. Launches that no
+capture matches keep their kernels under the graph launch and are counted in
+``GraphMergeStats.unmatched_launches``.
 """
 
 from __future__ import annotations
@@ -38,9 +40,11 @@ CAPTURE_FOLDER = "capture_traces"
 # Bump when merge_graph_capture's output changes: cache entries of merged traces then miss.
 # 3: consecutive kernels of one captured operator call share one synthetic operator and its
 # External id (2 was a draft of it, never merged); 4: a capture with a few launches more aligns by
-# kernel names (_aligned)
-MERGE_VERSION = 4
+# kernel names (_aligned); 5: one capture per StreamBeginCapture/EndCapture segment, the graph's
+# copies keep a launch
+MERGE_VERSION = 5
 _RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
+_COPY_CATS = ("gpu_memset", "gpu_memcpy")
 _SGLANG_PROFILER = "sglang_profiler::"
 
 
@@ -129,31 +133,57 @@ def _is_launch(ev: dict) -> bool:
     return ev.get("cat") in _RUNTIME_CATS and "LaunchKernel" in name
 
 
-def _capture_of(events: list[dict], source: str) -> _Capture | None:
+def _captures_of(events: list[dict], source: str) -> list[_Capture]:
+    """The graph captures of one capture trace: one per ``StreamBeginCapture`` …
+    ``StreamEndCapture`` segment, in time order (vLLM's piecewise mode captures each piece of
+    the model, and each batch size, as its own graph: one file holds many); the whole trace as
+    one capture when it records no such call."""
     runtime = [e for e in events if e.get("cat") in _RUNTIME_CATS and e.get("ph") == "X"]
-    begins = [e["ts"] for e in runtime if e.get("name", "").endswith("StreamBeginCapture")]
-    ends = [e["ts"] for e in runtime if e.get("name", "").endswith("StreamEndCapture")]
-    lo = min(begins) if begins else float("-inf")
-    hi = max(ends) if ends else float("inf")
-    launches = sorted(
-        (e for e in runtime if _is_launch(e) and lo <= e["ts"] <= hi), key=lambda e: e["ts"]
-    )
-    if not launches:
-        return None
-    ops_by_thread: dict[tuple, list[dict]] = {}
-    for e in events:
-        if e.get("cat") == "cpu_op" and e.get("ph") == "X":
-            ops_by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(e)
-    starts = {}
-    for key, ops in ops_by_thread.items():
-        ops.sort(key=lambda e: e["ts"])
-        starts[key] = [e["ts"] for e in ops]
-    # kernels launched at capture time (rare: capture does not run them) name the launches
-    names_by_corr = {
-        e.get("args", {}).get("correlation"): e.get("name")
-        for e in events
-        if e.get("cat") == "kernel"
-    }
+    begins = sorted(e["ts"] for e in runtime if e.get("name", "").endswith("StreamBeginCapture"))
+    ends = sorted(e["ts"] for e in runtime if e.get("name", "").endswith("StreamEndCapture"))
+    segments = []
+    for lo in begins:  # each begin with the first end after it (captures do not nest)
+        at = bisect.bisect_left(ends, lo)
+        if at < len(ends) and (not segments or lo >= segments[-1][1]):
+            segments.append((lo, ends[at]))
+    if not segments:
+        segments = [(begins[0] if begins else float("-inf"), ends[-1] if ends else float("inf"))]
+    launches = sorted((e for e in runtime if _is_launch(e)), key=lambda e: e["ts"])
+    context = _CaptureContext(events)
+    out = []
+    for lo, hi in segments:
+        mine = [e for e in launches if lo <= e["ts"] <= hi]
+        if mine:
+            out.append(context.capture(mine, source))
+    return out
+
+
+class _CaptureContext:
+    """A capture trace's CPU operators per thread and its kernels' names by correlation, read
+    once for all its captures."""
+
+    def __init__(self, events: list[dict]) -> None:
+        self.ops_by_thread: dict[tuple, list[dict]] = {}
+        for e in events:
+            if e.get("cat") == "cpu_op" and e.get("ph") == "X":
+                self.ops_by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+        self.starts = {}
+        for key, ops in self.ops_by_thread.items():
+            ops.sort(key=lambda e: e["ts"])
+            self.starts[key] = [e["ts"] for e in ops]
+        # kernels launched at capture time (rare: capture does not run them) name the launches
+        self.names_by_corr = {
+            e.get("args", {}).get("correlation"): e.get("name")
+            for e in events
+            if e.get("cat") == "kernel"
+        }
+
+    def capture(self, launches: list[dict], source: str) -> _Capture:
+        return _capture_from(launches, source, self.ops_by_thread, self.starts,
+                             self.names_by_corr)
+
+
+def _capture_from(launches, source, ops_by_thread, starts, names_by_corr) -> _Capture:
     ops, names, op_calls = [], [], []
     for launch in launches:
         key = (launch.get("pid"), launch.get("tid"))
@@ -194,7 +224,7 @@ def merge_graph_capture(
     modified) and the statistics; see the module docstring for the matching rules.
     """
     sources = sources or [f"capture {i}" for i in range(len(captures))]
-    caps = [c for c in (_capture_of(ev, s) for ev, s in zip(captures, sources, strict=True)) if c]
+    caps = [c for ev, s in zip(captures, sources, strict=True) for c in _captures_of(ev, s)]
     stats = GraphMergeStats()
     launches = [
         e
@@ -204,9 +234,12 @@ def merge_graph_capture(
         and e.get("ph") == "X"
     ]
     kernels_by_corr: dict = {}
+    others_by_corr: dict = {}  # the graph's memsets / memcpys: no captured operator launched them
     for e in replay_events:
         if e.get("cat") == "kernel":
             kernels_by_corr.setdefault(e.get("args", {}).get("correlation"), []).append(e)
+        elif e.get("cat") in _COPY_CATS:
+            others_by_corr.setdefault(e.get("args", {}).get("correlation"), []).append(e)
     replaced: dict[int, list[dict]] = {}  # id(launch event) -> synthetic events
     new_kernel: dict[int, dict] = {}  # id(kernel event) -> rewritten kernel
     next_id = 1 + max(
@@ -238,7 +271,8 @@ def merge_graph_capture(
             continue
         stats.matched_launches += 1
         n = len(kernels)
-        width = launch.get("dur", 0) / max(n, 1)
+        others = others_by_corr.get(launch["args"].get("correlation"), [])
+        width = launch.get("dur", 0) / max(n + bool(others), 1)
         synthetic = []
         op: dict = {}
         for i, (kernel, (op_name, op_args)) in enumerate(zip(kernels, cap.ops, strict=True)):
@@ -277,6 +311,16 @@ def merge_graph_capture(
                 "args": {**kernel.get("args", {}), "correlation": corr, "External id": ext},
             }
             stats.kernels_attributed += 1
+        if others:  # the graph's copies keep a launch (the graph launch's last slot), no operator
+            corr = next_id
+            next_id += 1
+            synthetic.append({
+                "ph": "X", "cat": launch["cat"], "name": launch["name"], "pid": launch.get("pid"),
+                "tid": launch.get("tid"), "ts": launch["ts"] + n * width + width * 0.1,
+                "dur": width * 0.5, "args": {"correlation": corr},
+            })
+            for e in others:
+                new_kernel[id(e)] = {**e, "args": {**e.get("args", {}), "correlation": corr}}
         replaced[id(launch)] = synthetic
     out = []
     for e in replay_events:
@@ -285,7 +329,8 @@ def merge_graph_capture(
         elif id(e) in new_kernel:
             out.append(new_kernel[id(e)])
         elif e.get("cat") == "ac2g" and any(
-            id(k) in new_kernel for k in kernels_by_corr.get(e.get("id"), [])
+            id(k) in new_kernel
+            for k in kernels_by_corr.get(e.get("id"), []) + others_by_corr.get(e.get("id"), [])
         ):
             continue  # flows of the replaced graph launches
         else:

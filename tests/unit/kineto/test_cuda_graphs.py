@@ -270,3 +270,51 @@ def test_the_skipped_launch_is_a_warning_with_the_load(tmp_path):
     health = ta.check()
     hit = health[health["check"] == "graph_capture"].iloc[0]
     assert hit["severity"] == "info" and "1 captured launch(es) with no kernel" in hit["message"]
+
+
+def test_a_capture_file_with_several_graphs_is_one_capture_per_segment():
+    """vLLM's piecewise mode writes every captured graph (each piece, each batch size) into one
+    capture trace, each between its own StreamBeginCapture and StreamEndCapture: each graph
+    launch matches its own segment. The file read as one capture matched no launch (a real
+    vLLM MI300X pair: 25 of 25 graph launches unmatched, 'capture launch counts: [457]')."""
+    first = _capture(["aten::mm", "aten::add", "aten::mm"])
+    second = [dict(e, ts=e["ts"] + 1000) for e in _capture(["aten::gelu", "aten::mm"])]
+    out, stats = merge_graph_capture(_replay([3, 2, 3]), [first + second])
+    assert (stats.matched_launches, stats.unmatched_launches) == (3, 0)
+    assert stats.kernels_attributed == 8
+    ops = {e["args"]["External id"]: e["name"] for e in out if e["cat"] == "cpu_op"}
+    by_launch = {}
+    for k in (e for e in out if e["cat"] == "kernel"):
+        by_launch.setdefault(round(k["ts"], -3), []).append(ops[k["args"]["External id"]])
+    assert list(by_launch.values()) == [["aten::mm", "aten::add", "aten::mm"],
+                                        ["aten::gelu", "aten::mm"],
+                                        ["aten::mm", "aten::add", "aten::mm"]]
+
+
+def test_a_graphs_memsets_keep_a_launch_call_after_the_merge(tmp_path):
+    """A graph replay also runs memsets/memcpys under its one launch; the capture has no kernel
+    launch for them. They keep a launch call (the graph launch's last slot, under no operator):
+    before, the launch they pointed at was gone and gpu_events='launched' dropped them as 'the
+    tail of an iteration the profiler did not capture'."""
+    from analysis.api import TraceAnalysis
+
+    ops = ["aten::mm", "aten::add", "aten::mm"]
+    replay = _replay([3])
+    replay.append(dict(replay[1], cat="gpu_memset", name="Memset (Device)", ts=1150, dur=4.0))
+    out, stats = merge_graph_capture(replay, [_capture(ops)])
+    assert stats.matched_launches == 1
+    calls = {e["args"]["correlation"]: e for e in out if e["cat"] == "cuda_runtime"}
+    (copy,) = [e for e in out if e["cat"] == "gpu_memset"]
+    call = calls[copy["args"]["correlation"]]
+    assert call["name"] == "cudaGraphLaunch" and "External id" not in call["args"]
+    assert 1000 <= call["ts"] and call["ts"] + call["dur"] <= 1050  # inside the graph launch
+    assert copy["args"]["correlation"] not in {e["args"]["correlation"] for e in out
+                                               if e["cat"] == "kernel"}
+    # through the loader: nothing left unlaunched
+    (tmp_path / "replay.json").write_text(json.dumps({"traceEvents": replay}))
+    (tmp_path / "capture_traces").mkdir()
+    (tmp_path / "capture_traces" / "cap.json").write_text(
+        json.dumps({"traceEvents": _capture(ops)}))
+    ta = TraceAnalysis(trace_files=[str(tmp_path / "replay.json")], use_cache=False,
+                       progress=False)
+    assert int(ta.run("trace_metadata")["unlaunched_gpu_events"].iloc[0]) == 0
