@@ -43,8 +43,11 @@ CAPTURE_FOLDER = "capture_traces"
 # kernel names (_aligned); 5: one capture per StreamBeginCapture/EndCapture segment, the graph's
 # copies keep a launch
 MERGE_VERSION = 5
-_RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
-_COPY_CATS = ("gpu_memset", "gpu_memcpy")
+# the categories as written, Kineto's 2021 names too (the merge reads the raw events)
+_RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "Runtime")
+_KERNEL_CATS = ("kernel", "Kernel")
+_COPY_CATS = ("gpu_memset", "gpu_memcpy", "Memset", "Memcpy")
+_OP_CATS = ("cpu_op", "Operator")
 _SGLANG_PROFILER = "sglang_profiler::"
 
 
@@ -165,7 +168,7 @@ class _CaptureContext:
     def __init__(self, events: list[dict]) -> None:
         self.ops_by_thread: dict[tuple, list[dict]] = {}
         for e in events:
-            if e.get("cat") == "cpu_op" and e.get("ph") == "X":
+            if e.get("cat") in _OP_CATS and e.get("ph") == "X":
                 self.ops_by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(e)
         self.starts = {}
         for key, ops in self.ops_by_thread.items():
@@ -175,7 +178,7 @@ class _CaptureContext:
         self.names_by_corr = {
             e.get("args", {}).get("correlation"): e.get("name")
             for e in events
-            if e.get("cat") == "kernel"
+            if e.get("cat") in _KERNEL_CATS
         }
 
     def capture(self, launches: list[dict], source: str) -> _Capture:
@@ -236,7 +239,7 @@ def merge_graph_capture(
     kernels_by_corr: dict = {}
     others_by_corr: dict = {}  # the graph's memsets / memcpys: no captured operator launched them
     for e in replay_events:
-        if e.get("cat") == "kernel":
+        if e.get("cat") in _KERNEL_CATS:
             kernels_by_corr.setdefault(e.get("args", {}).get("correlation"), []).append(e)
         elif e.get("cat") in _COPY_CATS:
             others_by_corr.setdefault(e.get("args", {}).get("correlation"), []).append(e)

@@ -318,3 +318,15 @@ def test_a_graphs_memsets_keep_a_launch_call_after_the_merge(tmp_path):
     ta = TraceAnalysis(trace_files=[str(tmp_path / "replay.json")], use_cache=False,
                        progress=False)
     assert int(ta.run("trace_metadata")["unlaunched_gpu_events"].iloc[0]) == 0
+
+
+def test_a_replay_in_kinetos_2021_categories_merges():
+    """Kineto's 2021 schema writes 'Runtime' and 'Kernel' (the parser maps them): the merge,
+    which reads the raw events, takes them too (it saw no graph launch before)."""
+    legacy = {"cuda_runtime": "Runtime", "kernel": "Kernel"}
+    replay = [dict(e, cat=legacy.get(e["cat"], e["cat"])) for e in _replay([3])]
+    out, stats = merge_graph_capture(replay, [_capture(["aten::mm", "aten::add", "aten::mm"])])
+    assert (stats.graph_launches, stats.matched_launches, stats.kernels_attributed) == (1, 1, 3)
+    ops = {e["args"]["External id"]: e["name"] for e in out if e["cat"] == "cpu_op"}
+    assert [ops[k["args"]["External id"]] for k in out if k["cat"] == "Kernel"] == [
+        "aten::mm", "aten::add", "aten::mm"]
