@@ -64,7 +64,8 @@ class TraceAnalysis:
             trace without steps is analysed whole, as HTA does), ``"iterations"`` (a serving
             engine's steady-state iterations, warm-up left out: ``analysis.kineto.iterations``), or
             ``"auto"`` (the default otherwise: profiler steps when the traces have any, else
-            iterations). Every windowed analysis then covers that window.
+            iterations; a warning says how much GPU work the iterations leave out). Every
+            windowed analysis then covers that window.
         storage_options: passed to fsspec/gcsfs (credentials, project, endpoint...).
         cache_dir, use_cache: the local cache of parsed traces (second opens read only the cache).
         on_error: ``"raise"`` (default) or ``"skip"`` files that fail to load (a warning lists them).
@@ -206,6 +207,18 @@ class TraceAnalysis:
             note = stats.note(self.gpu_events)
             if note:
                 warnings.warn(note, stacklevel=3)
+        cut = [s for s in self.engine.window_stats.values() if s.outside_iterations]
+        if cut:  # the window="auto"/"iterations" rule drops data: say how much
+            ranks = sorted(s.rank for s in cut)
+            events = sum(s.outside_iterations for s in cut)
+            ms = sum(s.outside_iterations_ns for s in cut) / 1e6
+            warnings.warn(
+                f"rank(s) {ranks}: the analysed window is the steady-state serving iterations "
+                f"(window={self.window!r}, no ProfilerStep): {events:,} GPU events ({ms:.2f} ms "
+                "of GPU time) outside them are left out (warm-up, and what ran before the first "
+                "or after the last steady iteration); window='steps' analyses the whole trace",
+                stacklevel=3,
+            )
 
     # ----------------------------------------------------------------------------------- helpers
     @property

@@ -49,7 +49,8 @@ class TraceAnalysis:
             trace without steps is analysed whole, as HTA does), ``"iterations"`` (a serving
             engine's steady-state iterations, warm-up left out: ``analysis.kineto.iterations``), or
             ``"auto"`` (the default otherwise: profiler steps when the traces have any, else
-            iterations). Every windowed analysis then covers that window.
+            iterations; a warning says how much GPU work the iterations leave out). Every
+            windowed analysis then covers that window.
         storage_options: passed to fsspec/gcsfs (credentials, project, endpoint...).
         cache_dir, use_cache: the local cache of parsed traces (second opens read only the cache).
         on_error: ``"raise"`` (default) or ``"skip"`` files that fail to load (a warning lists them).

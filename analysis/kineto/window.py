@@ -196,6 +196,11 @@ class WindowStats:
     unlaunched_kept: int  # of those, how many the window keeps
     source_format: str = "kineto"
     steps: tuple[int, ...] = ()  # the profiler step numbers in the window (HTA's analysed steps)
+    # a rank without profiler steps whose window is its steady-state serving iterations: the
+    # launched GPU events left outside it (warm-up, before the first and after the last
+    # steady iteration) and their GPU time
+    outside_iterations: int = 0
+    outside_iterations_ns: int = 0
 
     def note(self, gpu_events: str) -> str | None:
         """A one-line account of the unlaunched events, or None when there are none (or the file
@@ -216,6 +221,12 @@ def window_stats(full: RankTrace, window: RankTrace) -> WindowStats:
     the profiler steps ``window`` keeps."""
     unlaunched = unlaunched_mask(full)
     kept = np.isin(full.events.index.to_numpy(), window.events.index.to_numpy())
+    gpu = gpu_mask(full.events)
+    outside = np.zeros(len(kept), bool)
+    # CPU events cut from a rank without profiler steps: its window is its steady-state serving
+    # iterations (with steps, or nothing cut, the launched GPU events are all in the window)
+    if (~gpu & ~kept).any() and not len(profiler_steps(full)):
+        outside = gpu & ~kept & ~unlaunched
     return WindowStats(
         rank=full.rank,
         source=full.meta.source,
@@ -226,6 +237,8 @@ def window_stats(full: RankTrace, window: RankTrace) -> WindowStats:
         unlaunched_kept=int((unlaunched & kept).sum()),
         source_format=full.meta.source_format,
         steps=tuple(int(s) for s in profiler_steps(window)["step"]),
+        outside_iterations=int(outside.sum()),
+        outside_iterations_ns=int(full.events["dur"].to_numpy()[outside].sum()),
     )
 
 
