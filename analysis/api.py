@@ -148,7 +148,7 @@ class TraceAnalysis:
             options=load_options,
         )
         self._hta = None
-        self._warn_unlaunched()
+        self._warn_what_the_window_leaves_out()
 
     @classmethod
     def from_trace(
@@ -199,10 +199,12 @@ class TraceAnalysis:
         self.window = check_window(default_window(self.patterns) if window is None else window)
         self._hta = None
         self.engine = engine  # its load options are this facade's (``options``)
-        self._warn_unlaunched()
+        self._warn_what_the_window_leaves_out()
         return self
 
-    def _warn_unlaunched(self) -> None:
+    def _warn_what_the_window_leaves_out(self) -> None:
+        """The load's warnings about GPU work the analysed window leaves out: unlaunched events
+        (per rank), and what lies outside the steady-state serving iterations (all ranks)."""
         for stats in self.engine.window_stats.values():
             note = stats.note(self.gpu_events)
             if note:

@@ -182,31 +182,26 @@ class _CaptureContext:
         }
 
     def capture(self, launches: list[dict], source: str) -> _Capture:
-        return _capture_from(launches, source, self.ops_by_thread, self.starts,
-                             self.names_by_corr)
-
-
-def _capture_from(launches, source, ops_by_thread, starts, names_by_corr) -> _Capture:
-    ops, names, op_calls = [], [], []
-    for launch in launches:
-        key = (launch.get("pid"), launch.get("tid"))
-        ts = launch["ts"]
-        best = None
-        thread_ops = ops_by_thread.get(key, [])
-        i = bisect.bisect_right(starts.get(key, []), ts)
-        # the innermost enclosing operator: the latest-starting one that still covers ts
-        for op in reversed(thread_ops[:i]):
-            if op["ts"] + op.get("dur", 0) >= ts + launch.get("dur", 0):
-                best = op
-                break
-        args = launch.get("args", {})
-        kname = args.get("kernel") or names_by_corr.get(args.get("correlation"))
-        names.append(kname)
-        ops.append(
-            (_op_name(best["name"]), dict(best.get("args", {}))) if best else (launch["name"], {})
-        )
-        op_calls.append(id(best) if best else -1)
-    return _Capture(source=source, ops=ops, kernel_names=names, op_calls=op_calls)
+        """The capture of ``launches`` (kernel launch calls, by start): per launch, the innermost
+        CPU operator enclosing it on its thread and the kernel it names."""
+        ops, names, op_calls = [], [], []
+        for launch in launches:
+            key = (launch.get("pid"), launch.get("tid"))
+            ts = launch["ts"]
+            best = None
+            thread_ops = self.ops_by_thread.get(key, [])
+            i = bisect.bisect_right(self.starts.get(key, []), ts)
+            # the innermost enclosing operator: the latest-starting one that still covers ts
+            for op in reversed(thread_ops[:i]):
+                if op["ts"] + op.get("dur", 0) >= ts + launch.get("dur", 0):
+                    best = op
+                    break
+            args = launch.get("args", {})
+            names.append(args.get("kernel") or self.names_by_corr.get(args.get("correlation")))
+            ops.append((_op_name(best["name"]), dict(best.get("args", {}))) if best
+                       else (launch["name"], {}))
+            op_calls.append(id(best) if best else -1)
+        return _Capture(source=source, ops=ops, kernel_names=names, op_calls=op_calls)
 
 
 def _op_name(name: str) -> str:

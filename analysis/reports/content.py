@@ -202,9 +202,9 @@ def identity(ranks: list[int], metadata, steps, analysed: list[int] | None = Non
     """The run in a few words: ``["8 ranks (0–7)", "NVIDIA H100 80GB HBM3", "world size 8",
     "profiler steps 10–14 (10–13 analysed)", "started 2024-11-19 07:06:40 UTC"]`` (parts without
     data left out; ``analysed``: the steps the analyses read, said where they differ)."""
-    from analysis.reports.health import rank_span
+    from analysis.reports.health import number_runs
 
-    out = [f"{len(ranks)} rank{'s' if len(ranks) != 1 else ''} ({rank_span(ranks).split(' ', 1)[1]})"]
+    out = [f"{len(ranks)} rank{'s' if len(ranks) != 1 else ''} ({number_runs(ranks)})"]
     if isinstance(metadata, pd.DataFrame) and len(metadata):
         gpus = sorted({str(g) for g in metadata.get("gpu", []) if g and str(g) not in ("-", "None")})
         if gpus:
@@ -217,7 +217,7 @@ def identity(ranks: list[int], metadata, steps, analysed: list[int] | None = Non
         text = f"profiler steps {ids[0]}–{ids[-1]}" if len(ids) > 1 else f"profiler step {ids[0]}"
         if analysed is not None and sorted(analysed) != ids:
             text += (" (none analysed)" if not analysed else
-                     f" ({_span(sorted(analysed))} analysed)")
+                     f" ({number_runs(analysed)} analysed)")
         out.append(text)
         first = steps["start(us)"].min() if "start(us)" in steps else None
         if first is not None and first >= 1e14:  # epoch µs (a clock from 0 is no date)
@@ -226,13 +226,6 @@ def identity(ranks: list[int], metadata, steps, analysed: list[int] | None = Non
             when = dt.datetime.fromtimestamp(first / 1e6, tz=dt.timezone.utc)
             out.append(when.strftime("started %Y-%m-%d %H:%M:%S UTC"))
     return out
-
-
-def _span(ids: list[int]) -> str:
-    """``[6, 7]`` → "6–7"; ``[6]`` → "6"; gaps listed: ``[1, 3]`` → "1, 3"."""
-    if len(ids) > 1 and ids == list(range(ids[0], ids[-1] + 1)):
-        return f"{ids[0]}–{ids[-1]}"
-    return ", ".join(map(str, ids))
 
 
 def build_steps(analyses: Iterable[str] | None = None) -> int:

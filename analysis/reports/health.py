@@ -15,6 +15,19 @@ import pandas as pd
 GROUPED_COLUMNS = ["severity", "ranks", "check", "message", "evidence"]
 
 
+def number_runs(numbers: Iterable[int]) -> str:
+    """``[0, 1, 2, 3, 5]`` → ``"0–3, 5"``; ``[6, 7]`` → ``"6, 7"``: sorted distinct numbers, each
+    run of three or more consecutive ones as a range."""
+    runs: list[list[int]] = []
+    for r in sorted({int(n) for n in numbers}):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" if b > a + 1 else f"{a}, {b}"
+                     for a, b in runs)
+
+
 def rank_span(ranks: Iterable[int]) -> str:
     """``[0, 1, 2, 3, 5]`` → ``"ranks 0–3, 5"``; ``[4]`` → ``"rank 4"``; ``[-1]`` → ``"all ranks"``
     (-1 is the health table's "about the ranks together")."""
@@ -24,14 +37,7 @@ def rank_span(ranks: Iterable[int]) -> str:
     if values == [-1]:
         return "all ranks"
     values = [r for r in values if r >= 0]
-    runs: list[list[int]] = []
-    for r in values:
-        if runs and r == runs[-1][1] + 1:
-            runs[-1][1] = r
-        else:
-            runs.append([r, r])
-    parts = [str(a) if a == b else f"{a}–{b}" if b > a + 1 else f"{a}, {b}" for a, b in runs]
-    return ("rank " if len(values) == 1 else "ranks ") + ", ".join(parts)
+    return ("rank " if len(values) == 1 else "ranks ") + number_runs(values)
 
 
 def grouped(findings: pd.DataFrame, where_all: str = "every rank's in the CSV") -> pd.DataFrame:
