@@ -100,7 +100,8 @@ def _frame_bytes(value: pd.DataFrame | pd.Series | pd.Index) -> int:
     (``deep``: a categorical's distinct values once), object columns by
     :func:`_shared_objects_bytes`; the index once."""
     if isinstance(value, pd.DataFrame):
-        columns = [value.iloc[:, i] for i in range(value.shape[1])]
+        columns = ([column for _, column in value.items()] if not value.columns.has_duplicates
+                   else [value.iloc[:, i] for i in range(value.shape[1])])
     elif isinstance(value, pd.Series):
         columns = [value]
     else:
@@ -123,6 +124,8 @@ def _nbytes(value: Any, depth: int = 0) -> int:
     if isinstance(value, np.ndarray):
         return int(value.nbytes)
     if depth < 3 and isinstance(value, tuple | list):
+        if len(value) > 64 and isinstance(value[0], str | int | float):
+            return 0  # a list of texts or numbers (a column's distinct names): not measured
         return sum(_nbytes(v, depth + 1) for v in value)
     if depth < 3 and isinstance(value, dict):
         return sum(_nbytes(v, depth + 1) for v in value.values())

@@ -30,6 +30,7 @@ from analysis.kineto.model import RankTrace
 from analysis.metrics.tensorboard.plugin_steps import (
     KERNEL_ARGS,
     coded,
+    column_codes,
     concat_parts,
     flags_of,
     plugin_view,
@@ -106,7 +107,7 @@ def _plugin_kernels(rt: RankTrace) -> PluginKernels:
         out[has] = codes[at[has]]
         return out, values
 
-    codes, names = coded(ev["name"])
+    codes, names = column_codes(rt, "name")
     position = np.full(len(ev), -1, dtype=np.int64)
     position[rows] = np.arange(len(rows))
     return PluginKernels(

@@ -22,7 +22,7 @@ import pandas as pd
 
 from analysis.kineto.model import RankTrace
 from analysis.metrics.tensorboard.gpu_summary import PluginKernels, plugin_kernels
-from analysis.metrics.tensorboard.plugin_steps import coded, flags_of
+from analysis.metrics.tensorboard.plugin_steps import column_codes, flags_of
 
 COLUMNS = ["rank", "name", "tensor_cores_used", "calls", "total_us", "mean_us", "max_us",
            "min_us", "mean_blocks_per_sm", "mean_est_achieved_occupancy_pct"]
@@ -136,8 +136,8 @@ def _launching_operators(rt: RankTrace, external_ids: np.ndarray) -> tuple[np.nd
     """Per kernel: the name of the last CPU operator with its external id (the plugin's link),
     :data:`NO_OPERATOR` when none; as ``(codes, values)``."""
     ev = rt.events
-    cpu = np.flatnonzero(flags_of(ev["cat"], lambda v: v == "cpu_op"))
-    name_codes, names = coded(ev["name"])
+    cpu = np.flatnonzero(flags_of(column_codes(rt, "cat"), lambda v: v == "cpu_op"))
+    name_codes, names = column_codes(rt, "name")
     ids = ev["external_id"].to_numpy(np.int64)[cpu]
     last = _last_row_of(ids, external_ids)  # into cpu, -1: no operator with that id
     op_codes = np.full(len(external_ids), len(names), dtype=np.int64)  # NO_OPERATOR

@@ -110,34 +110,94 @@ def dataloader_names(names: pd.Series) -> np.ndarray:
     ).to_numpy(bool)
 
 
+def column_codes(rt: RankTrace, column: str) -> tuple[np.ndarray, list]:
+    """:func:`coded` of the rank's events column ``column`` (memoised: every view of the family
+    reads the names and categories)."""
+    return rt.memoised(("tensorboard_coded", column), lambda: coded(rt.events[column]))
+
+
+def by_start(rt: RankTrace) -> np.ndarray:
+    """The rank's event rows in the plugin's order: by start, file order at equal starts
+    (memoised: one stable sort of every event, which the roles, the steps and the kernels read)."""
+    return rt.memoised("tensorboard_by_start",
+                       lambda: np.argsort(rt.events["ts"].to_numpy(np.int64), kind="stable"))
+
+
+# The plugin's role of an event is a function of its category, three tests of its name and its
+# 2021 raw category alone (communication kernels aside: their external id decides). It is worked
+# out once per combination of those that the rules can tell apart, not once per event; bits:
+_ROLE_BITS = 0x0F  # the role's position in ROLES; _NO_ROLE: none; _MANY: two or more
+_NO_ROLE, _MANY = len(ROLES), len(ROLES) + 1
+_STEP, _COMM_OP, _CPU = 0x10, 0x20, 0x40  # a step; a collective operator; one of the CPU events
+_LEGACY = ("", "runtime", "python")  # the 2021 raw categories that matter, lower-cased
+_NAME_TESTS = 3  # a step's name, a collective's, the DataLoader's: 2**3 kinds of name
+
+
+def _name_kind(names: list) -> np.ndarray:
+    """Per distinct name (and a last entry for a missing one): which of the name tests it
+    passes, as bits (1: ``ProfilerStep#``, 2: a collective, 4: the DataLoader's)."""
+    return np.array([(v.startswith(STEP_PREFIX)) | (v in COMM_NAMES) << 1
+                     | dataloader_name(v) << 2 for v in map(str, names)] + [0], dtype=np.int64)
+
+
+def _combination_flags(cats: list) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Per combination (category, kind of name, legacy kind), the categories with a last
+    "missing" entry: the flags above, and each role's own mask (for a trace where an event has
+    two roles). The plugin's rules (the module docstring), over combinations instead of events."""
+    def of(*values: str) -> np.ndarray:
+        return np.array([str(v) in values for v in cats] + [False], dtype=bool)[:, None, None]
+
+    shape = (len(cats) + 1, 1 << _NAME_TESTS, len(_LEGACY))
+    kind = np.arange(1 << _NAME_TESTS)[None, :, None]
+    step_name, comm_name, loader_name = (kind & 1) != 0, (kind & 2) != 0, (kind & 4) != 0
+    legacy = np.arange(len(_LEGACY))[None, None, :]
+    legacy_runtime, legacy_python = legacy == 1, legacy == 2
+    is_op = of("cpu_op")
+    is_annotation = of("user_annotation", "gpu_user_annotation")
+
+    is_step = (is_op | is_annotation) & step_name
+    is_loader = is_op & ~is_step & loader_name
+    cpu_like = (is_op & ~is_step) | legacy_python
+    comm_ops = (cpu_like | is_annotation) & ~is_step & comm_name
+    masks = [np.broadcast_to(m, shape) for m in (
+        of("kernel"), of("gpu_memcpy"), of("gpu_memset"), comm_ops, legacy_runtime, is_loader,
+        cpu_like & ~is_loader & ~comm_ops)]  # in the order of ROLES
+    count = sum(m.astype(np.int64) for m in masks)
+    role = np.where(count == 0, _NO_ROLE, np.where(count > 1, _MANY, 0))
+    for i, m in enumerate(masks):
+        role = np.where(m & (count == 1), i, role)
+    flags = (role | np.where(is_step, _STEP, 0) | np.where(comm_ops, _COMM_OP, 0)
+             | np.where(is_op | legacy_python | is_step, _CPU, 0)).astype(np.int8)
+    return flags.reshape(-1), [m.reshape(-1) for m in masks]
+
+
 def _plugin_view(rt: RankTrace) -> PluginView:
     ev = rt.events
     n = len(ev)
     args = rt.extra(KERNEL_ARGS)
     where = (args.index.to_numpy(np.int64) if _same_rows(ev.index, args.index)  # labels: positions
              else ev.index.get_indexer(args.index))
-    raw_cat = coded(args["raw_cat"])
-    is_legacy_runtime = np.zeros(n, bool)
-    is_legacy_python = np.zeros(n, bool)
-    is_legacy_runtime[where[flags_of(raw_cat, lambda v: v.lower() == "runtime")]] = True
-    is_legacy_python[where[flags_of(raw_cat, lambda v: v.lower() == "python")]] = True
-
-    cat = coded(ev["cat"])
-
-    def cat_in(*values: str) -> np.ndarray:
-        return flags_of(cat, lambda v: v in values)
-
-    is_op = cat_in("cpu_op")
-    is_annotation = cat_in("user_annotation", "gpu_user_annotation")
-    names = coded(ev["name"])
-    is_step_name = flags_of(names, lambda v: v.startswith(STEP_PREFIX))
-    is_comm_name = flags_of(names, lambda v: v in COMM_NAMES)
-    is_step = (is_op | is_annotation) & is_step_name
-    is_loader = is_op & ~is_step & flags_of(names, dataloader_name)
-    cpu_like = (is_op & ~is_step) | is_legacy_python
-    comm_ops = (cpu_like | is_annotation) & ~is_step & is_comm_name
-    is_cpu_exec = cpu_like & ~is_loader & ~comm_ops
-    kernel = cat_in("kernel")
+    raw_codes, raw_values = coded(args["raw_cat"])
+    legacy = np.array([_LEGACY.index(v) if (v := str(x).lower()) in _LEGACY else 0
+                       for x in raw_values] + [0], dtype=np.int64)[raw_codes]  # per args row
+    cat_codes, cats = column_codes(rt, "cat")
+    name_codes, names = column_codes(rt, "name")
+    flags_by, masks_by = _combination_flags(cats)
+    # each event's combination, from a table per column (code -1, missing: its last entry)
+    small = np.int16 if len(flags_by) < 1 << 15 else np.int64
+    combo = ((np.arange(len(cats) + 1) << _NAME_TESTS) * len(_LEGACY)).astype(small)[cat_codes]
+    combo += (_name_kind(names) * len(_LEGACY)).astype(small)[name_codes]
+    combo[where[legacy > 0]] += legacy[legacy > 0].astype(small)  # 2021 runtime and Python
+    legacy_runtime = np.zeros(n, bool)
+    legacy_runtime[where[legacy == _LEGACY.index("runtime")]] = True
+    flags = flags_by[combo]
+    role = (flags & _ROLE_BITS).astype(np.int8)
+    is_step = (flags & _STEP) != 0
+    comm_ops = (flags & _COMM_OP) != 0
+    many = role == _MANY
+    kernel = role == ROLES.index("kernel")
+    if many.any():  # an event in two roles (none by the rules' definitions): each role apart
+        kernel |= many & masks_by[0][combo]
     # the plugin reads "external id" first (Kineto 2021 GPU and runtime events), then "External id"
     ext = ev["external_id"].to_numpy(np.int64).copy()
     lower = args["external_id_lower"].to_numpy(np.int64)
@@ -150,66 +210,48 @@ def _plugin_view(rt: RankTrace) -> PluginView:
 
     ts = plugin_us(ev["ts"].to_numpy(np.int64))
     end = ts + plugin_us(ev["dur"].to_numpy(np.int64))
-    masks = {
-        "kernel": kernel & ~comm_kernel,
-        "memcpy": cat_in("gpu_memcpy"),
-        "memset": cat_in("gpu_memset"),
-        "communication": comm_kernel | comm_ops,
-        "runtime": is_legacy_runtime,
-        "dataloader": is_loader,
-        "cpu_exec": is_cpu_exec,
-    }
-    roles = _roles(masks, ev["ts"].to_numpy(np.int64), ts, end)
-    kernel_by_start = kernel_rows[np.argsort(ev["ts"].to_numpy(np.int64)[kernel_rows],
-                                             kind="stable")]
+    order = by_start(rt)  # the ns order: the order of the µs the plugin holds, ties apart
+    if many.any():
+        masks = {r: masks_by[i][combo] for i, r in enumerate(ROLES)}
+        masks["kernel"] = masks["kernel"] & ~comm_kernel
+        masks["communication"] = masks["communication"] | comm_kernel
+        roles = {r: merge(ts[m], end[m]) for r, m in masks.items()}
+    else:
+        role[comm_kernel] = ROLES.index("communication")
+        roles = _roles(role, order, ts, end)
+    kernel_by_start = order[kernel[order]]
 
     step_rows = _by_start(np.flatnonzero(is_step), ts)
     if len(step_rows):
-        codes, values = names
         steps = pd.DataFrame({
-            "name": [str(int(str(values[c]).split("#")[1])) for c in codes[step_rows]],
+            "name": [str(int(str(names[c]).split("#")[1])) for c in name_codes[step_rows]],
             "start": ts[step_rows],
             "end": end[step_rows],
         })
     else:  # one step over the CPU events (operators, Python, steps)
-        cpu = is_op | is_legacy_python | is_step
+        cpu = (flags & _CPU) != 0
         steps = pd.DataFrame({"name": ["0"], "start": [ts[cpu].min() if cpu.any() else 0],
                               "end": [end[cpu].max() if cpu.any() else 0]})
-    device = kernel | masks["memcpy"] | masks["memset"]
-    if is_legacy_runtime.any():
-        steps = _device_steps(steps, ts, end, ev["correlation"].to_numpy(), is_legacy_runtime,
+    if legacy_runtime.any():
+        device = kernel | np.isin(role, (ROLES.index("memcpy"), ROLES.index("memset")))
+        if many.any():
+            device |= many & (masks_by[1][combo] | masks_by[2][combo])
+        steps = _device_steps(steps, ts, end, ev["correlation"].to_numpy(), legacy_runtime,
                               _by_start(np.flatnonzero(device), ts))
     return PluginView(roles=roles, steps=steps.reset_index(drop=True), kernel_rows=kernel_rows,
                       external_ids=ext, ts=ts, end=end,
                       kernel_by_start=kernel_by_start)
 
 
-def _roles(masks: dict[str, np.ndarray], ts_ns: np.ndarray, ts: np.ndarray,
+def _roles(role: np.ndarray, order: np.ndarray, ts: np.ndarray,
            end: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Each role's merged intervals. The roles are exclusive: one sort of the events that have
-    a role by (role, start) (the ns order is the µs order) lays every role's intervals out
-    sorted, one after the other."""
-    role_of = np.full(len(ts_ns), len(masks), dtype=np.int64)  # no role
-    for i, mask in enumerate(masks.values()):
-        role_of[mask] = i
-    if sum(int(m.sum()) for m in masks.values()) != int((role_of < len(masks)).sum()):
-        # an event in two roles (none by the masks' definitions): each role on its own
-        return {role: merge(ts[m], end[m]) for role, m in masks.items()}
-    some = np.flatnonzero(role_of < len(masks))  # events without a role are not sorted
-    role_of, ts_ns = role_of[some], ts_ns[some]
-    if not len(some):
-        return {role: merge(ts[:0], end[:0]) for role in masks}
-    offset = ts_ns - ts_ns.min()
-    if int(offset.max()) < 1 << 58:  # (role, start) in one integer: one sort
-        order = some[np.argsort((role_of << 58) | offset, kind="stable")]
-    else:
-        order = some[np.lexsort((ts_ns, role_of))]
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(role_of, minlength=len(masks)))])
-    out = {}
-    for i, role in enumerate(masks):
-        rows = order[bounds[i]:bounds[i + 1]]
-        out[role] = merge(ts[rows], end[rows], by_start=True)
-    return out
+    """Each role's merged intervals, from each event's role (:data:`_NO_ROLE`: none) and the
+    events by start: one stable sort by role of the events in start order lays every role's
+    intervals out sorted, one after the other."""
+    by_role = order[np.argsort(role[order], kind="stable")]
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(role, minlength=len(ROLES)))])
+    return {r: merge(ts[rows], end[rows], by_start=True)
+            for r, rows in ((r, by_role[bounds[i]:bounds[i + 1]]) for i, r in enumerate(ROLES))}
 
 
 def _same_rows(index: pd.Index, labels: pd.Index) -> bool:

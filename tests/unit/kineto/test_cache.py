@@ -7,6 +7,7 @@ import shutil
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -154,7 +155,7 @@ def test_repeated_text_is_stored_once_per_value_and_read_back_as_the_same_string
     one string per group; a column of mostly distinct text (or with nulls) stays plain text."""
     import pyarrow as pa
 
-    from analysis.kineto.cache import _dtype_record, _read_table, _restore_dtypes, _write_table
+    from analysis.kineto.cache import _dtype_record, _read_frame, _write_table
 
     ranks = str(list(range(512)))
     df = pd.DataFrame({
@@ -170,11 +171,43 @@ def test_repeated_text_is_stored_once_per_value_and_read_back_as_the_same_string
     assert pa.types.is_dictionary(schema.field("pg_ranks").type)
     assert pa.types.is_string(schema.field("name").type)  # 100 distinct values in 100 rows
     assert not pa.types.is_dictionary(schema.field("with_null").type)
-    back = _restore_dtypes(_read_table(path), _dtype_record(df))
-    columns = ["pg_ranks", "name", "seq"]
-    pd.testing.assert_frame_equal(back[columns], df[columns])
-    assert back["pg_ranks"].dtype == object
-    assert len({id(v) for v in back["pg_ranks"]}) == 2  # one string per group, not per row
+    # read back column by column (no nulls), and through Arrow's conversion (a column with nulls)
+    plain = df.drop(columns="with_null")
+    _write_table(plain, tmp_path / "plain.arrow")
+    for back, columns in ((_read_frame(path, _dtype_record(df)), ["pg_ranks", "name", "seq"]),
+                          (_read_frame(tmp_path / "plain.arrow", _dtype_record(plain)),
+                           list(plain.columns))):
+        pd.testing.assert_frame_equal(back[columns], df[columns])
+        assert back["pg_ranks"].dtype == object and back["name"].dtype == object
+        assert len({id(v) for v in back["pg_ranks"]}) == 2  # one string per group, not per row
+
+
+def test_tables_read_back_with_their_dtypes_and_numbers_mapped_not_copied(tmp_path, monkeypatch):
+    """Columns read straight from the mapped file keep every dtype the record names (numbers,
+    booleans, categoricals of text with their categories' dtype, object text, pandas' str) and
+    the numbers are read-only views of the file, not heap copies."""
+    import analysis.kineto.cache as cache
+    from analysis.kineto.cache import _dtype_record, _read_frame, _write_table
+
+    def converted(*_):
+        raise AssertionError("read through Arrow's pandas conversion")
+
+    monkeypatch.setattr(cache, "_restore_dtypes", converted)  # the other way's second step
+
+    df = pd.DataFrame({
+        "ts": np.arange(1000, dtype=np.int64) * 7,
+        "dur": np.linspace(0, 1, 1000),
+        "small": np.arange(1000, dtype=np.int32),
+        "flag": np.arange(1000) % 3 == 0,
+        "cat": pd.Categorical(["kernel", "cpu_op", "cuda_runtime", "kernel"] * 250),
+        "name": pd.Series(["a", "b"] * 500, dtype=object),
+        "text": pd.array([f"t{i}" for i in range(1000)], dtype="str"),
+    })
+    _write_table(df, tmp_path / "t.arrow")
+    back = _read_frame(tmp_path / "t.arrow", _dtype_record(df))
+    pd.testing.assert_frame_equal(back, df, check_exact=True)
+    assert str(back["cat"].cat.categories.dtype) == str(df["cat"].cat.categories.dtype)
+    assert not back["ts"].to_numpy().flags.writeable  # the mapped file's pages
 
 
 # ------------------------------------------------------------------------------------------ prune

@@ -160,21 +160,62 @@ def test_group_ids_equal_a_pandas_group_by():
 
 
 def test_roles_from_one_sort_equal_each_role_merged_alone():
-    """``_roles`` lays the roles out by one (role, start) sort; with overlapping masks (which the
-    plugin's definitions never give) it merges each role on its own: the same ranges either way."""
-    from analysis.metrics.tensorboard.plugin_steps import _roles
+    """``_roles`` lays the roles out by one stable sort by role of the events in start order:
+    each role's ranges equal that role's events merged alone."""
+    from analysis.metrics.tensorboard.plugin_steps import ROLES, _roles
 
     rng = np.random.default_rng(11)
-    ts_ns = rng.integers(0, 10**9, 300)
-    ts, end = ts_ns / 1000, ts_ns / 1000 + rng.integers(0, 5000, 300)
-    which = rng.integers(0, 4, 300)
-    exclusive = {f"r{i}": which == i for i in range(3)}  # role 3: none
-    overlapping = {**exclusive, "both": which <= 1}
-    for masks in (exclusive, overlapping):
-        got = _roles(masks, ts_ns, ts, end)
-        for role, m in masks.items():
-            alone = merge(ts[m], end[m])
-            assert all(np.array_equal(x, y) for x, y in zip(got[role], alone, strict=True))
+    ts_ns = rng.integers(0, 10**9, 3000)
+    ts, end = ts_ns / 1000, ts_ns / 1000 + rng.integers(0, 5000, 3000)
+    role = rng.integers(0, len(ROLES) + 1, 3000).astype(np.int8)  # len(ROLES): no role
+    got = _roles(role, np.argsort(ts_ns, kind="stable"), ts, end)
+    assert list(got) == list(ROLES)
+    for i, name in enumerate(ROLES):
+        alone = merge(ts[role == i], end[role == i])
+        assert all(np.array_equal(x, y) for x, y in zip(got[name], alone, strict=True))
+
+
+def test_role_table_equals_the_plugins_rules_event_by_event():
+    """The role of every combination of category, name and 2021 raw category, read from the
+    table worked out per combination, equals the plugin's rules written out per event (the
+    module docstring); a combination the rules give two roles (an operator whose 2021 raw
+    category is Runtime: the parser never writes one) is marked so, and read role by role."""
+    from analysis.metrics.tensorboard.plugin_steps import (
+        _LEGACY,
+        _MANY,
+        _NO_ROLE,
+        _ROLE_BITS,
+        _STEP,
+        ROLES,
+        _combination_flags,
+        _name_kind,
+    )
+
+    cats = ["cpu_op", "user_annotation", "gpu_user_annotation", "kernel", "gpu_memcpy",
+            "gpu_memset", "cuda_runtime", "python_function", "Trace"]
+    names = ["ProfilerStep#3", "nccl:all_reduce", "gloo:broadcast", "nccl:send",
+             "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+             "enumerate(DataPipe)#Mapper", "aten::mm", "sm90_gemm"]
+    flags, _ = _combination_flags(cats)
+    kinds = _name_kind(names)
+    for c, cat in enumerate([*cats, None]):
+        for m, name in enumerate([*names, None]):
+            for legacy, raw in enumerate(_LEGACY):
+                name_s = name or ""
+                is_op = cat == "cpu_op"
+                is_annotation = cat in ("user_annotation", "gpu_user_annotation")
+                is_step = (is_op or is_annotation) and name_s.startswith("ProfilerStep#")
+                comm_name = name_s in ("nccl:all_reduce", "gloo:broadcast")
+                loader = is_op and not is_step and name_s.startswith("enumerate(Data")
+                cpu_like = (is_op and not is_step) or raw == "python"
+                comm_op = (cpu_like or is_annotation) and not is_step and comm_name
+                expected = [cat == "kernel", cat == "gpu_memcpy", cat == "gpu_memset", comm_op,
+                            raw == "runtime", loader, cpu_like and not loader and not comm_op]
+                want = (_MANY if sum(expected) > 1 else expected.index(True) if any(expected)
+                        else _NO_ROLE)
+                code = int(flags[((c << 3) | int(kinds[m])) * len(_LEGACY) + legacy])
+                assert code & _ROLE_BITS == want, (cat, name, raw, ROLES)
+                assert bool(code & _STEP) == is_step
 
 
 def test_plugin_us_equals_integer_division():
@@ -198,3 +239,37 @@ def test_plugin_us_equals_integer_division():
     for ns in cases:
         assert np.array_equal(plugin_us(ns), by_division(ns))
     assert plugin_us(1_234_567) == by_division(1_234_567)
+
+
+def test_an_event_with_two_roles_counts_in_each(tmp_path):
+    """An operator whose 2021 raw category says Runtime (the parser never writes one: its
+    category comes from the raw one) has two roles by the plugin's rules: it is in both role
+    sets, each merged alone, as the rules read per event would have it."""
+    from analysis.metrics.tensorboard.plugin_steps import plugin_view
+
+    path = tensorboard_traces.write(tmp_path / "rank0.json.gz", legacy=True)
+    rt = _rank(str(path))
+    ev = rt.events
+    op = int(np.flatnonzero((ev["cat"] == "cpu_op").to_numpy()
+                            & ~ev["name"].astype(str).str.startswith("ProfilerStep#").to_numpy()
+                            & ~ev["name"].astype(str).str.startswith("enumerate(").to_numpy())[0])
+    args = rt.extras["kernel_args"]
+    extra = args.iloc[:1].copy()
+    extra.index = [ev.index[op]]
+    extra["raw_cat"] = pd.Categorical(["Runtime"], categories=args["raw_cat"].cat.categories
+                                      .union(["Runtime"]))
+    args = args.assign(raw_cat=pd.Categorical(args["raw_cat"].astype(str),
+                                              categories=extra["raw_cat"].cat.categories))
+    two = replace(rt, extras={**rt.extras, "kernel_args": pd.concat([args, extra]).sort_index()})
+    before, after = plugin_view(rt).roles, plugin_view(two).roles
+    start, end = plugin_view(two).ts[op], plugin_view(two).end[op]
+
+    def covers(ranges) -> bool:
+        return bool(((ranges[0] <= start) & (ranges[1] >= end)).any())
+
+    assert not covers(before["runtime"])  # the operator ran outside every runtime call
+    assert covers(after["cpu_exec"])
+    grown = union(before["runtime"], (np.array([start]), np.array([end])))
+    assert all(np.array_equal(x, y) for x, y in zip(after["runtime"], grown, strict=True))
+    for role in ("kernel", "memcpy", "memset", "communication", "dataloader", "cpu_exec"):
+        assert all(np.array_equal(x, y) for x, y in zip(before[role], after[role], strict=True))
