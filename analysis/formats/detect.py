@@ -2,7 +2,7 @@
 
 - Nsight Systems SQLite: the SQLite header ``SQLite format 3\\0``;
 - rocprofv3 JSON (plain or gzip): a JSON object whose first key is ``"rocprofiler-sdk-tool"``;
-- XPlane: a protobuf ``XSpace`` -- field 1 (``planes``, length-delimited) holding an ``XPlane``
+- XPlane (plain or gzip): a protobuf ``XSpace`` -- field 1 (``planes``, length-delimited) holding an ``XPlane``
   whose first field is its ``id`` (1, varint) or ``name`` (2, length-delimited);
 - anything else is left to the Kineto parser (which names what is wrong with it).
 """
@@ -54,6 +54,6 @@ def detect(head: bytes) -> str:
             return "kineto"
     if _ROCPROF_KEY.match(text.removeprefix(b"\xef\xbb\xbf")):
         return "rocprof"
-    if _looks_like_xspace(head):
+    if _looks_like_xspace(text):  # xprof keeps profiles gzipped too (.xplane.pb.gz)
         return "xplane"
     return "kineto"

@@ -129,6 +129,12 @@ def parse_rocprof(data: bytes, source: str) -> list[RankTrace]:
         pid = process.metadata.pid if process.metadata.pid >= 0 else index
         gpu_rows = _gpu_rows(process, pid)
         api_rows = _api_rows(process, pid)
+        # dispatches on an agent the file does not list as a GPU, copies between CPU agents
+        elsewhere = gpu_rows.pop(-1, None)
+        unread = ([] if elsewhere is None else [
+            f"{len(elsewhere['ts'])} kernel dispatch(es) or memory copies of process {pid} ran "
+            "on no GPU agent of the file (host-to-host copies; dispatches on an unlisted "
+            "agent): not read"])
         devices = sorted(set(gpu_rows))
         for device in devices:
             rows = gpu_rows[device]
@@ -142,6 +148,7 @@ def parse_rocprof(data: bytes, source: str) -> list[RankTrace]:
                 source_format="rocprof",
                 other={"part": len(ranks), "process": pid, "gpu": device},
             )
+            meta.anomalies.extend(unread)
             ranks.append(rank_trace(meta, columns))
     if not ranks:
         raise NotATraceError(source, "a rocprofv3 file without kernel dispatches or memory copies")
@@ -184,8 +191,10 @@ def _gpu_rows(process: _Process, pid: int) -> dict[int, dict]:
                      r.correlation_id.internal, device, -1))
     for r in process.buffer_records.memory_copy:
         operation = _operation(process, r)
-        agent = r.src_agent_id if operation == "MEMORY_COPY_DEVICE_TO_HOST" else r.dst_agent_id
-        device = gpu_index.get(agent.handle if agent is not None else -1, -1)
+        agents = ((r.src_agent_id, r.dst_agent_id) if operation == "MEMORY_COPY_DEVICE_TO_HOST"
+                  else (r.dst_agent_id, r.src_agent_id))  # the other one where it is no GPU
+        device = next((gpu_index[a.handle] for a in agents
+                       if a is not None and a.handle in gpu_index), -1)
         stream = r.stream_id.handle if r.stream_id is not None else 0
         add(device, (r.start_timestamp, r.end_timestamp - r.start_timestamp, "gpu_memcpy",
                      _COPY_NAMES.get(operation, "Memcpy Unknown"), device, stream, stream,

@@ -42,6 +42,7 @@ import struct
 from analysis.errors import CorruptTraceError, NotATraceError
 from analysis.formats.frame import rank_trace
 from analysis.formats.protobuf import WireError, fields, signed64
+from analysis.io import gunzip_bounded
 from analysis.kineto.model import RankMeta, RankTrace
 
 HOST_PID = 1_000_000  # no OS pid in an XSpace; far from the GPU planes' pid (= device index)
@@ -70,7 +71,9 @@ _FRESH_CORRELATION = 1 << 48  # above any correlation id a profiler hands out
 
 def parse_xplane(data: bytes, source: str) -> list[RankTrace]:
     """The ranks of one XSpace (see the module docstring). Raises ``CorruptTraceError`` for bytes
-    that are not a valid protobuf, ``NotATraceError`` for one without planes."""
+    that are not a valid protobuf, ``NotATraceError`` for one without planes. A gzip file
+    (``.xplane.pb.gz``) is read decompressed."""
+    data = gunzip_bounded(data, source, error=CorruptTraceError)
     try:
         planes = [_plane(v) for number, wire, v in fields(memoryview(data))
                   if number == 1 and wire == 2]

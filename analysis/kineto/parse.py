@@ -130,6 +130,12 @@ def _event_tables(
     if not needs_annotation_shapes(chunks):  # the annotations' shapes need a second look at the JSON
         events_json.clear()
     tables = assemble(chunks, meta.process_groups)
+    without_cat = sum(c.no_cat[0] for c in chunks)
+    if not len(tables.events) and without_cat:
+        raise NotATraceError(
+            source, f"a Chrome trace, not a Kineto one: none of its {without_cat} complete "
+            "events has a 'cat' (JAX's and TensorFlow's profiler write such a trace.json.gz "
+            "beside the .xplane.pb it was made from: read the .xplane.pb)")
     if events_json:
         fill_annotation_shapes(tables, events_json.pop())
     return tables

@@ -99,3 +99,24 @@ def test_symbols_keyed_by_id_and_agents_without_index(tmp_path):
     ta = TraceAnalysis(trace_dir=str(p), use_cache=False, progress=False)
     assert ta.get_trace_metadata()["rank_from"].tolist() == ["rocprof: process 4242, GPU 1"]
     assert ta.trace[0].events["name"].astype(str).tolist() == ["k7"]
+
+
+def test_a_copy_between_cpu_agents_makes_no_gpu_rank(tmp_path):
+    """A host-to-host copy (both agents CPUs) has no GPU to go to: it made a rank 'GPU -1';
+    it is left out and said so. A device-to-host copy goes to its source GPU."""
+    doc = rocprof_json(
+        dispatches=[(1000, 2000, 0, 5, 1, 101)], kernels={1: "gemm_kernel"},
+        copies=[(4000, 4600, "MEMORY_COPY_HOST_TO_HOST", 0, 64),
+                (5000, 5100, "MEMORY_COPY_DEVICE_TO_HOST", 1, 128)])
+    h2h, d2h = doc["rocprofiler-sdk-tool"][0]["buffer_records"]["memory_copy"]
+    h2h["dst_agent_id"] = {"handle": 100}
+    d2h["src_agent_id"], d2h["dst_agent_id"] = {"handle": 201}, {"handle": 100}
+    path = tmp_path / "909_results.json"
+    path.write_text(json.dumps(doc))
+    ta = TraceAnalysis(trace_dir=str(path), use_cache=False, progress=False)
+    meta = ta.get_trace_metadata()
+    assert meta["rank_from"].tolist() == ["rocprof: process 4242, GPU 0",
+                                          "rocprof: process 4242, GPU 1"]
+    assert ta.trace[1].events["name"].astype(str).tolist() == ["Memcpy DtoH (Device -> Host)"]
+    assert any("1 kernel dispatch(es) or memory copies of process 4242 ran on no GPU agent" in a
+               for a in ta.trace[0].meta.anomalies)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from analysis import TraceAnalysis
@@ -191,3 +192,48 @@ def test_tensorflow_gpu_planes_read_streams_and_launches_go_to_their_gpu(tmp_pat
     health = ta.check().query("check == 'launches_without_kernels'")
     assert health["rank"].tolist() == [4, 6]
     assert health["message"].str.startswith("1 launch calls").all()
+
+
+def _jax_chrome_trace() -> bytes:
+    """The trace viewer's JSON that JAX's profiler writes beside the XPlane (``vm.trace.json.gz``
+    in ``plugins/profile/<run>/``, jax 0.10.2): Chrome trace events without a ``cat``."""
+    import gzip
+    import json
+
+    events = [
+        {"ph": "M", "pid": 701, "name": "process_name", "args": {"name": "/host:CPU"}},
+        {"ph": "X", "pid": 701, "tid": 1, "ts": 12.698, "dur": 79.256,
+         "name": "$contextlib.py:132 __enter__"},
+        {"ph": "X", "pid": 701, "tid": 1, "ts": 12.698, "dur": 76.773,
+         "name": "$profiler.py:307 trace"},
+    ]
+    return gzip.compress(json.dumps({"displayTimeUnit": "ns", "metadata": {"highres-ticks": True},
+                                     "traceEvents": events}).encode())
+
+
+def test_a_jax_profile_folder_reads_the_xplane_and_skips_the_trace_viewers_json(tmp_path):
+    """jax.profiler.trace(dir) writes vm.xplane.pb and vm.trace.json.gz side by side: the folder
+    gave 'rank 0 is claimed by both', and the JSON alone loaded as an empty Kineto trace."""
+    from analysis.errors import NotATraceError
+
+    run = tmp_path / "plugins" / "profile" / "2026_11_28_14_22_00"
+    run.mkdir(parents=True)
+    (run / "vm.xplane.pb").write_bytes(SPACE)
+    (run / "vm.trace.json.gz").write_bytes(_jax_chrome_trace())
+    with pytest.warns(UserWarning, match=r"vm.trace.json.gz.*Chrome trace, not a Kineto one"):
+        ta = TraceAnalysis(trace_dir=str(run), use_cache=False, progress=False)
+    assert ta.get_trace_metadata()["format"].tolist() == ["xplane"]
+    with pytest.raises(NotATraceError, match=r"none of its 2 complete events has a 'cat'.*"
+                                             r"read the \.xplane\.pb"):
+        TraceAnalysis(trace_dir=str(run / "vm.trace.json.gz"), use_cache=False, progress=False)
+
+
+def test_a_gzipped_xplane_is_read_as_the_plain_one(tmp_path, ta):
+    """xprof keeps profiles as .xplane.pb.gz: it was taken for JSON ('invalid JSON')."""
+    import gzip
+
+    packed = tmp_path / "run2.xplane.pb.gz"
+    packed.write_bytes(gzip.compress(SPACE))
+    assert detect(packed.read_bytes()[:4096]) == "xplane"
+    other = TraceAnalysis(trace_dir=str(packed), use_cache=False, progress=False)
+    pd.testing.assert_frame_equal(other.trace[3].events, ta.trace[3].events)
