@@ -33,6 +33,18 @@ def load_snapshot(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def gap(ours, theirs) -> float:
+    """|ours - theirs|; 0 when both are missing (None or NaN), infinite when one is: a NaN
+    beside a number is a difference (``max(worst, nan)`` would drop it silently)."""
+    missing = [v is None or (isinstance(v, float | np.floating) and np.isnan(v))
+               for v in (ours, theirs)]
+    if all(missing):
+        return 0.0
+    if any(missing):
+        return np.inf
+    return float(abs(ours - theirs))
+
+
 @cache
 def rank_trace(trace_path: str):
     rt = parse_trace_bytes(read_trace_bytes(trace_path), trace_path)
@@ -52,11 +64,11 @@ def differences(snap: dict, trace_path: str) -> dict[str, float]:
         if str(ours.step) != row[0]:
             worst = np.inf
         for name, value in zip(cols[1:], row[1:], strict=True):
-            worst = max(worst, abs(getattr(ours, CATEGORIES[name]) - value))
+            worst = max(worst, gap(getattr(ours, CATEGORIES[name]), value))
         # categories the plugin does not show (no kernel: no GPU columns) must be 0 here
         for name, col in CATEGORIES.items():
             if name not in cols:
-                worst = max(worst, abs(getattr(ours, col)))
+                worst = max(worst, gap(getattr(ours, col), 0.0))
     out["step_categories_us"] = worst
     kt = kernel_table.kernel_table_rank(rt).kernels if "kernel_stat" in snap else None
     summary = gpu_summary.gpu_summary_rank(rt) if snap["gpu_summary"] else None
@@ -69,13 +81,14 @@ def differences(snap: dict, trace_path: str) -> dict[str, float]:
             for g in snap["gpu_summary"]:
                 theirs_v = g[key]
                 ours_v = mine.loc[g["gpu"], col] if g["gpu"] in mine.index else np.nan
-                if theirs_v is None:
-                    worst = max(worst, 0.0 if np.isnan(ours_v) else np.inf)
-                else:
-                    worst = max(worst, abs(ours_v - theirs_v * scale))
+                if theirs_v == 0 and np.copysign(1, theirs_v) < 0 and np.isnan(ours_v):
+                    # the plugin's -0.0: 0 over its one step's negative span (no CPU event to
+                    # span, no ProfilerStep); NaN here (docs/deviations.md, TensorBoard)
+                    continue
+                worst = max(worst, gap(ours_v, None if theirs_v is None else theirs_v * scale))
             out[col] = worst
         if snap.get("tc_used_ratio") is not None and len(mine) == 1:
-            out["tensor_core_pct"] = abs(mine["tensor_core_pct"].iloc[0] - 100 * snap["tc_used_ratio"])
+            out["tensor_core_pct"] = gap(mine["tensor_core_pct"].iloc[0], 100 * snap["tc_used_ratio"])
     if kt is not None:
         theirs_k = pd.DataFrame(snap["kernel_stat"]).head(TOP_KERNELS)
         ours_k = kt.set_index("name")
@@ -86,11 +99,11 @@ def differences(snap: dict, trace_path: str) -> dict[str, float]:
                 worst = dict.fromkeys(worst, np.inf)
                 break
             o = ours_k.loc[r.name]
-            worst["kernel_calls"] = max(worst["kernel_calls"], abs(o.calls - r.count))
-            worst["kernel_total_us"] = max(worst["kernel_total_us"], abs(o.total_us - r.sum))
+            worst["kernel_calls"] = max(worst["kernel_calls"], gap(o.calls, r.count))
+            worst["kernel_total_us"] = max(worst["kernel_total_us"], gap(o.total_us, r.sum))
             worst["kernel_tc_flag"] = max(worst["kernel_tc_flag"], float(o.tensor_cores_used != r.tc_used))
             worst["kernel_blocks_per_sm"] = max(worst["kernel_blocks_per_sm"],
-                                                abs(o.mean_blocks_per_sm - r.blocks_per_sm))
+                                                gap(o.mean_blocks_per_sm, r.blocks_per_sm))
         out.update(worst)
     if "memory_peaks" in snap:
         view, _ = memory_view.memory_view_rank(rt)
@@ -99,7 +112,7 @@ def differences(snap: dict, trace_path: str) -> dict[str, float]:
         worst = 0.0
         for (dtype, did), peak in names.items():
             dev = "CPU" if dtype == 0 else f"GPU{did}"
-            worst = max(worst, abs(mine_peaks.get(dev, np.inf) - peak))
+            worst = max(worst, gap(mine_peaks.get(dev, np.inf), peak))
         out["memory_peak_bytes"] = worst
         worst = 0.0
         ops = view.operators.set_index(["device", "operator"])
@@ -113,7 +126,7 @@ def differences(snap: dict, trace_path: str) -> dict[str, float]:
                     worst = np.inf
                     continue
                 mine_v = ops.loc[(dev, op), order].to_numpy(float)
-                worst = max(worst, float(np.abs(mine_v - np.array(values, float)).max()))
+                worst = max(worst, max(map(gap, mine_v, np.array(values, float))))
         out["operator_memory"] = worst
         out["operator_memory_rows"] = abs(len(view.operators) - theirs_n)
         n_events = sum(snap["memory_events"]["n_rows"].values())
@@ -127,13 +140,13 @@ def differences(snap: dict, trace_path: str) -> dict[str, float]:
                     ours.bytes != theirs[1])
                 for value, ref in ((ours.allocated_us, theirs[2]), (ours.freed_us, theirs[3])):
                     if ref is not None:  # the plugin rounds times to whole µs
-                        worst_t = max(worst_t, abs(value - start - ref))
+                        worst_t = max(worst_t, gap(value - start, ref))
         out["memory_event_mismatches"] = mismatched
         out["memory_event_time_us"] = worst_t
         peak_curve = {dev: float(text.split(": ")[1].rstrip("B")) for dev, text
                       in snap["memory_curve"]["peaks"].items()}
         tl = view.timeline.groupby("device")["allocated_bytes"].max()
-        out["memory_curve_peak_bytes"] = max((abs(tl.get(d, np.inf) - v) for d, v in peak_curve.items()), default=0.0)
+        out["memory_curve_peak_bytes"] = max((gap(tl.get(d, np.inf), v) for d, v in peak_curve.items()), default=0.0)
     return out
 
 
@@ -188,7 +201,7 @@ def table_differences(snap: dict, rt, tables) -> dict[str, float]:
             worst_n = max(worst_n, abs(o["calls"] - r["calls"]), float(o["tc_eligible"] != r["tc_eligible"]))
             for mine, ref in (("host_total_us", "host_total"), ("host_self_us", "host_self"),
                               ("device_total_us", "device_total"), ("device_self_us", "device_self")):
-                worst_t = max(worst_t, abs(o[mine] - r[ref]))
+                worst_t = max(worst_t, gap(o[mine], r[ref]))
         out[f"{key}_us"] = worst_t
         out[f"{key}_calls_or_flag"] = worst_n
         out[f"{key}_missing"] = missing
@@ -216,6 +229,6 @@ def module_differences(snap: dict, trace_path: str) -> dict[str, float]:
     mismatched, worst = abs(len(ours) - len(flat)), 0.0
     for o, t in zip(ours.itertuples(index=False), flat, strict=False):
         mismatched += (o.module, o.module_id, o.depth, o.occurrences, o.operators) != t[:5]
-        worst = max(worst, abs(o.host_total_us - t[5]), abs(o.host_self_us - t[6]),
-                    abs(o.device_total_us - t[7]), abs(o.device_self_us - t[8]))
+        worst = max(worst, gap(o.host_total_us, t[5]), gap(o.host_self_us, t[6]),
+                    gap(o.device_total_us, t[7]), gap(o.device_self_us, t[8]))
     return {"module_mismatches": mismatched, "module_time_us": worst}

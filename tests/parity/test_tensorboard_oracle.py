@@ -150,3 +150,13 @@ def test_memory_inside_a_module_but_no_operator_belongs_to_none(tmp_path):
     assert (wrapper["self_allocation_bytes"], wrapper["allocation_bytes"]) == (0, 1500)
     events = ta.get_memory_events()
     assert events.loc[events["bytes"] == 256, "operator"].tolist() == ["<unknown>"]
+
+
+def test_the_comparison_counts_a_missing_value_beside_a_number():
+    """``max(worst, abs(nan - x))`` keeps ``worst``: NaN against a number passed unseen (GPU
+    utilization NaN here, -0.0 % in the plugin, on three traces of a sweep)."""
+    from parity.tensorboard_oracle import gap
+
+    assert gap(np.nan, 5.0) == gap(5.0, None) == np.inf
+    assert gap(np.nan, None) == gap(None, np.nan) == 0.0
+    assert gap(3.0, 5.5) == 2.5
