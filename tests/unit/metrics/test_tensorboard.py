@@ -23,6 +23,22 @@ def facade(tmp_path, **options) -> TraceAnalysis:
         return TraceAnalysis(str(path), use_cache=False, progress=False)
 
 
+def _x(name, cat, ts, dur, **args) -> dict:
+    """A complete event of a hand-written trace (µs)."""
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+            "args": args}
+
+
+def _open(path, events) -> TraceAnalysis:
+    """``events`` written as a Kineto trace at ``path``, opened (load warnings ignored)."""
+    import json
+
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return TraceAnalysis(str(path), use_cache=False, progress=False)
+
+
 @pytest.fixture(scope="module")
 def ta(tmp_path_factory):
     return facade(tmp_path_factory.mktemp("tb"))
@@ -287,34 +303,20 @@ def test_kernel_table_lists_kernels_without_stream_or_correlation(tmp_path):
     profile): the other GPU analyses do not count them (no stream), but the plugin's kernel view
     reads kernels by category and lists them; it raised NoGPUEventsError here. A trace without
     any kernel still does."""
-    import json
-
     from analysis.errors import NoGPUEventsError
 
-    def x(name, cat, ts, dur, **args):
-        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
-                "args": args}
-
-    events = [x("aten::mm", "cpu_op", 0, 50, **{"External id": 5}),
-              x("igemm_wrw_kernel", "kernel", 60, 4, **{"External id": 5}),
-              x("igemm_wrw_kernel", "kernel", 70, 6, **{"External id": 5}),
-              x("SubTensorOpWithScalar1d", "kernel", 80, 2)]
-    path = tmp_path / "edited.json"
-    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ta = TraceAnalysis(str(path), use_cache=False, progress=False)
+    events = [_x("aten::mm", "cpu_op", 0, 50, **{"External id": 5}),
+              _x("igemm_wrw_kernel", "kernel", 60, 4, **{"External id": 5}),
+              _x("igemm_wrw_kernel", "kernel", 70, 6, **{"External id": 5}),
+              _x("SubTensorOpWithScalar1d", "kernel", 80, 2)]
+    ta = _open(tmp_path / "edited.json", events)
     k = ta.get_kernel_table(visualize=False)
     assert k.kernels[["name", "calls", "total_us"]].values.tolist() == [
         ["igemm_wrw_kernel", 2, 10.0], ["SubTensorOpWithScalar1d", 1, 2.0]]
     assert k.by_operator.set_index("name").loc["igemm_wrw_kernel", "operator"] == "aten::mm"
     with pytest.raises(NoGPUEventsError):
         ta.get_idle_time_breakdown(visualize=False)  # HTA's GPU work: none counted
-    cpu_only = tmp_path / "cpu.json"
-    cpu_only.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events[:1]}))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        no_gpu = TraceAnalysis(str(cpu_only), use_cache=False, progress=False)
+    no_gpu = _open(tmp_path / "cpu.json", events[:1])
     with pytest.raises(NoGPUEventsError, match="Kernels"):
         no_gpu.get_kernel_table(visualize=False)
 
@@ -323,23 +325,12 @@ def test_gpu_utilization_without_steps_or_cpu_events_is_nan(tmp_path):
     """Runtime calls and kernels only (no ProfilerStep, no operator): no window to measure the
     utilization over. The plugin shows -0.0 % (0 over its one step's negative span); NaN here
     (docs/deviations.md), and the report shows no card for it."""
-    import json
-
     from analysis.metrics.tensorboard.gpu_summary import key_numbers
 
-    def x(name, cat, ts, dur, **args):
-        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
-                "args": args}
-
-    events = [x("cudaLaunchKernel", "cuda_runtime", 0, 5, correlation=1),
-              x("gemm_kernel", "kernel", 10, 40, device=0, stream=7, correlation=1,
+    events = [_x("cudaLaunchKernel", "cuda_runtime", 0, 5, correlation=1),
+              _x("gemm_kernel", "kernel", 10, 40, device=0, stream=7, correlation=1,
                 **{"blocks per SM": 2.0, "est. achieved occupancy %": 50})]
-    path = tmp_path / "gpu_only.json"
-    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ta = TraceAnalysis(str(path), use_cache=False, progress=False)
-    summary = ta.get_gpu_summary(visualize=False)
+    summary = _open(tmp_path / "gpu_only.json", events).get_gpu_summary(visualize=False)
     assert np.isnan(summary["gpu_utilization_pct"].iloc[0])
     assert np.isnan(summary["sm_efficiency_pct"].iloc[0])
     assert summary["tensor_core_pct"].iloc[0] == 0  # kernel time, no window needed
