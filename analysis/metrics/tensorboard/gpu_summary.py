@@ -20,6 +20,7 @@ tensor-core share.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -47,9 +48,12 @@ TC_MARKERS = ("h884", "s884", "h1688", "s1688", "hmma", "i8816", "16816",
               "xmma_gemm", "xmma_sparse_gemm", "c1688")
 
 
+_TC_PATTERN = re.compile("|".join(map(re.escape, TC_MARKERS)))
+
+
 def uses_tensor_core(name: str) -> bool:
     """Does the kernel name contain one of :data:`TC_MARKERS`."""
-    return any(m in name for m in TC_MARKERS)
+    return _TC_PATTERN.search(name) is not None
 
 
 def uses_tensor_cores(names: pd.Series) -> np.ndarray:
@@ -117,13 +121,24 @@ def _plugin_kernels(rt: RankTrace) -> PluginKernels:
         device=ev["device"].to_numpy(np.int64)[rows],
         name_codes=codes[rows],
         names=[str(v) for v in names],
-        tensor_cores=np.array([uses_tensor_core(str(v)) for v in names] + [False], dtype=bool),
+        tensor_cores=_tensor_core_flags(names, codes[rows]),
         external_id=view.external_ids[rows],
         args={c: arg(c) for c in FLOAT_ARGS},
         grid=arg_codes("grid"),
         block=arg_codes("block"),
         by_start=position[view.kernel_by_start],
     )
+
+
+def _tensor_core_flags(names: list, kernel_codes: np.ndarray) -> np.ndarray:
+    """:func:`uses_tensor_core` per distinct name (a last False for a missing one), tested for
+    the names of kernels only (the others are never read: a trace's names are mostly
+    operators')."""
+    flags = np.zeros(len(names) + 1, dtype=bool)
+    for code in np.unique(kernel_codes).tolist():
+        if code >= 0:
+            flags[code] = uses_tensor_core(str(names[code]))
+    return flags
 
 
 @dataclass(frozen=True)
