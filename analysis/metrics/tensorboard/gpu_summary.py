@@ -35,6 +35,7 @@ from analysis.metrics.tensorboard.plugin_steps import (
     concat_parts,
     flags_of,
     plugin_view,
+    rows_of,
 )
 from analysis.metrics.tensorboard.ranges import length_within, lengths_within, merge, plugin_us
 
@@ -96,7 +97,7 @@ def _plugin_kernels(rt: RankTrace) -> PluginKernels:
     ev = rt.events
     args = rt.extra(KERNEL_ARGS)
     at = np.full(len(ev), -1, dtype=np.int64)  # per event row: its row in ``args``, -1: none
-    at[ev.index.get_indexer(args.index)] = np.arange(len(args))
+    at[rows_of(ev.index, args.index)] = np.arange(len(args))
     at = at[rows]
     has = at >= 0
 

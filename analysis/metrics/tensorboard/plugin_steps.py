@@ -175,8 +175,7 @@ def _plugin_view(rt: RankTrace) -> PluginView:
     ev = rt.events
     n = len(ev)
     args = rt.extra(KERNEL_ARGS)
-    where = (args.index.to_numpy(np.int64) if _same_rows(ev.index, args.index)  # labels: positions
-             else ev.index.get_indexer(args.index))
+    where = rows_of(ev.index, args.index)
     raw_codes, raw_values = coded(args["raw_cat"])
     legacy = np.array([_LEGACY.index(v) if (v := str(x).lower()) in _LEGACY else 0
                        for x in raw_values] + [0], dtype=np.int64)[raw_codes]  # per args row
@@ -254,10 +253,14 @@ def _roles(role: np.ndarray, order: np.ndarray, ts: np.ndarray,
             for r, rows in ((r, by_role[bounds[i]:bounds[i + 1]]) for i, r in enumerate(ROLES))}
 
 
-def _same_rows(index: pd.Index, labels: pd.Index) -> bool:
-    """Are ``labels`` positions of ``index`` too (the whole trace: a 0..n-1 range index)?"""
-    return (isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
-            and (not len(labels) or (labels.min() >= 0 and labels.max() < len(index))))
+def rows_of(index: pd.Index, labels: pd.Index) -> np.ndarray:
+    """The positions in ``index`` of ``labels`` (row labels of the events, all present: an
+    extra table of the rank): the labels themselves where they are positions too (the whole
+    trace, a 0..n-1 range index), else looked up."""
+    if (isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
+            and (not len(labels) or (labels.min() >= 0 and labels.max() < len(index)))):
+        return labels.to_numpy(np.int64)
+    return index.get_indexer(labels)
 
 
 def _by_start(rows: np.ndarray, ts: np.ndarray) -> np.ndarray:
