@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import NoGPUEventsError
+from analysis.kineto.events import has_gpu_events
 from analysis.kineto.model import RankTrace
 from analysis.metrics.tensorboard.gpu_summary import PluginKernels, plugin_kernels
 from analysis.metrics.tensorboard.plugin_steps import column_codes, flags_of
@@ -149,12 +150,13 @@ def _launching_operators(rt: RankTrace, external_ids: np.ndarray) -> tuple[np.nd
 
 
 def kernel_table_rank(rt: RankTrace) -> KernelTables:
-    """The rank's two tables; ``NoGPUEventsError`` when it has no event of the ``kernel``
-    category. The plugin reads kernels by category alone: a kernel whose ``stream`` or
-    ``correlation`` arg is missing (an edited trace), which the other GPU analyses leave out, is
-    in its table and in this one."""
+    """The rank's two tables; ``NoGPUEventsError`` when it has neither an event of the
+    ``kernel`` category nor other GPU work (a CPU-only rank; an MTIA rank's device events get
+    empty tables, as in the plugin). The plugin reads kernels by category alone: a kernel whose
+    ``stream`` or ``correlation`` arg is missing (an edited trace), which the other GPU analyses
+    leave out, is in its table and in this one."""
     k = plugin_kernels(rt)
-    if not len(k.dur_ns):
+    if not len(k.dur_ns) and not rt.memoised("has_gpu_events", lambda: has_gpu_events(rt.events)):
         raise NoGPUEventsError([rt.rank], "Kernels (TensorBoard)")
     kernels = _table(rt.rank, k, {"name": (k.name_codes, k.names)}, COLUMNS)
     op_codes, op_names = _launching_operators(rt, k.external_id)
