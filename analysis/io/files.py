@@ -27,6 +27,7 @@ from analysis.errors import (
     InputPermissionError,
     InputTooLargeError,
     NotARegularFileError,
+    TraceAnalysisError,
     TraceLoadError,
     TraceNotFoundError,
     TracePermissionError,
@@ -210,8 +211,15 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None,
             return url_to_fs(url, **dict(storage_options or {}))
         return _within(deadline or Deadline(), url, " (connecting: looking for credentials)",
                        url_to_fs, url, **dict(storage_options or {}))
-    except (ValueError, ImportError) as exc:  # unknown protocol, missing gcsfs/s3fs, bad options
-        raise TraceLoadError(url, f"cannot open this URL with fsspec: {exc}") from exc
+    except TraceAnalysisError:
+        raise
+    except (ValueError, ImportError, OSError) as exc:
+        # an unknown protocol, missing gcsfs/s3fs, bad options; a filesystem that cannot start
+        # (hdfs:// without a JVM: pyarrow's OSError 'Unable to load libjvm')
+        text = " ".join(str(exc).split())
+        if len(text) > 240:  # pyarrow lists every path it tried for libjvm: ~12 kB
+            text = text[:240] + " …"
+        raise TraceLoadError(url, f"cannot open this URL with fsspec: {text}") from exc
 
 
 def is_local_fs(fs) -> bool:

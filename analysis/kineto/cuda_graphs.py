@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from analysis.errors import InputFileError
+from analysis.errors import CorruptTraceError, InputFileError
 
 GRAPH_LAUNCH_SUFFIX = "GraphLaunch"  # cudaGraphLaunch, hipGraphLaunch
 CAPTURE_FOLDER = "capture_traces"
@@ -122,10 +122,14 @@ def read_capture_events(path: str | Path) -> list[list[dict]]:
     for f in files:
         if f.name == "execution_details.json":
             continue
-        data = f.read_bytes()
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-        top = json.loads(data)
+        try:
+            data = f.read_bytes()
+            if data[:2] == b"\x1f\x8b":
+                data = gzip.decompress(data)
+            top = json.loads(data)
+        except (OSError, EOFError, ValueError) as exc:  # gzip, UnicodeDecodeError, JSON errors
+            raise CorruptTraceError(str(f), "not a readable CUDA graph capture trace (a Kineto "
+                                    f"JSON trace): {type(exc).__name__}: {exc}") from None
         if isinstance(top, dict) and isinstance(top.get("traceEvents"), list):
             out.append(top["traceEvents"])
     return out

@@ -36,7 +36,13 @@ from typing import Any
 import msgspec
 from isal import igzip
 
-from analysis.errors import ConfigError, CorruptTraceError, EmptySelectionError, ExportError
+from analysis.errors import (
+    ConfigError,
+    CorruptTraceError,
+    EmptySelectionError,
+    ExportError,
+    FormatNotSupportedError,
+)
 from analysis.io import gunzip_bounded
 from analysis.kineto.model import RankMeta, RankTrace, Trace
 from analysis.kineto.parse import parse_trace_bytes
@@ -105,6 +111,13 @@ class _RankDoc:
 
 
 def _decode(data: bytes, source: str) -> _RankDoc:
+    from analysis.formats import detect
+
+    kind = detect(data[:4096])
+    if kind != "kineto":  # an nsys export, an XPlane, a rocprofv3 file: read, but not merged
+        raise FormatNotSupportedError(
+            "merge", kind, ["Kineto JSON events to write (the merge copies each file's own "
+                            "events; report, summary and compare read this file)"], source)
     data = gunzip_bounded(data, source, error=CorruptTraceError)  # the read limit applies here too
     try:
         top = _TOP.decode(data)

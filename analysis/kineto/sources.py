@@ -10,20 +10,23 @@ the same names, sizes and versions without importing fsspec (:mod:`analysis.io.f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from analysis.errors import ConfigError, TraceLoadError, TraceNotFoundError
+from analysis.errors import ConfigError, TraceLoadError, TraceLoadWarning, TraceNotFoundError
 from analysis.formats.detect import SQLITE_MAGIC
 from analysis.io.files import (
     SNIFF_BYTES,
     as_load_error,
     check_regular,
     display_url,
+    file_kind,
     filesystem,
     is_local_fs,
     is_url,
@@ -96,7 +99,7 @@ def _list_directory(url: str, fs, path: str, deadline: Deadline | None = None) -
         entries = metadata_call(fs, "ls", url, path, deadline, detail=True)
     except Exception as exc:
         raise as_load_error(url, exc, "list this directory") from exc
-    files, broken_links = [], []
+    files, broken_links, unread = [], [], []
     listed = {os.path.realpath(e["name"]) for e in entries
               if is_local_fs(fs) and e.get("type") == "file" and not e.get("islink")}
     for info in entries:
@@ -111,13 +114,20 @@ def _list_directory(url: str, fs, path: str, deadline: Deadline | None = None) -
                 continue
             try:
                 info = {**metadata_call(fs, "info", url, info["name"], deadline), "name": info["name"]}
-            except Exception:  # noqa: BLE001 - a dangling link: said below if nothing else is found
+            except Exception:  # noqa: BLE001 - a dangling link: said below
                 broken_links.append(name)
                 continue
         if info.get("type") != "file":
+            unread.append(f"{name}: {_kind_of(fs, info)}")
             continue
         file_url = display_url(fs, info["name"], _join(url, name))
         files.append(TraceFile(file_url, info.get("size"), _version(info)))
+    unread += [f"{name}: a symbolic link to no file" for name in broken_links]
+    if files and unread:  # a rank left out: never without a word
+        warnings.warn(TraceLoadWarning(
+            f"{url}: {len(unread)} entr{'y' if len(unread) == 1 else 'ies'} named like a trace "
+            f"but not a regular file, not read: {'; '.join(unread[:5])}"
+            + ("..." if len(unread) > 5 else "")), stacklevel=3)
     if not files:
         links = (f"; {len(broken_links)} symbolic link(s) point to no file ({broken_links[0]}...)"
                  if broken_links else "")
@@ -126,6 +136,14 @@ def _list_directory(url: str, fs, path: str, deadline: Deadline | None = None) -
             f"only){links}"
         )
     return sorted(files, key=lambda f: posixpath.basename(f.url))
+
+
+def _kind_of(fs, info: Mapping[str, Any]) -> str:
+    """What a listed entry is, for a message: "a FIFO (named pipe)", "a directory"..."""
+    if is_local_fs(fs):
+        with contextlib.suppress(OSError):
+            return f"a {file_kind(os.stat(info['name']).st_mode)}"
+    return f"a {info.get('type') or 'special file'}"
 
 
 def _single_file(url: str, storage_options, rank: int | None = None,

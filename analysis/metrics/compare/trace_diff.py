@@ -190,9 +190,11 @@ def breakdown_deltas(
 
 
 def _with_diff(df: pd.DataFrame) -> pd.DataFrame:
+    """``diff_us`` and ``diff_pct`` (% of the base; NaN where the base is 0: no percentage of
+    nothing, which the page and the CSVs showed as ``inf``)."""
     df["diff_us"] = df["test_us"] - df["base_us"]
     with np.errstate(divide="ignore", invalid="ignore"):
-        df["diff_pct"] = 100.0 * df["diff_us"] / df["base_us"]
+        df["diff_pct"] = (100.0 * df["diff_us"] / df["base_us"]).where(df["base_us"] != 0)
     return df
 
 
@@ -220,7 +222,9 @@ def _deltas(base: pd.DataFrame, test: pd.DataFrame, key: list[str],
     df["diff_time_us"] = df["test_time_us"] - df["base_time_us"]
     with np.errstate(divide="ignore", invalid="ignore"):
         pct = 100.0 * df["diff_time_us"] / df["base_time_us"]
-    pct = pct.where(df["diff_time_us"] != 0, 0.0)
+    # 0 without a change; NaN from a base of 0 µs (``change`` says added or slower)
+    pct = pct.where(df["diff_time_us"] != 0, 0.0).where((df["base_time_us"] != 0)
+                                                        | (df["diff_time_us"] == 0))
     df["diff_pct"] = pct
     noise = (df["diff_time_us"] == 0) | (pct.abs() < min_change_pct)
     change = np.where(noise, "unchanged",
@@ -239,8 +243,8 @@ def _deltas(base: pd.DataFrame, test: pd.DataFrame, key: list[str],
 def kernel_deltas(base: Mapping[int, RankProfile], test: Mapping[int, RankProfile],
                   min_change_pct: float = DEFAULT_MIN_CHANGE_PCT) -> pd.DataFrame:
     """Per kernel type and name: count and time per step, base vs test, summed over the compared
-    ranks; ``diff_pct`` is the change in % of the base time; ``change`` one of ``CHANGES``.
-    Sorted by the size of the time change, largest first."""
+    ranks; ``diff_pct`` is the change in % of the base time (NaN where that is 0); ``change``
+    one of ``CHANGES``. Sorted by the size of the time change, largest first."""
     return _deltas(_per_step(base, "kernels", _KERNEL_KEY, "time_ns"),
                    _per_step(test, "kernels", _KERNEL_KEY, "time_ns"), _KERNEL_KEY,
                    min_change_pct)

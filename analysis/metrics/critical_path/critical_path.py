@@ -414,6 +414,8 @@ def critical_path_summary_rank(
     event the analyses count (every kernel without its stream or correlation, say) raises
     ``NoGPUEventsError``, as the other GPU analyses do."""
     pat = resolve_patterns(patterns)
+    if not len(rt.events):  # (a rank whose one profiler step is its last, which is left out)
+        raise NoGPUEventsError([rt.rank], "critical path", "the analysed window holds no event")
     if not annotation_windows(rt, annotation, pat.hta_quirks, rounding):
         graphs = critical_path_rank(rt, annotation="", patterns=pat, rounding=rounding)
         graphs = {"whole trace": next(iter(graphs.values()))}

@@ -119,8 +119,19 @@ def _need(results: Mapping[str, Any], name: str) -> Any:
 
 
 def _ranks(values: pd.Series, ranks: pd.Series, top: int = 5) -> str:
-    order = np.argsort(-values.to_numpy(dtype=float), kind="stable")[:top]
-    return ", ".join(f"rank {int(ranks.iloc[i])} ({values.iloc[i]:.1f} %)" for i in order)
+    """The ``top`` ranks by ``values`` (%), highest first; ranks without a value (no GPU event
+    in the window: NaN) are not listed."""
+    numbers = values.to_numpy(dtype=float)
+    order = [i for i in np.argsort(-numbers, kind="stable").tolist() if not np.isnan(numbers[i])]
+    return ", ".join(f"rank {int(ranks.iloc[i])} ({numbers[i]:.1f} %)" for i in order[:top])
+
+
+def _loaded_ranks(results: Mapping[str, Any], default: int) -> int:
+    """The number of ranks loaded (the trace metadata's rows), ``default`` without it."""
+    meta = results.get("trace_metadata")
+    if isinstance(meta, pd.DataFrame) and "rank" in meta:
+        return int(meta["rank"].nunique())
+    return default
 
 
 # ------------------------------------------------------------------------------------- rules
@@ -201,7 +212,10 @@ def straggler_rank(results: Mapping[str, Any]) -> list[Finding]:
     table = _need(results, "stragglers")
     steps = _need(results, "step_breakdown")
     if len(table) and table["times_last"].isna().all():
-        raise Silent("one rank loaded: no collective to compare across ranks")
+        loaded = _loaded_ranks(results, len(table))
+        raise Silent("one rank loaded: no collective to compare across ranks" if loaded == 1
+                     else f"no collective matched across the {loaded} ranks loaded (their "
+                     "collectives differ: ranks of different jobs, or of different steps)")
     if table.empty:
         raise Silent("no collectives matched across two or more ranks")
     if steps.empty:
@@ -252,8 +266,12 @@ def low_bus_bandwidth(results: Mapping[str, Any]) -> list[Finding]:
     if expected is None:
         raise Silent(f"no expected bus bandwidth for this GPU ({gpus or 'unknown'})")
     if not (summary["ranks"] >= 2).any():
+        loaded = _loaded_ranks(results, 1)
         raise Silent("one rank loaded: a collective's time there includes waiting for the ranks "
-                     "not loaded, so its bandwidth is unknown")
+                     "not loaded, so its bandwidth is unknown" if loaded == 1 else
+                     f"no collective matched across the {loaded} ranks loaded: a collective's "
+                     "time on one rank includes waiting for the others, so its bandwidth is "
+                     "unknown")
     large = summary[(summary["bucket_bytes"] >= LARGE_MESSAGE_BYTES) & (summary["ranks"] >= 2)
                     & (summary["ranks"] <= NODE_SIZE) & summary["busbw_median_gbps"].notna()]
     if large.empty:

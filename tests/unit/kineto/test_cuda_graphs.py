@@ -207,6 +207,24 @@ def test_capture_trace_argument(tmp_path):
         TraceAnalysis(trace_files={0: str(replay)}, capture_trace=tmp_path / "nowhere.json")
 
 
+@pytest.mark.parametrize("content", [b"SQLite format 3\x00\xb3\x01", b'{"traceEvents": [',
+                                     b"\x1f\x8b\x08\x00cut"])
+def test_an_unreadable_capture_trace_is_named(tmp_path, content):
+    """A capture that is no Kineto JSON (an nsys export, cut JSON, damaged gzip) raised an
+    'unexpected UnicodeDecodeError' blamed on the replay trace: our CorruptTraceError now names
+    the capture file."""
+    from analysis.api import TraceAnalysis
+    from analysis.errors import CorruptTraceError
+
+    write_pair(tmp_path / "pair", ["aten::mm"], [1])
+    bad = tmp_path / "capture.json"
+    bad.write_bytes(content)
+    with pytest.raises(CorruptTraceError, match=r"capture\.json: not a readable CUDA graph "
+                                                r"capture trace"):
+        TraceAnalysis(trace_files={0: str(tmp_path / "pair" / "replay.json")},
+                      capture_trace=bad, use_cache=False)
+
+
 def test_cli_capture_trace_option(tmp_path):
     from click.testing import CliRunner
 

@@ -243,3 +243,18 @@ def test_flow_ids_of_high_ranks_stay_exact_as_doubles(job, tmp_path):
         ours = temporal_breakdown_rank(back.ranks[new])
         theirs = temporal_breakdown_rank(trace.ranks[old])
         assert ours.drop(columns="rank").equals(theirs.drop(columns="rank"))
+
+
+def test_another_profilers_file_is_refused_by_name(tmp_path):
+    """An XPlane, nsys or rocprofv3 file (read by report, summary and compare) was refused as
+    'not a Kineto trace document (JSON is malformed ...)': it is a format the merge cannot
+    write, said so."""
+    from analysis.errors import FormatNotSupportedError
+    from analysis.testing.foreign import XEvent, XLine, xplane, xspace_bytes
+
+    path = tmp_path / "run.xplane.pb"
+    path.write_bytes(xspace_bytes([xplane("/device:GPU:0", [
+        XLine(1, "Stream #1(Kernel)", timestamp_ns=0, events=[XEvent("k", 10, 5)])])]))
+    with pytest.raises(FormatNotSupportedError, match=r"merge is not available for XPlane "
+                                                      r"profiles \(.*run\.xplane\.pb\)"):
+        merge_traces({0: str(path)}, tmp_path / "m.json.gz")

@@ -88,3 +88,27 @@ def test_a_missing_bucket_fails_fast_with_not_found(gcs_emulator, tmp_path):
     assert proc.returncode == 1
     assert "error: gs://nonexistent-bucket/x: no such file, directory, bucket or object" in proc.stderr
     assert "no answer within" not in proc.stderr
+
+
+class _NoJvmStore(AsyncFileSystem):
+    """A filesystem that cannot start, as pyarrow's HDFS without a JVM: an ``OSError`` listing
+    every path it tried (12 kB of text)."""
+
+    protocol = "nojvm"
+    cachable = False
+
+    def __init__(self, **kwargs):
+        raise OSError("Unable to load libjvm " + " ".join(
+            f"dlopen(/usr/lib/jvm/java-{v}/libjvm.so) failed: no such file" for v in range(200)))
+
+
+def test_a_filesystem_that_cannot_start_is_our_error_in_a_line():
+    """hdfs:// without a JVM gave pyarrow's OSError as a foreign exception (the CLI's
+    last-resort handler): the project's TraceLoadError naming the URL, its text shortened."""
+    from analysis.errors import TraceLoadError
+
+    fsspec.register_implementation("nojvm", _NoJvmStore, clobber=True)
+    with pytest.raises(TraceLoadError, match=r"nojvm://host/t: cannot open this URL with fsspec: "
+                                             r"Unable to load libjvm") as info:
+        find_trace_files("nojvm://host/t")
+    assert len(str(info.value)) < 400

@@ -12,6 +12,7 @@ from analysis.errors import (
     CorruptTraceError,
     InputTooLargeError,
     NotARegularFileError,
+    TraceLoadWarning,
     TraceNotFoundError,
     printable,
 )
@@ -85,8 +86,10 @@ def test_local_paths_give_what_fsspec_gives(trace_dir, monkeypatch, spelling):
     monkeypatch.chdir(trace_dir.parent)
     given = {"absolute": str(trace_dir), "relative": "run", "dot-relative": "./run",
              "trailing slash": str(trace_dir) + "/"}[spelling]
-    plain = find_trace_files(given)
-    by_fsspec = find_trace_files(f"file://{trace_dir}")
+    with pytest.warns(TraceLoadWarning, match="sub.json: a directory; dangling.json: a symbolic"):
+        plain = find_trace_files(given)
+    with pytest.warns(TraceLoadWarning, match="2 entries named like a trace"):
+        by_fsspec = find_trace_files(f"file://{trace_dir}")
     assert plain == by_fsspec
     # a link to a file of the same directory is not a second file
     assert [os.path.basename(f.url) for f in plain] == ["rank-0.pt.trace.json.gz", "rank-1.json"]
@@ -130,3 +133,19 @@ def test_a_directory_of_links_to_traces_is_read(tmp_path):
     for given in (str(dangling), f"file://{dangling}"):
         with pytest.raises(TraceNotFoundError, match="1 symbolic link.*point to no file"):
             find_trace_files(given)
+
+
+def test_an_entry_named_like_a_trace_that_is_no_file_is_said(tmp_path):
+    """A FIFO or a dangling link among a job's traces was dropped without a word (that rank
+    just missing from every result): a load warning names each."""
+    (tmp_path / "rank-0.json").write_bytes(b"{}")
+    os.mkfifo(tmp_path / "rank-1.json")
+    os.symlink(tmp_path / "gone.json.gz", tmp_path / "rank-2.json.gz")
+    (tmp_path / "rank-3.json").mkdir()
+    for given in (str(tmp_path), f"file://{tmp_path}"):
+        with pytest.warns(TraceLoadWarning, match=r"3 entries named like a trace but not a "
+                          r"regular file, not read: rank-1\.json: a FIFO \(named pipe\); "
+                          r"rank-3\.json: a directory; rank-2\.json\.gz: a symbolic link to no "
+                          r"file"):
+            found = find_trace_files(given)
+        assert [os.path.basename(f.url) for f in found] == ["rank-0.json"]

@@ -293,3 +293,16 @@ def test_a_step_recorded_as_an_operator_does_not_hide_the_backward_thread():
         assert g.past_step_end_us == cpt.STEP_OPERATOR_OVERRUN_US
         names = set(g.get_critical_path_breakdown()["s_name"].dropna())
         assert {"AddmmBackward", "backward_kernel"} <= names
+
+
+def test_an_empty_analysed_window_is_no_gpu_events_not_a_missing_annotation():
+    """A rank whose analysed window holds nothing (its one profiler step is its last) failed
+    with "no event named like ''" (the whole-trace fallback asked for an empty annotation): it
+    is left out with the other GPU analyses, saying why."""
+    from trace_helpers import rank_trace
+
+    from analysis.errors import NoGPUEventsError
+    from analysis.metrics.critical_path.critical_path import critical_path_summary_rank
+
+    with pytest.raises(NoGPUEventsError, match=r"rank\(s\) \[3\].*analysed window holds no event"):
+        critical_path_summary_rank(rank_trace([], rank=3))

@@ -366,3 +366,19 @@ def test_low_bus_bandwidth_fires_and_respects_the_expected_figure(tmp_path, monk
     # on a link whose all-reduce reaches 8 GB/s, 5.2 GB/s is more than half of it: silent
     monkeypatch.setitem(F.EXPECTED_BUSBW_GBPS, "H100", 8.0)
     assert "busbw_median_gbps" not in set(ta.findings()["metric"])
+
+
+def test_ranks_of_different_jobs_are_not_one_rank_and_show_no_nan():
+    """Two ranks whose collectives match no other's (ranks of different jobs): the straggler and
+    bus-bandwidth rules said 'one rank loaded' with two loaded; a rank without GPU events gave
+    'rank 34 (nan %)' in the idle finding's evidence."""
+    meta = pd.DataFrame({"rank": [0, 34], "gpu": ["NVIDIA H100", "NVIDIA H100"]})
+    table = pd.DataFrame({"rank": [0], "times_last": [float("nan")]})
+    with pytest.raises(F.Silent, match="no collective matched across the 2 ranks loaded"):
+        F.straggler_rank({"stragglers": table, "step_breakdown": pd.DataFrame(),
+                          "trace_metadata": meta})
+    summary = pd.DataFrame({"ranks": [1], "bucket_bytes": [1 << 22], "busbw_median_gbps": [1.0]})
+    with pytest.raises(F.Silent, match="no collective matched across the 2 ranks loaded"):
+        F.low_bus_bandwidth({"collective_summary": summary, "trace_metadata": meta})
+    idle = pd.Series([54.7, float("nan"), 53.6])
+    assert F._ranks(idle, pd.Series([1, 34, 0])) == "rank 1 (54.7 %), rank 0 (53.6 %)"

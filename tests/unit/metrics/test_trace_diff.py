@@ -66,3 +66,23 @@ def test_breakdown_parts_partition_the_steps():
     assert profile.steps == 3
     assert {k: v / 1000 / 3 for k, v in profile.breakdown.items()} == truth
     assert list(profile.breakdown) == list(BREAKDOWN_ROWS)
+
+
+def test_a_change_from_nothing_has_no_percentage():
+    """A kernel new in the test run, a breakdown category at 0 µs in the base: diff_pct was inf,
+    written as 'inf' into the comparison page and its CSVs; NaN now (no percentage of nothing),
+    and the change column still says added / slower."""
+    from analysis.metrics.compare.trace_diff import _deltas, _with_diff
+
+    base = pd.DataFrame({"name": ["k0", "k1"], "count": [2.0, 3.0],
+                         "time_us": [10.0, 0.0]}).set_index("name")
+    test = pd.DataFrame({"name": ["k0", "k1", "k2"], "count": [2.0, 3.0, 1.0],
+                         "time_us": [10.0, 4.0, 5.0]}).set_index("name")
+    out = _deltas(base, test, ["name"], min_change_pct=1.0).set_index("name")
+    assert out["diff_pct"].isna().tolist() == [True, True, False]  # k2, k1, k0 (largest first)
+    assert out.loc["k0", "diff_pct"] == 0
+    assert out["change"].astype(str).to_dict() == {"k2": "added", "k1": "slower",
+                                                   "k0": "unchanged"}
+    both = _with_diff(pd.DataFrame({"base_us": [0.0, 0.0, 8.0], "test_us": [0.0, 2.0, 4.0]}))
+    assert both["diff_pct"].isna().tolist() == [True, True, False]
+    assert both["diff_pct"].iloc[2] == -50.0
