@@ -27,7 +27,12 @@ def schedule(skip_first, wait, warmup, active, repeat, skip_first_wait, steps, c
         config = ProfilerConfig(skip_first=skip_first, wait=wait, warmup=warmup, active=active,
                                 repeat=repeat, skip_first_wait=skip_first_wait)
     table = schedule_table(config, steps=steps)
-    click.echo(table.to_string(index=False))
+    if table.empty:
+        click.echo("no step: --steps 0 runs no training step, so nothing is profiled")
+        return
+    # a step outside every cycle (skipped) has no cycle: "–", not pandas' <NA>
+    shown = table.astype({"cycle": object}).fillna({"cycle": "–"})
+    click.echo(shown.to_string(index=False))
     saved = table.loc[table["trace_saved"], "step"].tolist()
     click.echo(f"\n{len(saved)} trace(s) per rank, saved after step(s): {saved}")
 

@@ -88,7 +88,9 @@ def parse_trace_bytes(
         meta.anomalies.append(
             f"{meta.unseen_gpu_events} of {busy} kernel / memcpy / memset event(s) have no "
             "'stream' or no 'correlation' arg (which the profiler always writes: was the trace "
-            "edited?); the analyses do not count them as GPU work")
+            "edited?); most GPU analyses do not count them as GPU work (the TensorBoard views "
+            "do: the plugin reads kernels by category; with kernel_patterns='hta' the temporal "
+            "and kernel breakdowns count those with a stream, as HTA does)")
     meta.negative_durations = tables.negative_durations
     return RankTrace(
         meta=meta, events=tables.events, flows=tables.flows, collectives=tables.collectives,

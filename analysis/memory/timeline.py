@@ -49,6 +49,11 @@ def parse_memory_timeline_bytes(data: bytes, source: str) -> pd.DataFrame:
     try:
         times, sizes = _coalesced.decode(text)
     except msgspec.DecodeError as exc:
+        if text.lstrip()[:1] == b"{" and b'"traceEvents"' in text[:1 << 20]:
+            raise WrongFileKindError(
+                source, "a Kineto profiler trace, not a memory timeline from "
+                "export_memory_timeline: its [memory] events are read by `trace-analysis "
+                "memory-timeline` (and the report's memory view)") from None
         if text.lstrip()[:1] in (b"[", b"{"):
             raise WrongFileKindError(
                 source, f"not a memory timeline from export_memory_timeline ({exc})"

@@ -152,6 +152,10 @@ def test_cli_schedule_prints_the_table():
     assert lines[0].split() == ["step", "action", "phase", "cycle", "trace_saved"]
     assert "RECORD_AND_SAVE" in lines[15] and lines[15].split()[0] == "14"
     assert "saved after step(s): [14, 19]" in result.output
+    assert lines[1].split() == ["0", "NONE", "skipped", "–", "False"]  # not pandas' <NA>
+    empty = CliRunner().invoke(schedule_command, ["--steps", "0"])
+    assert empty.exit_code == 0 and "Empty DataFrame" not in empty.output
+    assert "--steps 0 runs no training step" in empty.output
 
 
 def test_cli_schedule_from_yaml(tmp_path):

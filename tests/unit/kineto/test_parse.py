@@ -501,8 +501,10 @@ def test_gpu_events_without_stream_or_correlation_are_named(tmp_path):
                                "edited.json")
     assert result.meta.anomalies == [
         "3 of 3 kernel / memcpy / memset event(s) have no 'stream' or no 'correlation' arg (which "
-        "the profiler always writes: was the trace edited?); the analyses do not count them as "
-        "GPU work"]
+        "the profiler always writes: was the trace edited?); most GPU analyses do not count "
+        "them as GPU work (the TensorBoard views do: the plugin reads kernels by category; with "
+        "kernel_patterns='hta' the temporal and kernel breakdowns count those with a stream, as "
+        "HTA does)"]
     health = trace_health_rank(result)
     assert "its 3 kernel / memcpy / memset events have no 'stream'" in health.findings[-1][2]
     # and so do the analyses that need GPU events (they said "CPU-only trace")

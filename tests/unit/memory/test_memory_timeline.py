@@ -36,10 +36,17 @@ def test_coalesced_file_reads_the_same_categories(tmp_path):
 
 
 def test_a_trace_is_not_a_memory_timeline(tmp_path):
+    """A Kineto trace is said to be one, and where its [memory] events are read (it was
+    msgspec's "Expected `array`, got `object`"); other JSON says what was expected."""
     path = tmp_path / "trace.json"
     path.write_text('{"traceEvents": []}')
-    with pytest.raises(WrongFileKindError, match="trace.json.*not a memory timeline"):
+    with pytest.raises(WrongFileKindError, match=r"trace.json: a Kineto profiler trace, not a "
+                                                 r"memory timeline.*trace-analysis memory-timeline"):
         load_memory_timeline(str(path))
+    other = tmp_path / "other.json"
+    other.write_text('{"nodes": []}')
+    with pytest.raises(WrongFileKindError, match="other.json: not a memory timeline"):
+        load_memory_timeline(str(other))
 
 
 def test_hta_memory_timeline_matches_hta_and_is_plotted(hta_traces_dir):
