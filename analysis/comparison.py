@@ -138,6 +138,14 @@ class TraceComparison:
                 f"The runs used different GPUs ({', '.join(base_gpus) or 'unknown'} vs "
                 f"{', '.join(test_gpus) or 'unknown'}): kernel names differ between hardware, so "
                 "compare at the operator level (operators(), matched by name).")
+        for label, profiles in zip(self.labels, (self._base_profiles, self._test_profiles),
+                                   strict=True):
+            idle = sorted(r for r, p in profiles.items() if not len(p.kernels))
+            if idle:
+                notes.append(
+                    f"{label}: rank(s) {idle} ran no GPU kernel in the window compared (a "
+                    "CPU-only trace, or no GPU work in its steps): their step time is all idle, "
+                    "and every kernel and operator row of the other run reads as gone or new.")
         if any(p.steps == 0 for p in (*self._base_profiles.values(),
                                       *self._test_profiles.values())):
             notes.append("Some ranks have no ProfilerStep: their whole GPU span counts as one step.")

@@ -179,6 +179,9 @@ def table_html(df: pd.DataFrame, name: str, csv_dir: str = "tables") -> Markup:
     if type(df)._repr_html_ is not pd.DataFrame._repr_html_:
         # a table with its own (escaping) display, e.g. the findings
         body = f'<div class="findings">{df._repr_html_()}</div>'
+    elif not len(df):  # a header alone read as a table that failed to show
+        return Markup('<p class="note">No rows: these traces hold nothing this table lists, '
+                      f"in the window its analysis reads (its columns: {link}).</p>")
     else:
         body = data_table(shown)
     return Markup(f'{note}{body}<p class="note">All rows: {link}</p>')

@@ -188,3 +188,23 @@ def test_hta_arguments_are_checked(changed):
     default = comparison.compare_traces()
     assert default.at["ProfilerStep#10", "Control_counts"] == 1
     assert "ProfilerStep#11" not in default.index
+
+
+def test_a_run_without_gpu_work_in_the_window_is_noted(tmp_path, identical):
+    """A CPU-only run compared with a GPU run showed every row 'gone' and its step as idle time,
+    with no word: a note says which ranks ran no kernel."""
+    import json
+
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1,
+               "tid": 1, "ts": 100 * i, "dur": 100, "args": {}} for i in range(3)]
+    events += [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+                "ts": 100 * i + 10, "dur": 50, "args": {}} for i in range(3)]
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "rank0.json").write_text(json.dumps(
+        {"schemaVersion": 1, "distributedInfo": {"rank": 0}, "traceEvents": events}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cpu = _load(str(tmp_path / "cpu"))
+    compared = analysis.compare(identical.base, cpu)
+    assert any(n.startswith("test: rank(s) [0] ran no GPU kernel") for n in compared.notes)
+    assert not any("ran no GPU kernel" in n for n in identical.notes)

@@ -16,7 +16,8 @@ through the ``op_shapes`` extra, :mod:`analysis.kineto.extras`) that has a perfo
   bytes / peak bandwidth) per call (bandwidth only for memory-bound families); ``bound``
   ("compute"/"memory"); ``pct_of_peak`` = 100 × roofline time / kernel time (the achieved share
   of the bound ceiling); ``time_lost_us`` = kernel time − roofline time, summed (NaN for a group
-  whose calls launched no kernel time). An op's precision is its first input's dtype; a trace does
+  whose calls launched no kernel time; 0 for one faster than its roofline, e.g. small tensors
+  served from L2, whose ``pct_of_peak`` is then above 100: a warning counts them). An op's precision is its first input's dtype; a trace does
   not say whether TF32 was allowed, so fp32 ops are held to the fp32 peak, except a GEMM /
   convolution / attention group that ran faster than that peak on a GPU with TF32 tensor cores
   (fp32 units cannot): it used TF32 (cuDNN allows it by default) and is held to the TF32 peak,
@@ -409,7 +410,17 @@ def _op_table(calls: pd.DataFrame | None, spec) -> pd.DataFrame:
         t["bound"] = np.where(np.isnan(roofline), None, bound)
         busy = t["kernel_time_us_sum"].to_numpy()
         t["pct_of_peak"] = np.where(busy > 0, 100.0 * roofline * t["count"] / busy, np.nan)
-        t["time_lost_us"] = np.where(busy > 0, busy - roofline * t["count"], np.nan)
+        lost = np.where(busy > 0, busy - roofline * t["count"], np.nan)
+        beyond = lost < 0  # faster than the ceiling: no time lost, and the model says why
+        if beyond.any():
+            memory = int((beyond & (bound == "memory")).sum())
+            warnings.warn(
+                f"operator roofline: {int(beyond.sum())} op group(s) ran faster than their "
+                f"roofline ({memory} memory-bound: their data came from the caches, so their "
+                "modelled bytes overstate the DRAM traffic; the others: a peak too low for how "
+                "they ran). Their pct_of_peak is above 100 and their time_lost_us 0",
+                stacklevel=3)
+        t["time_lost_us"] = np.where(beyond, 0.0, lost)
     t = t.sort_values(["kernel_time_us_sum", "name"], ascending=[False, True], kind="stable")
     return t[OP_COLUMNS].reset_index(drop=True)
 

@@ -39,3 +39,16 @@ def test_chunks_are_written_as_the_csv_of_their_concatenation(tmp_path):
 def test_a_table_without_chunks_is_its_header(tmp_path):
     written = write_tables({"none": ChunkedTable(lambda: [], COLUMNS)}, tmp_path)
     assert written["none"].read_text() == ",".join(COLUMNS) + "\n"
+
+
+def test_an_empty_table_says_so_on_the_page():
+    """An analysis with no row for these traces (no collective, no copy in the window) showed a
+    header alone with 'All rows: x.csv', read as a table that failed (about 60 sections on the
+    traces of a CLI sweep): the page says there is nothing to list."""
+    from analysis.reports.html import table_html
+
+    empty = str(table_html(pd.DataFrame({"rank": [], "bytes": []}), "memcpy_summary"))
+    assert "No rows: these traces hold nothing this table lists" in empty
+    assert "<table" not in empty and 'href="tables/memcpy_summary.csv"' in empty
+    full = str(table_html(pd.DataFrame({"rank": [0], "bytes": [8]}), "memcpy_summary"))
+    assert "<table" in full and "All rows:" in full
