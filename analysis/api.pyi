@@ -1152,7 +1152,8 @@ class TraceAnalysis:
         ranks: int | Iterable[int] | Literal['all'] | None = 'all',
     ) -> pd.DataFrame:
         """One row per rank, costliest first: times it arrived last at a collective, the wait it caused the
-        others (µs), its mean lateness (µs) and why it was late.
+        others (µs, summed over the ranks that waited: as a share of the median step,
+        ``wait_caused_pct_of_step``, it can pass 100 %), its mean lateness (µs) and why it was late.
 
         Args:
             visualize (bool, default True): Show the analysis's figures (plotly) after computing the

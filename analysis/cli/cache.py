@@ -43,7 +43,13 @@ def info(ctx: click.Context) -> None:
     """Where the cache is, how many traces it holds and how big it is."""
     from analysis.kineto.cache import TraceCache
 
-    stats = TraceCache(ctx.obj.get("cache_dir")).info()
+    cache = TraceCache(ctx.obj.get("cache_dir"))
+    if cache.dir.exists() and not cache.dir.is_dir():
+        from analysis.errors import ConfigError
+
+        raise ConfigError(f"{cache.dir} is a file, not a cache directory (--cache-dir, or "
+                          "$TRACE_ANALYSIS_CACHE)")
+    stats = cache.info()
     for key, value in dict(stats).items():
         click.echo(f"{key}: {value}")
     if stats["unreadable_entries"]:
@@ -60,6 +66,10 @@ def clear(ctx: click.Context) -> None:
     from analysis.kineto.cache import TraceCache
 
     cache = TraceCache(ctx.obj.get("cache_dir"))
+    if not cache.dir.is_dir():
+        click.echo(f"no cache at {cache.dir}: nothing to clear"
+                   + (" (it is a file, not a directory)" if cache.dir.exists() else ""))
+        return
     freed = cache.clear()
     repeated_warnings.forget()
     click.echo(f"cleared {cache.dir} ({freed / 2**20:.1f} MiB freed)")
@@ -85,9 +95,15 @@ def prune(ctx: click.Context, max_size, older_than, dry_run) -> None:
         dry_run=dry_run,
     )
     verb = "would remove" if dry_run else "removed"
+    reasons = [f"{done['unreadable']} of another parser version"]
+    if older_than:
+        reasons.append(f"{done['unused']} unused for longer than {older_than}")
+    if max_size:
+        reasons.append(f"{done['over_size']} beyond {max_size}")
+    recent = (f"; {done['kept_recent']} of them beyond {max_size} because used in the last hour "
+              "(a running session may read them back)" if done.get("kept_recent") else "")
     click.echo(
         f"{cache.dir}: {verb} {done['removed']} entries ({done['freed'] / 2**20:.1f} MiB): "
-        f"{done['unreadable']} of another parser version, {done['unused']} unused for longer "
-        f"than {older_than or '-'}, {done['over_size']} beyond {max_size or '-'}; kept "
-        f"{done['kept']} entries ({done['kept_bytes'] / 2**20:.1f} MiB)"
+        f"{', '.join(reasons)}; kept {done['kept']} entries "
+        f"({done['kept_bytes'] / 2**20:.1f} MiB){recent}"
     )

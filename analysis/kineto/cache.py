@@ -476,11 +476,12 @@ class TraceCache:
         gone gets :class:`~analysis.errors.TraceLoadError` saying to open the trace again).
 
         Returns counts and bytes: ``removed``, ``freed`` (bytes), ``unreadable``, ``unused``
-        (removed for age), ``over_size`` (removed for size), ``kept``, ``kept_bytes``.
+        (removed for age), ``over_size`` (removed for size), ``kept``, ``kept_bytes``,
+        ``kept_recent`` (kept beyond ``max_bytes`` because used in the grace period).
         ``dry_run``: count only, remove nothing."""
         now = time.time() if now is None else now
         out = dict.fromkeys(("removed", "freed", "unreadable", "unused", "over_size", "kept",
-                             "kept_bytes"), 0)
+                             "kept_bytes", "kept_recent"), 0)
         if not self.dir.is_dir():
             return out
 
@@ -511,6 +512,8 @@ class TraceCache:
             if max_bytes is None or total <= max_bytes or now - used <= PRUNE_GRACE_S:
                 out["kept"] += 1
                 out["kept_bytes"] += size
+                # kept only because it was used in the last hour
+                out["kept_recent"] += max_bytes is not None and total > max_bytes
                 continue
             remove(entry, size, "over_size")
             total -= size

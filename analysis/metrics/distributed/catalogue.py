@@ -53,7 +53,9 @@ ENTRIES = (
         name="stragglers",
         method="get_stragglers",
         doc="One row per rank, costliest first: times it arrived last at a collective, the wait it "
-            "caused the others (µs), its mean lateness (µs) and why it was late.",
+            "caused the others (µs, summed over the ranks that waited: as a share of the median "
+            "step, ``wait_caused_pct_of_step``, it can pass 100 %), its mean lateness (µs) and "
+            "why it was late.",
         rank_step=collectives.collectives_rank,
         persist=True,
         combine=stragglers.combine,

@@ -206,6 +206,13 @@ def test_cache_info_and_clear(sample_traces_dir, tmp_path):
     assert freed > 0
     again = run("cache", "--cache-dir", str(cache), "clear")
     assert "(0.0 MiB freed)" in again.stdout
+    # a cache that is not there is not "cleared"; a file is no cache (it reported 0 entries)
+    nowhere = run("cache", "--cache-dir", str(tmp_path / "nowhere"), "clear")
+    assert nowhere.stdout.startswith(f"no cache at {tmp_path / 'nowhere'}: nothing to clear")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    info = run("cache", "info", env={"TRACE_ANALYSIS_CACHE": str(a_file)})
+    _one_line_error(info, "is a file, not a cache directory")
 
 
 def test_cache_prune_says_what_it_removes_and_why(sample_traces_dir, tmp_path):
@@ -232,6 +239,7 @@ def test_cache_prune_says_what_it_removes_and_why(sample_traces_dir, tmp_path):
     # the other version's entry goes; ours stays though over 1 KiB: used in the last hour
     assert "removed 1 entries" in done and "1 of another parser version" in done
     assert "0 beyond 1K; kept 1 entries" in done and not stale.exists() and entry.exists()
+    assert "1 of them beyond 1K because used in the last hour" in done  # why it stayed
     long_ago = entry.stat().st_mtime - 40 * 86400
     os.utime(entry, (long_ago, long_ago))
     done = run("cache", "--cache-dir", str(cache), "prune", "--older-than", "30d").stdout
