@@ -27,7 +27,7 @@ def command(traces: str, wide: bool, strict: bool, **options) -> None:
     from analysis import analyses as catalogue
     from analysis import registry
     from analysis.cli import terminal
-    from analysis.errors import AnalysisFailedError
+    from analysis.errors import AnalysisFailedError, NoGPUEventsError
 
     ta = open_analysis(traces, **options)
     # one batch: the findings and the headline columns share their analyses (stragglers, ...)
@@ -56,5 +56,8 @@ def command(traces: str, wide: bool, strict: bool, **options) -> None:
         lines.append("no headline numbers")
     for note in registry.left_out_notes(left_out).values():
         lines += terminal.wrap(note, indent="    ", first="[left out] ")
+    for value in results.values():  # every rank left out: the analysis itself has no result
+        if isinstance(value, NoGPUEventsError):
+            lines += terminal.wrap(str(value), indent="    ", first="[left out] ")
     click.echo("\n".join(lines))
     report_failures(failures, strict, echo_table=True)

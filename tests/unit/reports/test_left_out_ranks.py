@@ -88,3 +88,21 @@ def test_cli_summary_prints_the_left_out_ranks_and_exits_0_under_strict(job_dir,
     assert result.exit_code == 0, result.output
     assert "[left out] GPU summary (TensorBoard): rank(s) [1] left out: no GPU events" in " ".join(
         result.stdout.split())
+
+
+def test_cli_summary_names_analyses_that_left_every_rank_out(job_dir, tmp_path):
+    """A job whose every rank lacks GPU events: the analyses have no result at all, and the
+    summary printed no [left out] line for them (only '–' in the table)."""
+    import shutil
+
+    from analysis.cli import main
+
+    cpu_only = tmp_path / "cpu_only"
+    cpu_only.mkdir()
+    shutil.copy(sorted(job_dir.iterdir())[1], cpu_only)  # rank 1: annotations only
+    result = CliRunner().invoke(main, ["summary", str(cpu_only), "--no-cache", "-q"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert "[left out] Critical path needs GPU kernels, but rank(s) [1] have no GPU events" \
+        in text
