@@ -31,7 +31,9 @@ def command(ctx: click.Context, traces: str, fmt: str, min_severity: str, strict
     """Check TRACES (a directory, a file or a gs:// URL) for problems that make analyses wrong.
 
     Exit status: 0 when no finding is an error, 1 otherwise. A rank whose checks could not run
-    is warned about on stderr (exit 1 with --strict); the other ranks are checked.
+    is warned about on stderr (exit 1 with --strict); the other ranks are checked. In the CSV and
+    JSON output, rank -1 marks a finding about the job as a whole (ranks that disagree on the
+    world size, the profiler steps or their clocks).
     """
     from analysis.metrics.health import trace_health
 

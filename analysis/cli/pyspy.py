@@ -21,7 +21,8 @@ _ON_ERROR = click.option(
 
 @click.command("pyspy-report")
 @click.argument("files", nargs=-1, required=True)
-@click.option("--library-name", default=None, help="Attribute samples to the deepest frame in this library (e.g. torch).")
+@click.option("--library-name", default=None, help="Attribute samples to the deepest frame in this library (e.g. torch); a stack "
+              "with no frame in it reads 'not found' (line -1).")
 @click.option("--aggregate-leaf-paths", is_flag=True, help="Merge rows with the same leaf and library function.")
 @click.option("--num-rows", type=click.IntRange(min=1), default=20, show_default=True, help="Rows to print.")
 @_ON_ERROR
