@@ -137,18 +137,21 @@ def _column_array(column: pd.Series) -> pa.Array | None:
     """A column as an Arrow array built straight from its values: numbers and booleans without
     missing values, categoricals of text, text (None: another kind, for ``Table.from_pandas``)."""
     dtype = column.dtype
-    if isinstance(dtype, pd.CategoricalDtype):
-        categories = column.cat.categories
-        if categories.dtype != object and not isinstance(categories.dtype, pd.StringDtype):
-            return None
-        codes = column.cat.codes.to_numpy()
-        values = pa.array(categories.to_numpy(object), type=pa.large_string())
-        return pa.DictionaryArray.from_arrays(codes, values, mask=codes < 0 if (codes < 0).any()
-                                              else None)
-    if isinstance(dtype, np.dtype) and dtype.kind in "biuf":
-        return pa.array(column.to_numpy())
-    if isinstance(dtype, pd.StringDtype):
-        return pa.array(column.array, type=pa.large_string())
+    try:
+        if isinstance(dtype, pd.CategoricalDtype):
+            categories = column.cat.categories
+            if categories.dtype != object and not isinstance(categories.dtype, pd.StringDtype):
+                return None
+            codes = column.cat.codes.to_numpy()
+            values = pa.array(categories.to_numpy(object), type=pa.large_string())
+            return pa.DictionaryArray.from_arrays(
+                codes, values, mask=codes < 0 if (codes < 0).any() else None)
+        if isinstance(dtype, np.dtype) and dtype.kind in "biuf":
+            return pa.array(column.to_numpy())
+        if isinstance(dtype, pd.StringDtype):
+            return pa.array(column.array, type=pa.large_string())
+    except pa.ArrowException:  # categories that are not all text, say: Arrow's own conversion
+        return None
     return None
 
 
@@ -206,11 +209,11 @@ def _pandas_column(column: pa.ChunkedArray, dtype: str, categories: str | None):
 
 def _read_frame(path: Path, record: dict[str, list[str | None]]) -> pd.DataFrame:
     """The table at ``path`` with the pandas dtypes of ``record`` (:func:`_dtype_record`):
-    column by column from the mapped file where :func:`_pandas_column` can (a third of the time
-    of Arrow's pandas conversion and the dtype restore), else that conversion. Memory-mapped
-    and converted column by column (``split_blocks``: no consolidation copy), so numeric columns
-    stay zero-copy, read-only views of the mapped file: page cache, not heap. Analyses never
-    write into the model's frames."""
+    column by column from the memory-mapped file where :func:`_pandas_column` can (a third of
+    the time of Arrow's pandas conversion and the dtype restore), else that conversion
+    (``split_blocks``: no consolidation copy). Either way numeric columns stay zero-copy,
+    read-only views of the mapped file: page cache, not heap. Analyses never write into the
+    model's frames."""
     with pa.memory_map(str(path), "r") as source:
         table = pa.ipc.open_file(source).read_all()
     return _frame_of(table, record)
