@@ -46,7 +46,7 @@ from analysis.errors import (
     TraceAnalysisError,
 )
 from analysis.formats import missing as missing_needs
-from analysis.kineto.events import has_gpu_events
+from analysis.kineto.events import rank_has_gpu_events
 
 _log = logging.getLogger("analysis")
 
@@ -503,7 +503,7 @@ def run_on_rank(
                 raise FormatNotSupportedError(
                     spec.title or name, rt.meta.source_format, missing, rt.meta.source
                 )
-            if spec.needs_gpu and not rt.memoised("has_gpu_events", lambda: has_gpu_events(rt.events)):
+            if spec.needs_gpu and not rank_has_gpu_events(rt):
                 raise NoGPUEventsError([rt.rank], spec.title or name)
             kinds = spec.extras(options) if callable(spec.extras) else spec.extras
             if kinds:

@@ -233,14 +233,20 @@ def display_url(fs, path: str, given: str) -> str:
     return path if is_local_fs(fs) else given
 
 
+def entry_kind(info: Mapping[str, Any], fs=None, path: str = "") -> str:
+    """What a listed entry that is no regular file is, for a message: "a FIFO (named pipe)", "a
+    directory"... (the local file's mode where it can be read, else fsspec's type)."""
+    if is_local_fs(fs):
+        with contextlib.suppress(OSError):
+            return f"a {file_kind(os.stat(path).st_mode)}"
+    return f"a {info.get('type') or 'special file'}"
+
+
 def check_regular(url: str, info: Mapping[str, Any], fs=None, path: str = "") -> None:
     if info.get("type") in ("file", None):
         return
-    kind = f"a {info.get('type')}"
-    if is_local_fs(fs):
-        with contextlib.suppress(OSError):
-            kind = f"a {file_kind(os.stat(path).st_mode)}"
-    raise NotARegularFileError(url, f"not a regular file but {kind}; only regular files are read")
+    raise NotARegularFileError(url, f"not a regular file but {entry_kind(info, fs, path)}; only "
+                               "regular files are read")
 
 
 def file_kind(mode: int) -> str:

@@ -63,3 +63,9 @@ def has_gpu_events(events: pd.DataFrame) -> bool:
     a stream."""
     on_stream = (events["stream"].to_numpy() >= 0) & (events["correlation"].to_numpy() >= 0)
     return bool(on_stream.any() or events["name"].isin(DEVICE_SYNC_NAMES).any())
+
+
+def rank_has_gpu_events(rt) -> bool:
+    """:func:`has_gpu_events` of a rank's events, memoised on the rank (the registry's
+    ``needs_gpu`` gate and the analyses that decide for themselves ask the same question)."""
+    return rt.memoised("has_gpu_events", lambda: has_gpu_events(rt.events))

@@ -10,7 +10,6 @@ the same names, sizes and versions without importing fsspec (:mod:`analysis.io.f
 
 from __future__ import annotations
 
-import contextlib
 import os
 import posixpath
 import re
@@ -26,7 +25,7 @@ from analysis.io.files import (
     as_load_error,
     check_regular,
     display_url,
-    file_kind,
+    entry_kind,
     filesystem,
     is_local_fs,
     is_url,
@@ -118,7 +117,7 @@ def _list_directory(url: str, fs, path: str, deadline: Deadline | None = None) -
                 broken_links.append(name)
                 continue
         if info.get("type") != "file":
-            unread.append(f"{name}: {_kind_of(fs, info)}")
+            unread.append(f"{name}: {entry_kind(info, fs, info['name'])}")
             continue
         file_url = display_url(fs, info["name"], _join(url, name))
         files.append(TraceFile(file_url, info.get("size"), _version(info)))
@@ -136,14 +135,6 @@ def _list_directory(url: str, fs, path: str, deadline: Deadline | None = None) -
             f"only){links}"
         )
     return sorted(files, key=lambda f: posixpath.basename(f.url))
-
-
-def _kind_of(fs, info: Mapping[str, Any]) -> str:
-    """What a listed entry is, for a message: "a FIFO (named pipe)", "a directory"..."""
-    if is_local_fs(fs):
-        with contextlib.suppress(OSError):
-            return f"a {file_kind(os.stat(info['name']).st_mode)}"
-    return f"a {info.get('type') or 'special file'}"
 
 
 def _single_file(url: str, storage_options, rank: int | None = None,

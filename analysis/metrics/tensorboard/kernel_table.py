@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import NoGPUEventsError
-from analysis.kineto.events import has_gpu_events
+from analysis.kineto.events import rank_has_gpu_events
 from analysis.kineto.model import RankTrace
 from analysis.metrics.tensorboard.gpu_summary import PluginKernels, plugin_kernels
 from analysis.metrics.tensorboard.plugin_steps import column_codes, flags_of
@@ -156,7 +156,7 @@ def kernel_table_rank(rt: RankTrace) -> KernelTables:
     ``stream`` or ``correlation`` arg is missing (an edited trace), which the other GPU analyses
     leave out, is in its table and in this one."""
     k = plugin_kernels(rt)
-    if not len(k.dur_ns) and not rt.memoised("has_gpu_events", lambda: has_gpu_events(rt.events)):
+    if not len(k.dur_ns) and not rank_has_gpu_events(rt):
         raise NoGPUEventsError([rt.rank], "Kernels (TensorBoard)")
     kernels = _table(rt.rank, k, {"name": (k.name_codes, k.names)}, COLUMNS)
     op_codes, op_names = _launching_operators(rt, k.external_id)
