@@ -90,6 +90,21 @@ def _persisted(name: str) -> bool:
 run_on_rank.persisted = _persisted
 
 
+def _extra_kinds(requests: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """The extra kinds the analyses of ``requests`` read on a Kineto rank, each once: what the
+    local engine may decode for many ranks at once before running them
+    (``run_on_rank.extra_kinds``)."""
+    kinds: dict[str, None] = {}
+    for name, options in requests:
+        spec = CATALOGUE.get(name)
+        kinds.update(dict.fromkeys(
+            spec.extras(options) if callable(spec.extras) else spec.extras))
+    return list(kinds)
+
+
+run_on_rank.extra_kinds = _extra_kinds
+
+
 def _read_extras(rt, kinds) -> None:
     from analysis.kineto.extras import ExtrasReader  # reads files: imported only when needed
 

@@ -11,6 +11,8 @@ docs/deviations.md.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import inspect
 import os
@@ -19,6 +21,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from analysis import analyses as catalogue
 from analysis import arguments, registry
@@ -299,13 +303,20 @@ class TraceAnalysis:
         other ranks give because it has nothing the analysis reads (no GPU events), instead of
         a warning (``registry.left_out_notes`` words them).
         Inside ``with ta.collect_failures()`` the failures go to its list when none is given.
+
+        Each call returns new result objects: changing one (a frame's column, a dict's key)
+        changes neither what later calls return nor the parts this object keeps to answer them.
         """
         if failures is None:
             failures = self._failure_sink
+        results = self._run_many(requests, ranks, errors, failures, left_out)
+        return {name: _detached(value) for name, value in results.items()}
+
+    def _run_many(self, requests, ranks, errors: str, failures, left_out) -> dict[str, Any]:
         names = {n: catalogue.get(n).name for n in requests}  # earlier names accepted
         if any(n != name for n, name in names.items()):
-            results = self.run_many({names[n]: o for n, o in requests.items()}, ranks,
-                                    errors=errors, failures=failures, left_out=left_out)
+            results = self._run_many({names[n]: o for n, o in requests.items()}, ranks,
+                                     errors, failures, left_out)
             return {n: results[names[n]] for n in requests}
         derived = {n: o for n, o in requests.items() if catalogue.get(n).derive is not None}
         if derived:
@@ -336,7 +347,7 @@ class TraceAnalysis:
                             raise
                         results[name] = exc
                         if failures is not None and isinstance(exc, AnalysisFailedError):
-                            failures.append(registry.Failure(name, None, exc))
+                            registry.add_rows(failures, [registry.Failure(name, None, exc)])
         return {name: results[name] for name in requests}
 
     def collect_failures(self) -> AbstractContextManager[list[Failure]]:
@@ -358,7 +369,7 @@ class TraceAnalysis:
         for name in derived:
             for required, options in catalogue.get(name).requires.items():
                 base.setdefault(required, dict(options))
-        results = self.run_many(base, ranks, errors="return", failures=failures, left_out=left_out)
+        results = self._run_many(base, ranks, "return", failures, left_out)
         for name, options in derived.items():
             spec = catalogue.get(name)
             inputs = {r: results[r] for r in spec.requires}
@@ -369,7 +380,7 @@ class TraceAnalysis:
             except Exception as exc:  # noqa: BLE001 - the boundary: a bug becomes the project's error
                 results[name] = AnalysisFailedError.wrap(name, None, exc)
                 if failures is not None:
-                    failures.append(registry.Failure(name, None, results[name]))
+                    registry.add_rows(failures, [registry.Failure(name, None, results[name])])
         out = {name: results[name] for name in requests}
         if errors != "return":
             for value in out.values():
@@ -570,3 +581,36 @@ def _collecting_failures(ta: TraceAnalysis) -> Iterator[list[Failure]]:
         yield ta._failure_sink
     finally:
         ta._failure_sink = previous
+
+
+# pandas 3 copies on write: a shallow copy shares the data until one side is changed
+_COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3 or bool(
+    getattr(pd.options.mode, "copy_on_write", False))
+
+
+def _detached(value: Any, depth: int = 0) -> Any:
+    """``value`` with its frames, and the dicts, lists, tuples and dataclasses holding them, new
+    objects (frames copied on write: no data copied until changed); anything else as it is. The
+    engine memoises per-rank parts that a result may hold as they are."""
+    if isinstance(value, pd.DataFrame | pd.Series):
+        return value.copy(deep=not _COPY_ON_WRITE)
+    if depth > 4 or isinstance(value, str | bytes | BaseException | type):
+        return value
+    if isinstance(value, dict):
+        out = copy.copy(value)
+        for key, item in out.items():
+            out[key] = _detached(item, depth + 1)
+        return out
+    if isinstance(value, list):
+        return [_detached(item, depth + 1) for item in value]
+    if isinstance(value, tuple):
+        if type(value) is not tuple and not hasattr(value, "_make"):
+            return value  # a tuple type this cannot rebuild
+        items = [_detached(item, depth + 1) for item in value]
+        return value._make(items) if hasattr(value, "_make") else tuple(items)
+    if dataclasses.is_dataclass(value):
+        out = copy.copy(value)
+        for f in dataclasses.fields(value):
+            object.__setattr__(out, f.name, _detached(getattr(value, f.name), depth + 1))
+        return out
+    return value

@@ -194,6 +194,9 @@ class TraceAnalysis:
         other ranks give because it has nothing the analysis reads (no GPU events), instead of
         a warning (``registry.left_out_notes`` words them).
         Inside ``with ta.collect_failures()`` the failures go to its list when none is given.
+
+        Each call returns new result objects: changing one (a frame's column, a dict's key)
+        changes neither what later calls return nor the parts this object keeps to answer them.
         """
 
     def collect_failures(self) -> AbstractContextManager[list[Failure]]:

@@ -433,6 +433,17 @@ class Failure:
         return isinstance(self.error, AnalysisFailedError)
 
 
+def add_rows(rows: list[Failure], new: Iterable[Failure]) -> None:
+    """Append ``new`` to a ``failures`` / ``left_out`` list, less the rows it already holds (same
+    analysis, rank and message): an analysis run again, or read by a derived analysis and asked
+    for too, is listed once."""
+    seen = {(f.analysis, f.rank, f.message) for f in rows}
+    for f in new:
+        if (f.analysis, f.rank, f.message) not in seen:
+            seen.add((f.analysis, f.rank, f.message))
+            rows.append(f)
+
+
 def failures_table(failures: Iterable[Failure]):
     """The "could not run" table: one row per failure (analysis, rank, one-line message)."""
     import pandas as pd
@@ -495,6 +506,8 @@ def run_on_rank(
     gives a :class:`RankFailure` instead, so the other analyses of the batch still run.
     """
     out: dict[str, Any] = {}
+    if attach_extras is not None:
+        _attach_batch_extras(rt, requests, attach_extras)
     for spec, options in requests:
         name = spec.name
         try:
@@ -519,6 +532,29 @@ def run_on_rank(
         except Exception as exc:  # noqa: BLE001 - the (analysis, rank) boundary: a bug, kept as data
             out[name] = RankFailure(rt.rank, AnalysisFailedError.wrap(name, rt.rank, exc))
     return out
+
+
+def batch_extras(rt, requests: list[tuple[Analysis, dict[str, Any]]]) -> list[str]:
+    """The extra kinds the requests that can run on ``rt`` (its format has what they need) read,
+    each once, in order."""
+    kinds: dict[str, None] = {}
+    for spec, options in requests:
+        if spec.extras and not missing_needs(rt, spec.needs):
+            kinds.update(dict.fromkeys(
+                spec.extras(options) if callable(spec.extras) else spec.extras))
+    return list(kinds)
+
+
+def _attach_batch_extras(rt, requests, attach_extras: Callable[..., None]) -> None:
+    """Attach the extras of the whole batch at once: the reader decodes a source file once for
+    all the kinds it lacks, not once per analysis. A failure is left to each analysis's own
+    attach, which raises it where it belongs (that analysis's :class:`RankFailure`)."""
+    try:
+        kinds = [k for k in batch_extras(rt, requests) if k not in rt.extras]
+        if len(kinds) > 1:
+            attach_extras(rt, kinds)
+    except Exception:  # noqa: BLE001 - raised again by the analysis that needs the kind
+        pass
 
 
 def combine_parts(
@@ -556,8 +592,7 @@ def combine_parts(
     if failed:
         if not ok and not no_gpu:
             raise _all_failed(spec.name, failed)
-        for part in failed:
-            failures.append(Failure(spec.name, part.rank, part.error))
+        add_rows(failures, (Failure(spec.name, part.rank, part.error) for part in failed))
     what = spec.title or spec.name
     if no_gpu:
         why = explain_no_gpu(no_gpu) if explain_no_gpu else None
@@ -568,7 +603,7 @@ def combine_parts(
         if left_out is None:
             warnings.warn(_left_out_note(rows), stacklevel=3)
         else:
-            left_out.extend(rows)
+            add_rows(left_out, rows)
     try:
         return spec.combine(ok, **_accepted(spec.combine, {**context, **options}))
     except TraceAnalysisError:

@@ -49,7 +49,7 @@ import pandas as pd
 
 from analysis.errors import ConfigError
 from analysis.io import LoadOptions
-from analysis.kineto.cache import TraceCache, get_result, put_result
+from analysis.kineto.cache import TraceCache, get_result, has_result, put_result
 from analysis.kineto.loader import load_trace
 from analysis.kineto.model import RankMeta, RankTrace, Trace
 from analysis.kineto.steps import step_numbers
@@ -467,8 +467,10 @@ class LocalEngine:
             raise ConfigError(f"window must be 'steps' or 'full', not {window!r}")
         out: dict[int, Any] = {}
         memo = getattr(func, "__name__", None) == "run_on_rank" and "requests" in kw
-        for r in ranks:
-            rank = int(r)
+        ranks = [int(r) for r in ranks]
+        if memo and len(ranks) > 1:
+            self._cache_extras(func, ranks, window, kw)
+        for rank in ranks:
             if memo:
                 out[rank] = self._run_on_rank(func, rank, window, kw)
             else:
@@ -480,15 +482,7 @@ class LocalEngine:
         """``func`` (a ``run_on_rank``: ``requests`` of ``(analysis, options)`` → ``{name: part}``)
         on ``rank`` for the requests whose part is not memoised yet."""
         requests = kw["requests"]
-        rest_key = _memo_key({k: v for k, v in kw.items() if k != "requests"})
-        keys = {}
-        for spec, options in requests:
-            name = spec if isinstance(spec, str) else spec.name
-            opt_key = _memo_key(options)
-            keys[name] = (
-                None if rest_key is None or opt_key is None
-                else (func.__qualname__, name, opt_key, rest_key, window, rank)
-            )
+        keys = self._request_keys(func, rank, window, kw)
         missing = [
             (spec, o) for spec, o in requests
             if (k := keys[spec if isinstance(spec, str) else spec.name]) is None
@@ -518,6 +512,61 @@ class LocalEngine:
                 except OSError:  # a read-only cache: computed again next time
                     pass
         return {name: fresh[name] if name in fresh else self._results[keys[name]] for name in keys}
+
+    def _request_keys(self, func, rank: int, window: Window, kw: dict[str, Any]) -> dict:
+        """``{analysis name: memo key}`` of a ``run_on_rank`` batch on ``rank`` (None: options
+        that cannot be keyed, never memoised)."""
+        rest_key = _memo_key({k: v for k, v in kw.items() if k != "requests"})
+        keys = {}
+        for spec, options in kw["requests"]:
+            name = spec if isinstance(spec, str) else spec.name
+            opt_key = _memo_key(options)
+            keys[name] = (
+                None if rest_key is None or opt_key is None
+                else (func.__qualname__, name, opt_key, rest_key, window, rank)
+            )
+        return keys
+
+    def _cache_extras(self, func, ranks: list[int], window: Window, kw: dict[str, Any]) -> None:
+        """Before a batch runs rank by rank: decode the extras its analyses read into the cache
+        entries of the ranks that will compute them (no part memoised or stored, the table not
+        attached or cached yet), all files at once on the load's processes
+        (:func:`analysis.kineto.extras.cache_extras`), so the rank steps then read them from the
+        cache; a file decoded in parallel instead of one after another."""
+        kinds_of = getattr(func, "extra_kinds", None)
+        if kinds_of is None or not self.options.use_cache:
+            return
+        from analysis.kineto.extras import CacheTask, cache_extras, entry_extra_path, get_kind
+
+        persisted = getattr(func, "persisted", None)
+        tasks = []
+        for rank in ranks:
+            meta = self.metas[rank]
+            if rank not in self._entries or meta.source_format != "kineto":
+                continue
+            keys = self._request_keys(func, rank, window, kw)
+            todo = []
+            for name, options in kw["requests"]:
+                name = name if isinstance(name, str) else name.name
+                key = keys[name]
+                if key is not None and key in self._results:
+                    continue
+                stored = (self._stored_key(key, rank, window)
+                          if persisted is not None and persisted(name) else None)
+                if stored is not None and has_result(self._entries[rank], stored):
+                    continue
+                todo.append((name, options))
+            attached = {k for view in self._held.get(rank, {}).values() for k in view.extras}
+            targets = []
+            for name in kinds_of(todo):
+                kind = get_kind(name)
+                path = entry_extra_path(self._entries[rank], kind)
+                if not kind.parsed and name not in attached and not path.is_file():
+                    targets.append((name, str(path)))
+            if targets:
+                tasks.append(CacheTask(meta.source, meta.capture_trace, tuple(targets)))
+        if len(tasks) > 1:
+            cache_extras(tasks, self.options)
 
     def _stored_key(self, memo_key, rank: int, window: Window) -> str | None:
         """Where the part of ``rank`` of a ``persist`` analysis is kept in its cache entry (None:

@@ -596,6 +596,11 @@ def put_result(entry: str | os.PathLike, key: str, value: Any) -> bool:
     return True
 
 
+def has_result(entry: str | os.PathLike, key: str) -> bool:
+    """Whether :func:`put_result` stored something under ``key`` (not whether it reads back)."""
+    return (Path(entry) / RESULTS / f"{key}.json").is_file()
+
+
 def get_result(entry: str | os.PathLike, key: str) -> Any | None:
     """The value :func:`put_result` stored under ``key``, or None (absent or unreadable)."""
     folder = Path(entry) / RESULTS

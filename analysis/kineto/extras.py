@@ -7,12 +7,19 @@ Those are an *extra kind*, decoded from the trace file again, on demand:
 
 - an :class:`ExtraKind` names the args it reads (a ``msgspec.Struct`` holding only those keys), the
   categories of the rows that may carry them, and how to turn them into a table;
-- :func:`extract` decodes a file's bytes with that struct, keeps exactly the rows the parser keeps
-  (:func:`analysis.kineto.parse.kept_rows`) and returns one table row per event that has the args,
-  indexed by the event's row label in the full ``RankTrace.events`` (windows keep those labels);
-- :func:`extra_table` returns ``rt.extras[name]``, taking it from the cache (an Arrow IPC file in the
-  rank's trace cache entry, ``<entry>/extras/<name>-v<version>.arrow``) or from the source file,
-  and keeps it on the rank, so a kind is read at most once per file.
+- :func:`extract` decodes a file's bytes, keeps exactly the rows the parser keeps
+  (:func:`analysis.kineto.parse.kept_rows`), decodes the args of the kind's rows with that struct
+  and returns one table row per event that has the args, indexed by the event's row label in the
+  full ``RankTrace.events`` (windows keep those labels); :func:`extract_many` gives several kinds
+  from one decode of the file;
+- :func:`attach_extras` (:func:`extra_table` for one kind) puts the kinds in ``rt.extras``, taking
+  each from the cache (an Arrow IPC file in the rank's trace cache entry,
+  ``<entry>/extras/<name>-v<version>.arrow``) or else, all the missing ones at once, from the
+  source file, and keeps them on the rank, so a kind is read at most once per file;
+- :func:`cache_extras` decodes the kinds of many files into their cache entries on several
+  processes: the local engine calls it before running a batch rank by rank, so a job's files are
+  decoded in parallel (a batch's analyses share one decode per file: the registry attaches the
+  kinds of the whole batch at once).
 
 Analyses never call this module (it reads files): the engine attaches the kinds an analysis
 declares, and the analysis reads ``rt.extra(name)`` (:meth:`analysis.kineto.model.RankTrace.extra`).
@@ -104,20 +111,32 @@ def get_kind(name: str) -> ExtraKind:
 # --- decoding --------------------------------------------------------------------------------
 
 
+# every field the kinds' rows are chosen by (kept_rows's and the instant events'); ``args``
+# undecoded: each kind decodes its rows' args with its own struct (_kind_args)
+_EVENT = msgspec.defstruct("_ExtraEvent", [
+    ("cat", str | None, None),
+    ("ts", msgspec.Raw, _NULL),
+    ("dur", msgspec.Raw, _NULL),
+    ("ph", str | None, None),
+    ("name", str | None, None),
+    ("pid", Any, None),
+    ("tid", Any, None),
+    ("args", msgspec.Raw, _NULL),
+], gc=False)
+_EVENTS = msgspec.json.Decoder(list[_EVENT])
+
+
 @cache
-def _decoder(kind: ExtraKind) -> msgspec.json.Decoder:
-    # only what kept_rows needs, plus this kind's args: every other key is skipped by msgspec
-    fields = [
-        ("cat", str | None, None),
-        ("ts", msgspec.Raw, _NULL),
-        ("dur", msgspec.Raw, _NULL),
-        ("args", kind.args | None, None),
-    ]
-    if kind.instant is not None:
-        fields += [("ph", str | None, None), ("name", str | None, None),
-                   ("pid", Any, None), ("tid", Any, None)]
-    event = msgspec.defstruct(f"_Event_{kind.name}", fields, gc=False)
-    return msgspec.json.Decoder(list[event])
+def _args_decoder(kind: ExtraKind) -> msgspec.json.Decoder:
+    return msgspec.json.Decoder(list[kind.args | None])
+
+
+def _kind_args(kind: ExtraKind, raws: list[msgspec.Raw], source: str) -> list:
+    """The ``args`` objects ``raws`` (null for none) decoded with ``kind``'s struct, in one call."""
+    try:
+        return _args_decoder(kind).decode(b"[" + b",".join(raws) + b"]")
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise CorruptTraceError(source, f"unexpected {kind.name} args: {exc}") from None
 
 
 def extract(data: bytes, source: str, kind: ExtraKind) -> pd.DataFrame:
@@ -125,25 +144,51 @@ def extract(data: bytes, source: str, kind: ExtraKind) -> pd.DataFrame:
 
     Raises ``CorruptTraceError`` naming ``source`` when the bytes are not a readable trace.
     """
+    return extract_many(data, source, [kind])[kind.name]
+
+
+def extract_many(data: bytes, source: str, kinds: Sequence[ExtraKind]) -> dict[str, pd.DataFrame]:
+    """``{name: table}`` of each of ``kinds`` in one trace file, from one decode of it (each kind's
+    rows and table as :func:`extract` gives them alone).
+
+    Raises ``CorruptTraceError`` naming ``source`` when the bytes are not a readable trace, or
+    when the args of a row some kind reads are not what that kind expects.
+    """
     top = _decode_top(_decompress(bytes(data), source), source)
     try:
-        events = _decoder(kind).decode(top["traceEvents"])
+        events = _EVENTS.decode(top["traceEvents"])
     except (msgspec.ValidationError, UnicodeDecodeError) as exc:
-        raise CorruptTraceError(source, f"unexpected {kind.name} args: {exc}") from None
-    if kind.instant is not None:
-        return _instant_table(events, kind, source)
+        raise CorruptTraceError(source, f"unreadable events: {exc}") from None
+    del top
+    kept = None  # kept_rows(events), found once for every kind that reads rows
+    out = {}
+    for kind in kinds:
+        if kind.instant is not None:
+            out[kind.name] = _instant_table(events, kind, source)
+            continue
+        if kept is None:
+            kept = kept_rows(events)
+        out[kind.name] = _row_table(events, kept, kind, source)
+    return out
+
+
+def _row_table(events: list, kept: list[int], kind: ExtraKind, source: str) -> pd.DataFrame:
+    """The table of a kind that reads rows (see :class:`ExtraKind`)."""
     wanted = set(kind.categories) | {
         k for k, v in LEGACY_CATEGORIES.items() if v in kind.categories
     }
-    rows, args, cats = [], [], []
-    no_args = kind.args() if kind.raw_categories else None  # such kinds keep rows without args
-    for label, position in enumerate(kept_rows(events)):
+    keep_without_args = kind.raw_categories  # such kinds keep rows without args
+    rows, raws, cats = [], [], []
+    for label, position in enumerate(kept):
         e = events[position]
-        if e.cat in wanted and (e.args is not None or no_args is not None):
+        if e.cat in wanted and (keep_without_args or e.args != _NULL):
             rows.append(label)
-            args.append(e.args if e.args is not None else no_args)
+            raws.append(e.args)
             cats.append(e.cat)
-    if kind.raw_categories:
+    args = _kind_args(kind, raws, source)
+    if keep_without_args:
+        no_args = kind.args()
+        args = [no_args if a is None else a for a in args]
         return kind.build(np.array(rows, dtype=np.int64), args, cats)
     return kind.build(np.array(rows, dtype=np.int64), args)
 
@@ -159,7 +204,7 @@ def _instant_table(events: list, kind: ExtraKind, source: str) -> pd.DataFrame:
         raise CorruptTraceError(source, f"unreadable ts of a {kind.instant!r} event: {exc}") from None
     pid = np.array([_as_int(e.pid) for e in chosen], dtype=np.int64)
     tid = np.array([_as_int(e.tid) for e in chosen], dtype=np.int64)
-    return kind.build(ts, pid, tid, [e.args for e in chosen])
+    return kind.build(ts, pid, tid, _kind_args(kind, [e.args for e in chosen], source))
 
 
 # --- cache and attachment ------------------------------------------------------------------------
@@ -182,11 +227,18 @@ def _cache_path(rt: RankTrace, kind: ExtraKind, storage_options, cache_dir) -> P
         )
     if not (entry / "meta.json").is_file():
         return None
-    if kind.parsed and rt.meta.source_format == "kineto":
-        return parsed_extra_path(entry, kind.name)
+    if rt.meta.source_format == "kineto":
+        return entry_extra_path(entry, kind)
     # a file of another profiler may hold several ranks, all in the first rank's entry
-    part = f"-part{rt.meta.other.get('part', 0)}" if rt.meta.source_format != "kineto" else ""
+    part = f"-part{rt.meta.other.get('part', 0)}"
     return entry / "extras" / f"{kind.name}-v{kind.version}-p{PARSER_VERSION}{part}.arrow"
+
+
+def entry_extra_path(entry: str | os.PathLike, kind: ExtraKind) -> Path:
+    """Where the trace cache entry of a Kineto trace keeps its ``kind`` table."""
+    if kind.parsed:
+        return parsed_extra_path(entry, kind.name)
+    return Path(entry) / "extras" / f"{kind.name}-v{kind.version}-p{PARSER_VERSION}.arrow"
 
 
 def extra_table(
@@ -198,56 +250,146 @@ def extra_table(
     use_cache: bool = True,
 ) -> pd.DataFrame:
     """``rt.extras[name]``, read from the cache or the source file the first time (then kept)."""
-    if name in rt.extras:
-        return rt.extras[name]
-    kind = get_kind(name)
-    path = _cache_path(rt, kind, storage_options, cache_dir) if use_cache else None
-    table = None
-    if path is not None and path.is_file():
-        try:
-            table = read_extra_table(path)
-        except Exception as exc:  # a damaged file: decode the source again
-            warnings.warn(
-                f"ignoring unreadable cached {name} table {path} ({exc}); reading {rt.meta.source}",
-                CacheWarning,
-                stacklevel=2,
-            )
-    if table is None:
-        data = read_trace_bytes(rt.meta.source, storage_options)
-        # rows as the loader numbered them
-        data, _ = with_graph_capture(data, rt.meta.source, rt.meta.capture_trace)
-        if rt.meta.source_format != "kineto":
-            from analysis.formats.readers import (
-                foreign_extra,  # another profiler's file: its reader
-            )
+    attach_extras(rt, [name], storage_options=storage_options, cache_dir=cache_dir,
+                  use_cache=use_cache)
+    return rt.extras[name]
 
-            table = foreign_extra(rt, kind, data)
-        elif kind.parsed:  # its entry lost the table (or there is none): the parser's again
+
+def _read_cached(path: Path, name: str, source: str) -> pd.DataFrame | None:
+    try:
+        return read_extra_table(path)
+    except Exception as exc:  # a damaged file: decode the source again
+        warnings.warn(
+            f"ignoring unreadable cached {name} table {path} ({exc}); reading {source}",
+            CacheWarning,
+            stacklevel=4,
+        )
+        return None
+
+
+def _decoded(rt: RankTrace, kinds: list[ExtraKind], storage_options) -> dict[str, pd.DataFrame]:
+    """The tables of ``kinds`` from the rank's source file, read once."""
+    data = read_trace_bytes(rt.meta.source, storage_options)
+    # rows as the loader numbered them
+    data, _ = with_graph_capture(data, rt.meta.source, rt.meta.capture_trace)
+    if rt.meta.source_format != "kineto":
+        from analysis.formats.readers import foreign_extra  # another profiler's file: its reader
+
+        return {kind.name: foreign_extra(rt, kind, data) for kind in kinds}
+    out = {}
+    for kind in kinds:
+        if kind.parsed:  # its entry lost the table (or there is none): the parser's again
             from analysis.kineto.parse import parse_trace_bytes
 
-            table = parse_trace_bytes(data, rt.meta.source).extras[kind.name]
+            out[kind.name] = parse_trace_bytes(data, rt.meta.source).extras[kind.name]
+    rest = [kind for kind in kinds if not kind.parsed]
+    if rest:  # one decode of the file for all of them
+        out.update(extract_many(data, rt.meta.source, rest))
+    return out
+
+
+def attach_extras(
+    rt: RankTrace,
+    names: Sequence[str],
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+) -> RankTrace:
+    """``rt`` with every kind of ``names`` in ``rt.extras``: each read from the rank's cache entry,
+    else from the source file (the kinds missing from the cache all from one read and decode of
+    it, then cached), then kept on the rank. Mutates and returns ``rt``."""
+    wanted = [get_kind(name) for name in dict.fromkeys(names) if name not in rt.extras]
+    paths: dict[str, Path | None] = {}
+    missing = []
+    for kind in wanted:
+        path = paths[kind.name] = (
+            _cache_path(rt, kind, storage_options, cache_dir) if use_cache else None)
+        table = None
+        if path is not None and path.is_file():
+            table = _read_cached(path, kind.name, rt.meta.source)
+        if table is None:
+            missing.append(kind)
         else:
-            table = extract(data, rt.meta.source, kind)
-        del data
+            rt.extras[kind.name] = table
+    if not missing:
+        return rt
+    tables = _decoded(rt, missing, storage_options)
+    for kind in missing:
+        table = tables[kind.name]
+        path = paths[kind.name]
         if path is not None:
             try:
                 write_extra_table(table, path)
             except OSError as exc:
                 warnings.warn(
-                    f"could not cache the {name} table at {path} ({exc})",
+                    f"could not cache the {kind.name} table at {path} ({exc})",
                     CacheWarning,
                     stacklevel=2,
                 )
-    rt.extras[name] = table
-    return table
-
-
-def attach_extras(rt: RankTrace, names: Sequence[str], **source_options: Any) -> RankTrace:
-    """``rt`` with every kind of ``names`` in ``rt.extras`` (see :func:`extra_table` for the
-    keywords: ``storage_options``, ``cache_dir``, ``use_cache``). Mutates and returns ``rt``."""
-    for name in names:
-        extra_table(rt, name, **source_options)
+        rt.extras[kind.name] = table
     return rt
+
+
+@dataclass(frozen=True)
+class CacheTask:
+    """Extras of one Kineto trace file to decode and write into its cache entry: ``targets``
+    pairs an extra kind's name with the file the entry keeps it in (:func:`entry_extra_path`)."""
+
+    source: str
+    capture_trace: str | None
+    targets: tuple[tuple[str, str], ...]
+
+
+def _cache_file_extras(task: CacheTask, storage_options) -> bool:
+    """Decode ``task``'s kinds from its file in one pass and write them to the cache; False on
+    any failure (left to the rank's own :func:`attach_extras`, which raises it where it
+    belongs)."""
+    try:
+        data = read_trace_bytes(task.source, storage_options)
+        data, _ = with_graph_capture(data, task.source, task.capture_trace)
+        tables = extract_many(data, task.source, [get_kind(name) for name, _ in task.targets])
+        del data
+        for name, path in task.targets:
+            write_extra_table(tables[name], Path(path))
+        return True
+    except Exception:  # noqa: BLE001 - see the docstring
+        return False
+
+
+# below this much source data (as stored: 4 MB of gzip is ~50 MB of JSON, ~0.5 s to decode) the
+# pool's start (~10 ms forked, up to ~1 s for a new forkserver) is not paid back
+_PARALLEL_MIN_BYTES = 4 << 20
+
+
+def cache_extras(tasks: Sequence[CacheTask], options: LoadOptions) -> None:
+    """Decode the extras of several trace files into their cache entries at once, on up to
+    ``options.max_workers`` processes (one per CPU by default): a later :func:`attach_extras` of
+    each rank reads them from the cache. An engine calls this before asking each rank in turn
+    for analyses that read extras, so a job's files are decoded in parallel as when it was loaded.
+    Does nothing when one process would do as well (one file, one CPU, little data)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from analysis.kineto.loader import _available_cpus, _pool_context, _use_environment
+
+    workers = min(len(tasks), options.max_workers or _available_cpus())
+    if workers < 2:
+        return
+    local = [t.source for t in tasks if "://" not in t.source or t.source.startswith("file://")]
+    size = sum(os.path.getsize(s.removeprefix("file://")) for s in local
+               if os.path.isfile(s.removeprefix("file://")))
+    if len(local) == len(tasks) and size < _PARALLEL_MIN_BYTES:
+        return
+    so = options.storage_options
+    with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(
+            [t.source for t in tasks]), initializer=_use_environment,
+            initargs=(dict(os.environ),)) as pool:
+        futures = [pool.submit(_cache_file_extras, task, so) for task in tasks]
+        for future in futures:
+            try:
+                future.result()
+            except Exception:  # noqa: BLE001 - a worker that died: its rank decodes it itself
+                pass
 
 
 @dataclass(frozen=True)

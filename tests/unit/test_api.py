@@ -208,3 +208,41 @@ def test_hta_bridge_without_hta_says_how_to_install_it(filter_dir, monkeypatch):
     monkeypatch.setitem(sys.modules, "hta.trace_analysis", None)  # import now fails
     with pytest.raises(TraceAnalysisError, match=r"pip install 'trace-analysis\[hta\]'"):
         _ = ta.hta
+
+
+def test_changing_a_result_changes_no_later_result(filter_dir):
+    """The engine memoises per-rank parts, which some results hold as they are (a rank's queue
+    length series, its step profile): a user's change to a returned frame or dict came back in
+    the next call's result. Every call returns new objects now."""
+    ta = TraceAnalysis(trace_dir=filter_dir, use_cache=False, progress=False)
+    series = ta.run("queue_length_time_series", ranks="all")
+    top = series[0]["queue_length"].max()
+    series[0]["queue_length"] = -1
+    series[0].drop(series[0].index, inplace=True)
+    del series[1]
+    again = ta.run("queue_length_time_series", ranks="all")
+    assert sorted(again) == [0, 1] and again[0]["queue_length"].max() == top
+    profile = ta.run("step_profile", ranks="all")
+    size = len(profile[0].breakdown)
+    profile[0].breakdown.clear()
+    assert len(ta.run("step_profile", ranks="all")[0].breakdown) == size > 0
+
+
+def test_a_rank_left_out_is_listed_once(tmp_path, filter_dir):
+    """``findings`` reads other analyses, whose ranks left out were listed again when those
+    analyses were then asked for with the same list (one row per analysis and rank now)."""
+    import shutil
+
+    job = tmp_path / "job"
+    job.mkdir()
+    shutil.copy(filter_dir / sorted(p.name for p in filter_dir.iterdir())[0], job)
+    cpu_only = next((filter_dir.parent / "cpu_only").iterdir())
+    shutil.copy(cpu_only, job / ("cpu-" + cpu_only.name))
+    ta = TraceAnalysis(trace_dir=job, use_cache=False, progress=False)
+    left_out: list = []
+    ta.run_many({"findings": {}}, ranks="all", errors="return", left_out=left_out)
+    rows = [(f.analysis, f.rank) for f in left_out]
+    assert ("idle_time_breakdown", 34) in rows and len(rows) == len(set(rows))
+    ta.run_many({"idle_time_breakdown": {}}, ranks="all", errors="return", left_out=left_out)
+    ta.run_many({"findings": {}}, ranks="all", errors="return", left_out=left_out)
+    assert [(f.analysis, f.rank) for f in left_out] == rows
