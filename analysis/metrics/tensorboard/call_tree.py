@@ -72,24 +72,43 @@ def _tree_nodes(rt: RankTrace, modules: bool = False) -> pd.DataFrame:
         with_module = py[(py["module_id"] >= 0).to_numpy()]
         module_id[ev.index.get_indexer(with_module.index)] = with_module["module_id"].to_numpy()
     keep = cpu_op | annotation | legacy_python | (module_id >= 0)
-    names = ev["name"][keep]
+    names = _names(ev["name"], keep)
+    tid = ev["tid"].to_numpy(np.int64)[keep]
+    start = plugin_us(ev["ts"].to_numpy(np.int64)[keep])
+    end = start + plugin_us(ev["dur"].to_numpy(np.int64)[keep])
+    op_type = (cpu_op & ~step)[keep]
+    # the plugin's event order (by start), then by thread, start and longest first: one stable
+    # sort on the three keys (the first sort only orders equal starts, as the events are)
+    order = np.lexsort((-end, start, tid))
+    names = names[order]
+    op_type = op_type[order]
+    # the name tests once per distinct name (string tests on an object Series run per element)
+    codes, distinct = pd.factorize(names, use_na_sentinel=False)
+    text = pd.Series(distinct, dtype=object)
+    not_op = (text.isin(NOT_OPERATORS) | text.str.startswith("Optimizer.")
+              | pd.Series(dataloader_names(text))).to_numpy(bool)
     nodes = pd.DataFrame({
-        "name": names.astype(str).to_numpy(object),
-        "tid": ev["tid"].to_numpy(np.int64)[keep],
-        "start": plugin_us(ev["ts"].to_numpy(np.int64)[keep]),
-        "op_type": (cpu_op & ~step)[keep],
-        "row": ev.index.to_numpy()[keep],
-        "module_id": module_id[keep],
+        "name": names,
+        "tid": tid[order],
+        "start": start[order],
+        "op_type": op_type,
+        "row": ev.index.to_numpy()[keep][order],
+        "module_id": module_id[keep][order],
+        "end": end[order],
+        "is_op": op_type & ~not_op[codes],
     })
-    nodes["end"] = nodes["start"] + plugin_us(ev["dur"].to_numpy(np.int64)[keep])
-    names_text = nodes["name"].astype(str)
-    nodes["is_op"] = nodes["op_type"] & ~(names_text.isin(NOT_OPERATORS)
-                                          | names_text.str.startswith("Optimizer.")
-                                          | pd.Series(dataloader_names(names_text)))
-    nodes = nodes.sort_values("start", kind="stable")  # the plugin's event order
-    nodes["neg_end"] = -nodes["end"]
-    nodes = nodes.sort_values(["tid", "start", "neg_end"], kind="stable").drop(columns="neg_end")
-    return nodes.reset_index(drop=True)
+    return nodes
+
+
+def _names(column: pd.Series, keep: np.ndarray) -> np.ndarray:
+    """``column[keep]`` as text (``astype(str)``), an object array; a categorical column's from
+    its categories (converted once each) when no kept row is missing."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = column.cat.codes.to_numpy()[keep]
+        if not (codes < 0).any():
+            categories = pd.Series(column.cat.categories).astype(str).to_numpy(object)
+            return categories[codes]
+    return column[keep].astype(str).to_numpy(object)
 
 
 def build_trees(nodes: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[int]]:
@@ -99,39 +118,167 @@ def build_trees(nodes: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[int]]
     A node whose only child has its name (both operators) absorbs the child (the plugin's
     ``remove_dup_nodes``): the child is left out (-3), its children become the node's, and so do
     its runtime calls (the node's own are dropped, as the plugin does)."""
-    # Python lists: the loops below read one element at a time (numpy scalars are slower)
-    starts, ends = nodes["start"].to_numpy().tolist(), nodes["end"].to_numpy().tolist()
-    tids = nodes["tid"].to_numpy().tolist()
-    names = nodes["name"].to_numpy(object).tolist()
-    op_type = nodes["op_type"].to_numpy(bool).tolist()
-    parent = [-2] * len(nodes)
-    children: list[list[int]] = [[] for _ in range(len(nodes))]
-    roots: list[int] = []
+    starts, ends = nodes["start"].to_numpy(), nodes["end"].to_numpy()
+    tids = nodes["tid"].to_numpy()
+    parent = _nest(starts, ends, tids)
+    roots = np.flatnonzero(parent == -1)
+    return (*_absorb(parent, nodes["name"].to_numpy(object), nodes["op_type"].to_numpy(bool)),
+            roots.tolist())
+
+
+def _nest(starts: np.ndarray, ends: np.ndarray, tids: np.ndarray) -> np.ndarray:
+    """The plugin's parent of each node (nodes by thread, start, longest first), as its stack
+    sweep gives it: a node's parent is the innermost kept earlier node of its thread whose end is
+    after the node's start; the node is left out (-2) when it ends after that parent.
+
+    Vectorised: nesting brackets give each node's depth and so its parent (the nearest earlier
+    node one level up), exact while every node so far nests (checked: each node inside its
+    parent, after its previous sibling's end: then the parent is the sweep's stack top). The
+    first node of a thread that fails the check is one the sweep leaves out (its earlier nodes
+    are the sweep's, so its bracket parent is the stack top and it ends after it): it is
+    dropped and the brackets redone, a few times; a thread with more such nodes (or with
+    negative durations, where brackets do not nest) is swept in Python from its first one on."""
+    n = len(starts)
+    parent = np.full(n, -2, np.int64)
+    if not n:
+        return parent
+    # a thread's position range: nodes come by thread
+    first_of = np.r_[0, np.flatnonzero(tids[1:] != tids[:-1]) + 1]
+    thread = np.repeat(np.arange(len(first_of)), np.diff(np.r_[first_of, n]))
+    sweep_from = np.full(len(first_of), -1, np.int64)  # per thread: where the Python sweep starts
+    bad = np.flatnonzero(~(ends >= starts))
+    if len(bad):  # negative durations: brackets close before they open
+        sweep_from[np.unique(thread[bad])] = first_of[np.unique(thread[bad])]
+    active = sweep_from[thread] < 0
+    for _ in range(_NEST_ROUNDS):
+        idx = np.flatnonzero(active)
+        if not len(idx):
+            break
+        par = _bracket_parents(starts[idx], ends[idx], thread[idx])
+        failed = _nest_failures(starts[idx], ends[idx], thread[idx], par)
+        parent[idx] = np.where(par >= 0, idx[np.maximum(par, 0)], -1)
+        if not len(failed):
+            break
+        # the first failure of each thread: left out; the thread's later nodes redone
+        first = failed[np.r_[True, thread[idx[failed[1:]]] != thread[idx[failed[:-1]]]]]
+        active[idx[first]] = False
+        parent[idx[first]] = -2
+    else:
+        if len(idx) and len(failed):  # threads still failing after the rounds: swept in Python
+            sweep_from[thread[idx[first]]] = idx[first] + 1
+    for t in np.flatnonzero(sweep_from >= 0).tolist():
+        _sweep(starts, ends, parent, int(sweep_from[t]),
+               int(first_of[t + 1]) if t + 1 < len(first_of) else n, int(first_of[t]))
+    return parent
+
+
+_NEST_ROUNDS = 8
+
+
+def _bracket_parents(starts, ends, thread) -> np.ndarray:
+    """Positions' parents (-1: a root) from their nesting brackets, for nodes that nest: by
+    thread and time, closes before opens at the same time (a node ending where the next starts
+    does not contain it), inner closes first, a zero-length node's close right after its open;
+    a node's depth is the count of open brackets at its open, its parent the nearest earlier
+    node one level up."""
+    k = len(starts)
+    pos = np.arange(k)
+    zero = ends == starts
+    # brackets: opens (kind 1, then by position), closes of zero-length nodes (kind 1, right
+    # after their open), other closes (kind 0: before the opens at their time, inner first)
+    time = np.concatenate([starts, ends])
+    kind = np.concatenate([np.ones(k, np.int8), zero.astype(np.int8)])
+    sub = np.concatenate([pos, np.where(zero, pos, -pos)])
+    after = np.concatenate([np.zeros(k, np.int8), np.ones(k, np.int8)])
+    order = np.lexsort((after, sub, kind, time, np.concatenate([thread, thread])))
+    step = np.where(order < k, 1, -1)
+    depth = np.empty(2 * k, np.int64)
+    depth[order] = np.cumsum(step)
+    depth = depth[:k]  # open brackets at each node's open, itself included
+    # the nearest earlier node one level up: the largest (depth, position) key below the node's
+    key = depth * k + pos
+    sorted_keys = np.sort(key)
+    found = sorted_keys[np.maximum(np.searchsorted(sorted_keys, key - k) - 1, 0)]
+    # -1 at depth 1 (a root); none found (nodes that do not nest): -3, a failure
+    return np.where(depth == 1, -1, np.where(found // k == depth - 1, found % k, -3))
+
+
+def _nest_failures(starts, ends, thread, par) -> np.ndarray:
+    """The positions (in order) whose bracket parent is not the sweep's: a node outside its
+    parent, ending after it, or starting before its previous sibling's end. Up to the first
+    failure of a thread the brackets give the sweep's tree (the parent then is the nearest
+    earlier node that ends after the node's start: the earlier nodes up to it are its
+    previous siblings and theirs)."""
+    k = len(starts)
+    has = par >= 0
+    p = np.maximum(par, 0)
+    fail = has & ~((starts < ends[p]) & (ends <= ends[p]))
+    fail |= par == -3
+    # previous siblings: same thread and parent, by position
+    order = np.lexsort((np.arange(k), par, thread))
+    same = (thread[order[1:]] == thread[order[:-1]]) & (par[order[1:]] == par[order[:-1]])
+    later, earlier = order[1:][same], order[:-1][same]
+    fail[later[~(ends[earlier] <= starts[later])]] = True
+    return np.flatnonzero(fail)
+
+
+def _sweep(starts, ends, parent, lo: int, hi: int, thread_lo: int) -> None:
+    """The plugin's stack sweep over positions ``lo:hi`` of a thread (its first at
+    ``thread_lo``), from the stack its earlier nodes leave (the path to the last kept one: the
+    nodes it left out since pop nothing the next node does not), into ``parent``."""
     stack: list[int] = []
-    current_tid = None
-    for n in range(len(nodes)):
-        if tids[n] != current_tid:
-            current_tid, stack = tids[n], []
-        while stack and not starts[n] < ends[stack[-1]]:
+    kept = np.flatnonzero(parent[thread_lo:lo] >= -1)
+    u = thread_lo + int(kept[-1]) if len(kept) else -1
+    while u >= 0:
+        stack.append(u)
+        u = int(parent[u])
+    stack.reverse()
+    # Python lists: the loop reads one element at a time (numpy scalars are slower)
+    ends_l = ends.tolist()
+    found = []
+    for n, start, end in zip(range(lo, hi), starts[lo:hi].tolist(), ends_l[lo:hi], strict=True):
+        while stack and not start < ends_l[stack[-1]]:
             stack.pop()
-        if stack and ends[n] > ends[stack[-1]]:
-            continue  # intersects its would-be parent: the plugin leaves it out
-        parent[n] = stack[-1] if stack else -1
-        (children[stack[-1]] if stack else roots).append(n)
+        if stack and end > ends_l[stack[-1]]:
+            found.append(-2)  # intersects its would-be parent: the plugin leaves it out
+            continue
+        found.append(stack[-1] if stack else -1)
         stack.append(n)
-    runtimes_of = list(range(len(nodes)))
-    todo = list(roots)
-    while todo:
-        n = todo.pop()
-        while (len(children[n]) == 1 and op_type[n] and op_type[children[n][0]]
-               and names[children[n][0]] == names[n]):
-            child = children[n][0]
-            parent[child] = -3
-            runtimes_of[n] = runtimes_of[child]
-            children[n] = children[child]
-            for c in children[n]:
-                parent[c] = n
-        todo.extend(children[n])
-    return np.array(parent, np.int64), np.array(runtimes_of, np.int64), roots
+    parent[lo:hi] = found
 
 
+def _absorb(parent: np.ndarray, names: np.ndarray, op_type: np.ndarray):
+    """``remove_dup_nodes`` over the swept tree: ``(parent, runtimes_of)``. An operator's only
+    child of its name is absorbed, and so on down the chain such children make (the absorbing
+    node's only child is then the absorbed one's): every chain node but the top is left out
+    (-3), the bottom's children become the top's and the top holds the bottom's runtime calls."""
+    n = len(parent)
+    parent = parent.copy()
+    runtimes_of = np.arange(n, dtype=np.int64)
+    inner = np.flatnonzero(parent >= 0)
+    p = parent[inner]
+    only = np.bincount(p, minlength=n)[p] == 1
+    cand, p = inner[only], p[only]
+    same = op_type[cand] & op_type[p]
+    cand, p = cand[same], p[same]
+    absorbed = cand[names[cand] == names[p]]
+    if not len(absorbed):
+        return parent, runtimes_of
+    top = np.arange(n, dtype=np.int64)
+    top[absorbed] = parent[absorbed]
+    while True:  # each absorbed node's chain top: pointer jumping
+        up = top[top]
+        if np.array_equal(up, top):
+            break
+        top = up
+    bottom = np.zeros(n, bool)
+    bottom[absorbed] = True
+    bottom[parent[absorbed]] = False  # a node absorbing is no chain's bottom
+    bottom = np.flatnonzero(bottom)
+    runtimes_of[top[bottom]] = bottom
+    is_absorbed = np.zeros(n, bool)
+    is_absorbed[absorbed] = True
+    moved = inner[~is_absorbed[inner]]
+    parent[moved] = top[parent[moved]]
+    parent[absorbed] = -3
+    return parent, runtimes_of

@@ -74,7 +74,18 @@ def device_names(device_type: np.ndarray, device_id: np.ndarray) -> np.ndarray:
     MPS 13: the plugin names only 1 and crashes on 6); ``"HPU<id>"``, ``"MTIA<id>"``,
     ``"PrivateUse1<id>"``; ``"type<N>:<id>"`` for any other type, so that no device's events are
     dropped."""
-    pairs = np.stack([np.asarray(device_type, np.int64), np.asarray(device_id, np.int64)], axis=1)
+    device_type = np.asarray(device_type, np.int64)
+    device_id = np.asarray(device_id, np.int64)
+    small = 1 << 31
+    if len(device_type) and (np.abs(device_type).max() < small and np.abs(device_id).max() < small):
+        # one int64 key per (type, id) pair: np.unique of a 1-D array (of rows is slow)
+        keys, inverse = np.unique(device_type * (1 << 32) + (device_id + small),
+                                  return_inverse=True)  # names made once each
+        types, ids = keys >> 32, keys % (1 << 32) - small
+        names = np.array([_device_name(t, i) for t, i in zip(types.tolist(), ids.tolist(),
+                                                              strict=True)], dtype=object)
+        return names[inverse]
+    pairs = np.stack([device_type, device_id], axis=1)
     distinct, inverse = np.unique(pairs, axis=0, return_inverse=True)  # names made once each
     names = np.array([_device_name(int(t), int(i)) for t, i in distinct], dtype=object)
     return names[inverse.reshape(-1)] if len(pairs) else names
@@ -133,35 +144,34 @@ def _enclosing_operators(rt: RankTrace, m: pd.DataFrame):
     rec_ts = plugin_us(m["ts"].to_numpy(np.int64))
     rec_tid = m["tid"].to_numpy(np.int64)
     node_of = np.full(len(m), -1, np.int64)
-    # one sweep per thread over the tree's nodes in pre-order (start, longest first) and the
-    # records in time order: the open nodes on the stack are the path from the root
+    # The plugin sweeps each thread's tree in pre-order (start, longest first) with the records
+    # in time order, a stack holding the open nodes: at a record, the path from the root to the
+    # last node started by then, less the nodes ended by then (a node's children start before
+    # it ends, so they are pushed before it is popped). So a record's node is the innermost
+    # node on that path that ends after it: found by searchsorted and a walk up the parents.
     in_tree = np.flatnonzero(parent >= -1)
-    # Python lists for the element-wise sweep (numpy scalars are slower)
-    starts_l, ends_l, parent_l = starts.tolist(), ends.tolist(), parent.tolist()
     for tid in np.unique(rec_tid).tolist():
         recs = np.flatnonzero(rec_tid == tid)
-        recs = recs[np.argsort(rec_ts[recs], kind="stable")]
-        own = in_tree[tids[in_tree] == tid].tolist()
-        stack: list[int] = []
-        i = 0
-        found = []
-        for t in rec_ts[recs].tolist():
-            while i < len(own) and starts_l[own[i]] <= t:
-                n = own[i]
-                while stack and stack[-1] != parent_l[n]:
-                    stack.pop()
-                stack.append(n)
-                i += 1
-            while stack and not t < ends_l[stack[-1]]:
-                stack.pop()
-            found.append(stack[-1] if stack else -1)
+        own = in_tree[tids[in_tree] == tid]
+        if not len(own):
+            continue  # a thread without operators: its records are in none
+        last = np.searchsorted(starts[own], rec_ts[recs], side="right") - 1
+        found = np.where(last >= 0, own[np.maximum(last, 0)], -1)
+        t = rec_ts[recs]
+        open_ = np.flatnonzero(found >= 0)
+        while len(open_):  # up from the nodes that ended by their record's time
+            ended = open_[ends[found[open_]] <= t[open_]]
+            found[ended] = parent[found[ended]]
+            open_ = ended[found[ended] >= 0]
         node_of[recs] = found
     visited = np.zeros(len(nodes), bool)
-    for n in np.unique(node_of[node_of >= 0]).tolist():
-        while n >= 0 and not visited[n]:  # the path down to each record's node
-            visited[n] = True
-            n = parent[n]
-    parent_of_record = np.where(node_of >= 0, parent[np.maximum(node_of, 0)], -1)
+    path = np.unique(node_of[node_of >= 0])
+    while len(path):  # the paths down to each record's node
+        path = path[~visited[path]]
+        visited[path] = True
+        path = np.unique(parent[path[parent[path] >= 0]])
+    parent_of_record = np.full(len(m), -1, np.int64)  # (a rank may have no operator at all)
+    parent_of_record[node_of >= 0] = parent[node_of[node_of >= 0]]
     counted = (parent == -1) | ((parent >= 0) & visited[np.maximum(parent, 0)])
     nodes["parent"] = parent
     nodes["counted"] = counted
@@ -203,7 +213,7 @@ def operator_memory(mr: MemoryRecords, rank: int) -> pd.DataFrame:
     calls = nodes.loc[is_op & nodes["counted"].to_numpy(bool), "name"].value_counts()
     node = m["node"].to_numpy(np.int64)
     use = node >= 0
-    use &= np.where(node >= 0, is_op[np.maximum(node, 0)], False)
+    use[use] = is_op[node[use]]  # records inside an operator (a rank may have none)
     r = m[use]
     nbytes = r["bytes"].to_numpy(np.int64)
     alloc = nbytes > 0
@@ -212,22 +222,12 @@ def operator_memory(mr: MemoryRecords, rank: int) -> pd.DataFrame:
                         "alloc_count": alloc.astype(np.int64)})
     self_sums = own.groupby(["device", "node"]).sum()
     names = nodes["name"].to_numpy(object)
-    # subtree sums: each visited node (the only ones with records below) adds its total to its
-    # parent's, children before parents (reverse pre-order)
-    path = np.flatnonzero(nodes["visited"].to_numpy(bool))[::-1]
-    parent_l = parent.tolist()
     rows = []
     for device, table in self_sums.groupby(level="device"):
         values = np.zeros((len(nodes), 3), np.int64)
         mine = table.index.get_level_values("node").to_numpy()
         values[mine] = table.to_numpy(np.int64)
-        columns = [values[:, i].tolist() for i in range(3)]  # Python ints: one add per node
-        for n in path.tolist():
-            p = parent_l[n]
-            if p >= 0:
-                for col in columns:
-                    col[p] += col[n]
-        total = np.array(columns, np.int64).T
+        total = _subtree_sums(values, mine, parent)
         ops = np.flatnonzero(is_op & (values.any(axis=1) | total.any(axis=1)))
         frame = pd.DataFrame({"operator": names[ops]})
         for i, col in enumerate(("size_increase_bytes", "allocation_bytes", "allocation_count")):
@@ -245,51 +245,97 @@ def operator_memory(mr: MemoryRecords, rank: int) -> pd.DataFrame:
     return out[OP_COLUMNS]
 
 
+def _subtree_sums(values: np.ndarray, mine: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Each node's ``values`` summed over its subtree (``mine``: the nodes with values). Each
+    value is carried up its ancestors, level by level, the values meeting at a node summed
+    (integers: the sums are those of a pass children before parents)."""
+    total = values.copy()
+    carried, at = values[mine], mine
+    while len(at):
+        up = parent[at]
+        inside = up >= 0
+        up, carried = up[inside], carried[inside]
+        at, where = np.unique(up, return_inverse=True)
+        summed = np.zeros((len(at), values.shape[1]), values.dtype)
+        np.add.at(summed, where, carried)
+        total[at] += summed
+        carried = summed
+    return total
+
+
 def memory_events(mr: MemoryRecords, rank: int) -> pd.DataFrame:
     m, nodes = mr
-    names = nodes["name"].to_numpy(object)
-    is_op = nodes["is_op"].to_numpy(bool)
     r = m[m["has_addr"].to_numpy()]
-    # Python lists for the loop below (numpy scalars are slower); times divided by numpy first
-    ts_np = r["ts"].to_numpy(np.int64)
-    ts = ts_np.tolist()
-    us = (ts_np / 1000).tolist()
-    nbytes = r["bytes"].to_numpy(np.int64).tolist()
-    addr = r["addr"].to_numpy(np.int64).tolist()
-    dev = r["device"].to_numpy(object).tolist()
-    node = r["node"].to_numpy(np.int64).tolist()
-    parent = r["parent_node"].to_numpy(np.int64).tolist()
-    names = names.tolist()
-    is_op = is_op.tolist()
-
-    def operator(i: int) -> str:
-        n = node[i]
-        if n < 0 or not is_op[n]:
-            return UNKNOWN
-        name = names[n]
-        if name.startswith("aten::empty") and parent[i] >= 0:
-            return f"{names[parent[i]]} ({name})"
-        return name
-
-    alloc: dict[int, int] = {}
-    free: dict[int, int] = {}
-    rows = []
-    for i in range(len(r)):
-        if nbytes[i] > 0:
-            alloc[addr[i]] = i
-        elif addr[i] in alloc:
-            a = alloc.pop(addr[i])
-            rows.append((dev[a], operator(a), -nbytes[i], us[a], us[i],
-                         float(np.float64(ts[i] - ts[a]) / 1000), True))
-        else:
-            free[addr[i]] = i
-    rows += [(dev[a], operator(a), nbytes[a], us[a], np.nan, np.nan, False)
-             for a in alloc.values()]
-    rows += [(dev[f], UNKNOWN, -nbytes[f], np.nan, us[f], np.nan, True)
-             for f in free.values()]
-    out = pd.DataFrame(rows, columns=EVENT_COLUMNS[1:])
+    ts = r["ts"].to_numpy(np.int64)
+    nbytes = r["bytes"].to_numpy(np.int64)
+    addr = r["addr"].to_numpy(np.int64)
+    dev = r["device"].to_numpy(object)
+    k = len(r)
+    # The plugin's pairing, a pass over the events in time order with two dicts (address →
+    # allocation, address → unpaired free), computed per address from each event's previous
+    # event at its address: the allocation dict holds an address after an allocation and not
+    # after a free, so a free pairs with the allocation just before it at its address
+    alloc = nbytes > 0
+    by_addr = np.lexsort((np.arange(k), addr))
+    same = addr[by_addr[1:]] == addr[by_addr[:-1]]
+    prev = np.full(k, -1, np.int64)
+    prev[by_addr[1:][same]] = by_addr[:-1][same]
+    after_alloc = (prev >= 0) & alloc[np.maximum(prev, 0)]
+    paired = np.flatnonzero(~alloc & after_alloc)  # rows in the order of their frees
+    # still allocated at the end: addresses whose last event allocates, in the dict's order (an
+    # address enters it at an allocation after none or a free; another allocation replaces the
+    # value in place), that of the first allocation of its last run
+    # (by address: the latest such allocation up to an address's last event is of its group)
+    last = np.r_[~same, True] if k else np.zeros(0, bool)
+    entered = np.where((alloc & ~after_alloc)[by_addr], np.arange(k), -1)
+    entered = np.maximum.accumulate(entered) if k else entered
+    ends = np.flatnonzero(last & alloc[by_addr])
+    unfreed = by_addr[ends][np.argsort(by_addr[entered[ends]], kind="stable")]
+    # frees of no allocation: per address the last one, in the order of its first one
+    lone = np.flatnonzero(~alloc & ~after_alloc)
+    lone = lone[np.lexsort((lone, addr[lone]))]
+    group = np.r_[True, addr[lone[1:]] != addr[lone[:-1]]] if len(lone) else np.zeros(0, bool)
+    firsts = np.flatnonzero(group)
+    lasts = np.r_[firsts[1:] - 1, len(lone) - 1] if len(lone) else firsts
+    frees = lone[lasts][np.argsort(lone[firsts], kind="stable")]
+    if not len(paired) + len(unfreed) + len(frees):
+        out = pd.DataFrame([], columns=EVENT_COLUMNS[1:])
+        out.insert(0, "rank", rank)
+        return out
+    us = ts / 1000
+    a = np.concatenate([prev[paired], unfreed])
+    nan_u, nan_f = np.full(len(unfreed), np.nan), np.full(len(frees), np.nan)
+    out = pd.DataFrame({
+        "device": np.concatenate([dev[a], dev[frees]]).tolist(),
+        "operator": _operators(r, nodes, a) + [UNKNOWN] * len(frees),
+        "bytes": np.concatenate([-nbytes[paired], nbytes[unfreed], -nbytes[frees]]),
+        "allocated_us": np.concatenate([us[a], np.full(len(frees), np.nan)]),
+        "freed_us": np.concatenate([us[paired], nan_u, us[frees]]),
+        "lifetime_us": np.concatenate([(ts[paired] - ts[prev[paired]]).astype(np.float64) / 1000,
+                                       nan_u, nan_f]),
+        "freed": np.concatenate([np.ones(len(paired), bool), np.zeros(len(unfreed), bool),
+                                 np.ones(len(frees), bool)]),
+    }, columns=EVENT_COLUMNS[1:])
     out.insert(0, "rank", rank)
     return out
+
+
+def _operators(r: pd.DataFrame, nodes: pd.DataFrame, rows: np.ndarray) -> list[str]:
+    """The allocating operator of each of ``rows`` (positions in ``r``): its node's name,
+    ``"<parent> (aten::empty...)"`` for an ``aten::empty*`` inside another operator, and
+    ``<unknown>`` outside every operator."""
+    names = nodes["name"].to_numpy(object)
+    node = r["node"].to_numpy(np.int64)[rows]
+    parent = r["parent_node"].to_numpy(np.int64)[rows]
+    ok = node >= 0
+    ok[ok] = nodes["is_op"].to_numpy(bool)[node[ok]]
+    out = np.full(len(rows), UNKNOWN, object)
+    out[ok] = names[node[ok]]
+    empty = np.flatnonzero(ok & (parent >= 0))
+    empty = empty[[name.startswith("aten::empty") for name in out[empty].tolist()]]
+    out[empty] = [f"{p} ({name})" for p, name in zip(names[parent[empty]].tolist(),
+                                                        out[empty].tolist(), strict=True)]
+    return out.tolist()
 
 
 # What a table needs of the [memory] events, and what is missing without it. PyTorch 1.9 and

@@ -71,8 +71,10 @@ def _hierarchy(rt: RankTrace) -> list[tuple[str, int, int]]:
         k = by_id[e_id]
         return (names[k], int(modules[k]), tuple(tree(c) for c in child_map[e_id]))
 
+    # by name as the plugin; roots of one name (a set's order, which changes with the process's
+    # hash seed) then by module id and subtree, so every run lists them alike
     roots = sorted({tree(r) for r, p in module_parent.items() if p is None},
-                   key=lambda t: t[0].replace(PREFIX, ""))
+                   key=lambda t: (t[0].replace(PREFIX, ""), t))
     out: list[tuple[str, int, int]] = []
 
     def walk(node: tuple, depth: int) -> None:
