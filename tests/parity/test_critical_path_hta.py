@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hta_oracle import hta_answer
+from hta_oracle import MODE, hta_answer
 
 from analysis.kineto.model import Trace
 from analysis.kineto.parse import parse_trace_bytes
@@ -171,6 +171,27 @@ def test_a_graph_without_edges_is_no_path_not_a_crash(tmp_path):
             assert "2 node(s) and no edge" in graph.reason
 
 
+_QUEUE_EDGES = {"critical_path_kernel_launch_delay", "critical_path_kernel_kernel_delay"}
+
+
+def _assert_same_edges(ours: Counter, theirs: Counter) -> None:
+    """The same edges; or, against HTA's stored answer, the same up to the GPU events whose
+    queue HTA finds empty or not at a launch at the very instant a kernel starts: HTA orders those
+    ties with numpy's unstable quicksort, whose order differs between CPUs (docs/deviations.md;
+    HTA run live on the same machine gives our edges exactly). Each such event then has a
+    launch edge in one graph and a kernel-to-kernel edge in the other, into the same node."""
+    if ours == theirs or MODE != "stored":
+        assert ours == theirs
+        return
+    mine, hers = ours - theirs, theirs - ours
+    assert sum(mine.values()) == sum(hers.values()) <= 4, (mine, hers)
+    # (destination node, its start or end, on the path, edge type) of each edge
+    into = lambda edges: sorted((e[2], e[3], e[7], e[5]) for e in edges.elements())  # noqa: E731
+    for *node, kind in into(mine):
+        matching = [other for *other_node, other in into(hers) if other_node == node]
+        assert matching and {kind, *matching} == _QUEUE_EDGES, (node, kind, matching)
+
+
 def _assert_same_as_hta(path: Path, annotation: str, instance: int):
     """Every comparison with HTA's answer: graph, path, path events, summary, breakdown."""
     h = run_hta(path, annotation, instance)
@@ -179,7 +200,7 @@ def _assert_same_as_hta(path: Path, annotation: str, instance: int):
     assert graph.num_nodes == h["nodes"]
     assert len(graph.critical_path_nodes) == h["path_nodes"]
     assert len(graph.path_edges) == h["path_edges"]
-    assert our_edges(graph) == hta_edges(h)
+    _assert_same_edges(our_edges(graph), hta_edges(h))
     ev = rt.events
     names = ev["name"].astype(str).to_numpy()
     labels = {lab: i for i, lab in enumerate(ev.index)}
