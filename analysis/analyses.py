@@ -96,9 +96,7 @@ def _extra_kinds(requests: list[tuple[str, dict[str, Any]]]) -> list[str]:
     (``run_on_rank.extra_kinds``)."""
     kinds: dict[str, None] = {}
     for name, options in requests:
-        spec = CATALOGUE.get(name)
-        kinds.update(dict.fromkeys(
-            spec.extras(options) if callable(spec.extras) else spec.extras))
+        kinds.update(dict.fromkeys(CATALOGUE.get(name).extra_kinds(options)))
     return list(kinds)
 
 

@@ -185,6 +185,10 @@ class Analysis:
     def param(self, role: Role) -> Param | None:
         return next((p for p in self.params if p.role == role), None)
 
+    def extra_kinds(self, options: Mapping[str, Any]) -> tuple[str, ...]:
+        """The extra kinds the rank step reads with these options (``extras``)."""
+        return tuple(self.extras(options) if callable(self.extras) else self.extras)
+
     def method_doc(self, alias: str | None = None) -> str:
         """The facade method's docstring: ``doc``, then ``Args:`` (each param's type, default and
         description) and ``Returns:`` (``returns`` and ``columns``), then where the analysis is
@@ -518,7 +522,7 @@ def run_on_rank(
                 )
             if spec.needs_gpu and not rank_has_gpu_events(rt):
                 raise NoGPUEventsError([rt.rank], spec.title or name)
-            kinds = spec.extras(options) if callable(spec.extras) else spec.extras
+            kinds = spec.extra_kinds(options)
             if kinds:
                 if attach_extras is None:
                     raise ConfigError(f"{name} needs trace extras {kinds}: no reader given")
@@ -540,8 +544,7 @@ def batch_extras(rt, requests: list[tuple[Analysis, dict[str, Any]]]) -> list[st
     kinds: dict[str, None] = {}
     for spec, options in requests:
         if spec.extras and not missing_needs(rt, spec.needs):
-            kinds.update(dict.fromkeys(
-                spec.extras(options) if callable(spec.extras) else spec.extras))
+            kinds.update(dict.fromkeys(spec.extra_kinds(options)))
     return list(kinds)
 
 

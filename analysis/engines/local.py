@@ -534,7 +534,7 @@ class LocalEngine:
         (:func:`analysis.kineto.extras.cache_extras`), so the rank steps then read them from the
         cache; a file decoded in parallel instead of one after another."""
         kinds_of = getattr(func, "extra_kinds", None)
-        if kinds_of is None or not self.options.use_cache:
+        if kinds_of is None or not self.options.use_cache or not kinds_of(kw["requests"]):
             return
         from analysis.kineto.extras import CacheTask, cache_extras, entry_extra_path, get_kind
 
