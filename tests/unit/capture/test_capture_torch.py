@@ -3,7 +3,9 @@ real local GCS server. Needs torch (`pip install torch==2.13.0`)."""
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
+import json
 import os
 import re
 import socket
@@ -130,7 +132,14 @@ def test_rank_from_env_and_operator_table(tmp_path, monkeypatch):
     header = re.split(r"\s{2,}", table[separators[0] + 1].strip())
     rows = [re.split(r"\s{2,}", line.strip()) for line in table[separators[1] + 1 : separators[2]]]
     assert 1 <= len(rows) <= 5
-    assert "aten::linear" in {row[0] for row in rows} or "aten::addmm" in {row[0] for row in rows}
+    # which operators are the top 5 by self CPU time depends on the machine's timing (aten::addmm
+    # was 6th once): each row is one the run recorded (torch groups the steps as
+    # "ProfilerStep*" and cuts long names with "...")
+    recorded = {e.get("name", "") for e in json.loads(
+        gzip.decompress(Path(prof.traces[0]).read_bytes()))["traceEvents"]}
+    for name in (row[0] for row in rows):
+        stem = name.removesuffix("*").removesuffix("...")
+        assert name in recorded or (stem != name and any(r.startswith(stem) for r in recorded))
     # CPU-only run: sorted by self CPU time, descending
     assert not any("CUDA" in h or "Device" in h for h in header)
     self_cpu = [_us(row[header.index("Self CPU")]) for row in rows]
