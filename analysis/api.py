@@ -591,21 +591,25 @@ _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3 or bool(
 def _detached(value: Any, depth: int = 0) -> Any:
     """``value`` with its frames, and the dicts, lists, tuples and dataclasses holding them, new
     objects (frames copied on write: no data copied until changed); anything else as it is. The
-    engine memoises per-rank parts that a result may hold as they are."""
+    engine memoises per-rank parts that a result may hold as they are. Long lists and tuples
+    (a graph's nodes, say) are copied, not walked: they hold no frames."""
     if isinstance(value, pd.DataFrame | pd.Series):
         return value.copy(deep=not _COPY_ON_WRITE)
     if depth > 4 or isinstance(value, str | bytes | BaseException | type):
         return value
     if isinstance(value, dict):
         out = copy.copy(value)
-        for key, item in out.items():
-            out[key] = _detached(item, depth + 1)
+        if len(out) <= _WALKED_ITEMS:
+            for key, item in out.items():
+                out[key] = _detached(item, depth + 1)
         return out
     if isinstance(value, list):
+        if len(value) > _WALKED_ITEMS:
+            return list(value)
         return [_detached(item, depth + 1) for item in value]
     if isinstance(value, tuple):
-        if type(value) is not tuple and not hasattr(value, "_make"):
-            return value  # a tuple type this cannot rebuild
+        if len(value) > _WALKED_ITEMS or (type(value) is not tuple and not hasattr(value, "_make")):
+            return value  # long (no frames in it), or a tuple type this cannot rebuild
         items = [_detached(item, depth + 1) for item in value]
         return value._make(items) if hasattr(value, "_make") else tuple(items)
     if dataclasses.is_dataclass(value):
@@ -614,3 +618,8 @@ def _detached(value: Any, depth: int = 0) -> Any:
             object.__setattr__(out, f.name, _detached(getattr(value, f.name), depth + 1))
         return out
     return value
+
+
+# dicts (of ranks, of analyses) are walked up to this size; longer lists and tuples hold no
+# frames in any result
+_WALKED_ITEMS = 4096
