@@ -372,7 +372,10 @@ def critical_path_rank(
         label = sel[0][0] if len(sel) == 1 else f"{sel[0][0]}..{sel[-1][0]}"
         chosen = [(label, min(s for _, s, _ in sel), max(e for _, _, e in sel))]
     hta = pat.hta_quirks
-    context = rank_context(rt, hta_compat=hta, rounding=rounding)
+    # the rank-wide arrays (read-only once built): shared by the summary and the analysis of
+    # the same window and options (~0.4 s per rank of a 54 MB trace)
+    context = rt.memoised(("critical_path_context", hta, rounding),
+                          lambda: rank_context(rt, hta_compat=hta, rounding=rounding))
     ev = rt.events
     comm = np.asarray(pat.classify(ev["name"])) == "COMMUNICATION"
     loading = np.zeros(len(ev), bool) if hta else _in_data_loader(ev, context.start, context.end)
