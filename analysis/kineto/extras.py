@@ -277,11 +277,12 @@ def _decoded(rt: RankTrace, kinds: list[ExtraKind], storage_options) -> dict[str
 
         return {kind.name: foreign_extra(rt, kind, data) for kind in kinds}
     out = {}
-    for kind in kinds:
-        if kind.parsed:  # its entry lost the table (or there is none): the parser's again
-            from analysis.kineto.parse import parse_trace_bytes
+    parsed = [kind for kind in kinds if kind.parsed]
+    if parsed:  # the entry lost them (or there is none): the parser's again, one parse for all
+        from analysis.kineto.parse import parse_trace_bytes
 
-            out[kind.name] = parse_trace_bytes(data, rt.meta.source).extras[kind.name]
+        extras = parse_trace_bytes(data, rt.meta.source).extras
+        out.update({kind.name: extras[kind.name] for kind in parsed})
     rest = [kind for kind in kinds if not kind.parsed]
     if rest:  # one decode of the file for all of them
         out.update(extract_many(data, rt.meta.source, rest))
