@@ -33,6 +33,7 @@ import logging
 import re
 import textwrap
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -327,6 +328,10 @@ class Catalogue:
                 methods.add(method)
             self.specs[spec.name] = spec
             self.aliases.update(dict.fromkeys(spec.aliases, spec.name))
+        steps = Counter(spec.rank_step for spec in self.specs.values() if spec.rank_step)
+        # rank steps more than one analysis runs (collectives, collective summary and stragglers
+        # read one table per rank): computed once per rank and options (run_on_rank)
+        self.shared_steps = frozenset(step for step, n in steps.items() if n > 1)
 
     def get(self, name: str) -> Analysis:
         """The entry named ``name`` (or one of its earlier names, ``Analysis.aliases``)."""
@@ -387,7 +392,8 @@ class Catalogue:
                     context: dict[str, Any], attach_extras: Callable[..., None] | None = None,
                     ) -> dict:
         """:func:`run_on_rank` for ``requests`` given by name."""
-        return run_on_rank(rt, [(self.get(n), o) for n, o in requests], context, attach_extras)
+        return run_on_rank(rt, [(self.get(n), o) for n, o in requests], context, attach_extras,
+                           shared_steps=self.shared_steps)
 
 
 # ------------------------------------------------------------------------------ running them
@@ -499,6 +505,7 @@ def run_on_rank(
     requests: list[tuple[Analysis, dict[str, Any]]],
     context: dict[str, Any],
     attach_extras: Callable[..., None] | None = None,
+    shared_steps: frozenset[Callable] = frozenset(),
 ) -> dict:
     """The per-rank task: each requested ``(entry, options)``'s rank step on ``rt``.
 
@@ -508,6 +515,10 @@ def run_on_rank(
     to the engine's load options; this module reads no file). Returns ``{name: part}``; an
     analysis that cannot run on this rank (no GPU events, or another of the project's errors)
     gives a :class:`RankFailure` instead, so the other analyses of the batch still run.
+
+    A rank step in ``shared_steps`` (one that several analyses run: :attr:`Catalogue.shared_steps`)
+    is memoised on the rank by its arguments, so those analyses share one computation of it while
+    the rank is held (a failure is not memoised: each analysis raises its own).
     """
     out: dict[str, Any] = {}
     if attach_extras is not None:
@@ -528,7 +539,11 @@ def run_on_rank(
                     raise ConfigError(f"{name} needs trace extras {kinds}: no reader given")
                 attach_extras(rt, kinds)
             kwargs = _accepted(spec.rank_step, {**context, **options})
-            out[name] = spec.rank_step(rt, **kwargs)
+            key = _step_key(spec.rank_step, kwargs) if spec.rank_step in shared_steps else None
+            if key is None:
+                out[name] = spec.rank_step(rt, **kwargs)
+            else:
+                out[name] = rt.memoised(key, lambda s=spec.rank_step, k=kwargs: s(rt, **k))
         except NoGPUEventsError as exc:
             out[name] = RankFailure(rt.rank, exc, no_gpu=True)
         except TraceAnalysisError as exc:
@@ -536,6 +551,17 @@ def run_on_rank(
         except Exception as exc:  # noqa: BLE001 - the (analysis, rank) boundary: a bug, kept as data
             out[name] = RankFailure(rt.rank, AnalysisFailedError.wrap(name, rt.rank, exc))
     return out
+
+
+def _step_key(step: Callable, kwargs: Mapping[str, Any]) -> tuple | None:
+    """The rank memo's key of ``step`` run with ``kwargs``; None when an argument cannot be
+    hashed (not memoised)."""
+    key = ("rank_step", step, tuple(sorted(kwargs.items())))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def batch_extras(rt, requests: list[tuple[Analysis, dict[str, Any]]]) -> list[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -95,6 +96,24 @@ def select_report_ranks(ta, ranks: str | int | Iterable[int] = "all") -> list[in
     return ta.engine.select(ranks, default="all")
 
 
+def _always() -> list[str]:
+    """The analyses every report has: its context tables and its lead section."""
+    return [n for n, s in CATALOGUE.specs.items() if s.placement in ("context", "lead")]
+
+
+def report_requests(analyses: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+    """``{analysis: options}`` a report runs (in one ``run_many``): its sections (``analyses``:
+    section names, default all), the context and lead analyses every report has, and the
+    profiler steps."""
+    catalogue = CATALOGUE.specs
+    names = CATALOGUE.section_names() if analyses is None else CATALOGUE.sections(analyses)
+    requests = {n: dict(catalogue[n].report_options) for n in _always() + names}
+    # the steps the analyses read (the last one is left out by default, as HTA does): the page
+    # says so beside the steps the trace holds
+    requests.setdefault("profiler_steps", {})
+    return requests
+
+
 def build_report(
     ta, ranks: str | int | Iterable[int] = "all", progress=None, analyses: Iterable[str] | None = None
 ) -> ReportContent:
@@ -104,11 +123,8 @@ def build_report(
     chosen = select_report_ranks(ta, ranks)
     catalogue = CATALOGUE.specs
     names = CATALOGUE.section_names() if analyses is None else CATALOGUE.sections(analyses)
-    always = [n for n, s in catalogue.items() if s.placement in ("context", "lead")]
-    requests = {n: dict(catalogue[n].report_options) for n in always + names}
-    # the steps the analyses read (the last one is left out by default, as HTA does): the page
-    # says so beside the steps the trace holds
-    requests.setdefault("profiler_steps", {})
+    always = _always()
+    requests = report_requests(names)
     failures: list[registry.Failure] = []
     left_out: list[registry.Failure] = []
     # the report says what matters as data (left-out ranks, failures); the analyses' other

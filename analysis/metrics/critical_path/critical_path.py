@@ -106,6 +106,7 @@ class CriticalPathGraph:
     reason: str = ""  # why there is no path (``success`` False): e.g. an empty window
     hta: bool = False  # HTA 0.5.0's attribution (weights, no untraced time, no window gaps)
     _breakdown: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+    _bounds: pd.DataFrame | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_nodes(self) -> int:
@@ -127,7 +128,7 @@ class CriticalPathGraph:
         path's edge weights as HTA's breakdown gives them (a negative one, e.g. kernels that
         overlap on a stream, counts negative there, though the search took it as 0); default, the
         time the path covers (the step, or more where the GPU runs past its end)."""
-        return float(self.get_critical_path_breakdown()["duration"].sum())
+        return float(self._bound_durations()["duration"].sum())
 
     @property
     def step_us(self) -> float:
@@ -176,7 +177,8 @@ class CriticalPathGraph:
             self._breakdown = self._breakdown_table()
         return self._breakdown.copy()
 
-    def _breakdown_table(self) -> pd.DataFrame:
+    def _edge_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per path edge, in path order: ``bound_by`` and the duration (ns) the breakdown gives it."""
         g, e = self.graph, self.path_edges
         ev = g.events
         attr = g.edge_event[e]
@@ -206,12 +208,46 @@ class CriticalPathGraph:
             dst_gpu = ev["stream"].to_numpy()[g.node_event[g.edge_dst[e]]] >= 0
             bound[sync] = np.where(dst_gpu[sync], "gpu_kernel_kernel_overhead", "cpu_bound")
             bound[sync & self.comm_mask[src_ev]] = "gpu_communication_bound"
+        return bound, duration
+
+    def _window_gaps_ns(self) -> tuple[int, int]:
+        """The step's time before the path's first node and after its last (ns, default analysis;
+        0 and 0 in HTA mode)."""
+        if self.hta:
+            return 0, 0
+        (w0, w1), (p0, p1) = self.graph.window, self._path_extent_ns()
+        return max(p0 - w0, 0), max(w1 - p1, 0)
+
+    def _bound_durations(self) -> pd.DataFrame:
+        """The breakdown's ``bound_by`` and ``duration`` (µs) columns alone, rows in the same order
+        (window gaps included): what ``summary`` and ``path_length_us`` read, without the events'
+        names and attributes of each edge."""
+        if self._breakdown is not None:
+            return self._breakdown[["bound_by", "duration"]]
+        if self._bounds is None:
+            bound, duration = self._edge_bounds()
+            before, after = self._window_gaps_ns()
+            bound = np.concatenate([["cpu_untraced"] * (before > 0), bound,
+                                    ["cpu_untraced"] * (after > 0)]).astype(object)
+            duration = np.concatenate([[before / 1000.0] * (before > 0), duration / 1000.0,
+                                       [after / 1000.0] * (after > 0)])
+            self._bounds = pd.DataFrame({"bound_by": bound, "duration": duration})
+        return self._bounds
+
+    def _breakdown_table(self) -> pd.DataFrame:
+        g, e = self.graph, self.path_edges
+        ev = g.events
+        attr = g.edge_event[e]
+        has = attr >= 0
+        p = np.maximum(attr, 0)
+        stream = np.where(has, ev["stream"].to_numpy()[p], -1)
+        bound, duration = self._edge_bounds()
         rows = ev.iloc[p]
         names = rows["name"].astype(str).to_numpy()
         out = pd.DataFrame({
             "event_idx": _labels(ev, attr),
             "duration": duration / 1000.0,
-            "type": np.asarray(EDGE_TYPES, dtype=object)[typ],
+            "type": np.asarray(EDGE_TYPES, dtype=object)[g.edge_type[e]],
             "s_name": np.where(has, _short_names(names), None),
             "cat": np.where(has, rows["cat"].astype(str).to_numpy(), None),
             "pid": np.where(has, rows["pid"].to_numpy(), -1),
@@ -224,19 +260,19 @@ class CriticalPathGraph:
     def _with_window_gaps(self, bd: pd.DataFrame) -> pd.DataFrame:
         """The step's time before the path's first node and after its last, as ``cpu_untraced``
         rows (``type`` ``critical_path_window_gap``) at the path's ends."""
-        (w0, w1), (p0, p1) = self.graph.window, self._path_extent_ns()
+        before, after = self._window_gaps_ns()
         def gap(ns):
             return pd.DataFrame({
                 "event_idx": pd.array([pd.NA], dtype="Int64"), "duration": [ns / 1000.0],
                 "type": ["critical_path_window_gap"], "s_name": [None], "cat": [None],
                 "pid": [-1], "tid": [-1], "stream": [-1], "bound_by": ["cpu_untraced"],
             })  # fmt: skip
-        parts = ([gap(p0 - w0)] if p0 > w0 else []) + [bd] + ([gap(w1 - p1)] if w1 > p1 else [])
+        parts = ([gap(before)] if before > 0 else []) + [bd] + ([gap(after)] if after > 0 else [])
         return pd.concat(parts, ignore_index=True) if len(parts) > 1 else bd
 
     def summary(self) -> pd.Series:
         """Share of the path's time per ``bound_by`` category, in % (HTA's ``summary()``)."""
-        bd = self.get_critical_path_breakdown()
+        bd = self._bound_durations()
         total = bd["duration"].sum()
         s = bd.groupby("bound_by")["duration"].sum()
         return s / total * 100 if total > 0 else s * np.nan

@@ -55,16 +55,15 @@ def longest_path(
     end_node, best_edge = result
     best_edge = np.asarray(best_edge).tolist()
     ul = u.tolist()
-    path, path_e = [end_node], []
-    node = end_node
-    while best_edge[node] >= 0:
-        j = best_edge[node]
+    path_e = []  # the path's edges from its end back to its start
+    j = best_edge[end_node]
+    while j >= 0:
         path_e.append(j)
-        node = ul[j]
-        path.append(node)
-    path.reverse()
+        j = best_edge[ul[j]]
     path_e.reverse()
-    return path, eidx[np.asarray(path_e, dtype=np.int64)], cycles_broken
+    edges = np.asarray(path_e, dtype=np.int64)
+    path = u[edges].tolist() + [end_node]  # each edge's source, then the end
+    return path, eidx[edges], cycles_broken
 
 
 def _longest_in_topological_order(n_nodes, u, v, w):

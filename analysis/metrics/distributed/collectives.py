@@ -249,10 +249,14 @@ def _gpu_collectives(rt: RankTrace, gpu: pd.DataFrame, patterns, rounding) -> tu
 def launch_calls(rt: RankTrace, corr: np.ndarray) -> pd.DataFrame:
     """ts and tid of the call that launched each GPU event (the last non-GPU row with its
     correlation id, HTA's rule); NaN where none."""
-    ev = rt.events
+    return rt.memoised("launch_calls", lambda: _launch_table(rt.events)).reindex(corr)
+
+
+def _launch_table(ev: pd.DataFrame) -> pd.DataFrame:
+    """``ts`` and ``tid`` of the last non-GPU row of each correlation id, indexed by the id (one
+    table per rank, memoised: the collectives and the step breakdown look launches up in it)."""
     calls = ev.loc[~gpu_mask(ev) & (ev["correlation"].to_numpy() >= 0), ["correlation", "ts", "tid"]]
-    calls = calls.drop_duplicates("correlation", keep="last").set_index("correlation")
-    return calls.reindex(corr)
+    return calls.drop_duplicates("correlation", keep="last").set_index("correlation")
 
 
 def _enclosing_ops(rt, kernel_index, ops: pd.Index) -> pd.DataFrame:

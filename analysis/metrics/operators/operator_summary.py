@@ -55,7 +55,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.errors import ConfigError
-from analysis.kineto.events import cat_mask, kernel_like_mask, runtime_mask
+from analysis.kineto.events import cat_mask, kernel_like_mask, name_mask, runtime_mask
 from analysis.kineto.model import RankTrace
 
 COLUMNS = ["name", "calls", "cpu_total_us", "cpu_self_us", "gpu_total_us", "gpu_self_us"]
@@ -82,9 +82,10 @@ def operator_summary_rank(rank_trace: RankTrace, top: int | None = 20,
         raise ConfigError(f"group_by must be one of {GROUPS}, not {group_by!r}")
     events = rank_trace.events
     if group_by == "name_and_input_shape":
-        table = _by_input_shape(events, rank_trace.extras.get(SHAPES))
+        table = _by_input_shape(events, rank_trace.extras.get(SHAPES),
+                                rank_operator_times(rank_trace))
         return table if top is None else table.head(top).reset_index(drop=True)
-    ops, call_rows, call_owner = _operator_times(events)
+    ops, call_rows, call_owner = rank_operator_times(rank_trace)
     per_op = pd.concat([ops, graph_launch_times(events)])
     # GPU work that no operator launched, outside graph launches (their rows are above): a row
     # per launching call and GPU event name, ``<call>-><kernel>``, as in the shape table
@@ -125,9 +126,11 @@ def combine(frames: Mapping[int, pd.DataFrame], group_by: str = "name") -> pd.Da
     return pd.concat(parts, ignore_index=True)
 
 
-def _by_input_shape(events: pd.DataFrame, shapes: pd.DataFrame | None) -> pd.DataFrame:
-    """The ``group_by="name_and_input_shape"`` table (see the module docstring)."""
-    per_op, call_rows, call_owner = _operator_times(events)
+def _by_input_shape(events: pd.DataFrame, shapes: pd.DataFrame | None,
+                    times: tuple[pd.DataFrame, np.ndarray, np.ndarray]) -> pd.DataFrame:
+    """The ``group_by="name_and_input_shape"`` table (see the module docstring; ``times``:
+    ``_operator_times(events)``)."""
+    per_op, call_rows, call_owner = times
     launched = _launched(events, call_rows, call_owner)
     owner = launched["owner"].fillna(-1).to_numpy(np.int64)
     in_op = owner >= 0
@@ -228,8 +231,7 @@ def graph_launch_times(events: pd.DataFrame) -> pd.DataFrame:
     """One row per graph launch call that no ``cpu_op`` of its thread encloses, shaped like
     ``operator_times`` (name ``CUDA graph (<call>)``, no parent, depth 0)."""
     is_rt = runtime_mask(events)
-    names = events["name"].astype(str)
-    launches = events.loc[is_rt & names.str.endswith(GRAPH_LAUNCH_SUFFIX).to_numpy()]
+    launches = events.loc[is_rt & name_mask(events, lambda s: s.str.endswith(GRAPH_LAUNCH_SUFFIX))]
     empty = pd.DataFrame(columns=["name", "parent", "depth", "cpu_total_ns", "cpu_self_ns",
                                   "gpu_total_ns", "gpu_self_ns"])
     if launches.empty:
@@ -275,6 +277,12 @@ def operator_times(events: pd.DataFrame) -> pd.DataFrame:
     ``cpu_total_ns``, ``cpu_self_ns``, ``gpu_total_ns``, ``gpu_self_ns`` (see the module
     docstring; nanoseconds)."""
     return _operator_times(events)[0]
+
+
+def rank_operator_times(rt: RankTrace) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """``_operator_times`` of the rank's events, memoised on the rank (read-only: the operator
+    summary, its shape table and the roofline read it)."""
+    return rt.memoised("operator_times", lambda: _operator_times(rt.events))
 
 
 def _operator_times(events: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:

@@ -54,7 +54,7 @@ import pandas as pd
 from analysis.errors import NoShapesError
 from analysis.kineto.events import kernel_like_mask, runtime_mask
 from analysis.kineto.model import RankTrace
-from analysis.metrics.operators.operator_summary import operator_times
+from analysis.metrics.operators.operator_summary import rank_operator_times
 from analysis.metrics.roofline.gpu_specs import GpuSpec, gpu_spec
 from analysis.metrics.roofline.op_call import NoModel, OpCall
 from analysis.metrics.roofline.perf_model import op_cost
@@ -126,7 +126,7 @@ def operator_roofline_rank(rt: RankTrace) -> dict[str, Any]:
     calls = pd.concat([frame.loc[modelled, KEY], costs.loc[modelled].drop(columns="ok")], axis=1)
     calls["kernel_ns"] = launched_busy_ns(ev, modelled)
 
-    tree = rt.memoised("operator_times", lambda: operator_times(ev))
+    tree = rank_operator_times(rt)[0]
     is_modelled = tree.index.isin(modelled)
     # each operator's parent as a position in ``tree`` (-1 at the top of its thread)
     up = pd.Series(np.arange(len(tree)), index=tree.index).reindex(tree["parent"]).fillna(-1)

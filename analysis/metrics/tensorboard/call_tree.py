@@ -49,6 +49,32 @@ def call_tree(rt: RankTrace, modules: bool = False) -> pd.DataFrame:
     return rt.memoised(("tensorboard_call_tree", modules), compute)
 
 
+def child_levels(parent: np.ndarray, adds: np.ndarray) -> list[np.ndarray]:
+    """The nodes of ``adds`` (a mask) that have a parent (``parent >= 0``), grouped by depth,
+    deepest first, each group in descending position: carrying values up a level at a time in
+    this order (``np.add.at`` over a group) adds each node's children into it in the order of a
+    pass over the nodes from the last to the first, so float sums are those of that pass, bit for
+    bit, and each child's value is final (its own children were carried before it)."""
+    n = len(parent)
+    depth = np.full(n, -1, np.int64)
+    level = np.flatnonzero(parent < 0)
+    depth[level] = 0
+    d = 0
+    has_parent = parent >= 0
+    while len(level):
+        d += 1
+        reached = np.zeros(n, bool)
+        reached[level] = True
+        level = np.flatnonzero(has_parent & reached[np.maximum(parent, 0)])
+        depth[level] = d
+    movers = np.flatnonzero(adds & has_parent & (depth > 0))[::-1]
+    if not len(movers):
+        return []
+    by_depth = movers[np.argsort(-depth[movers], kind="stable")]
+    cuts = np.flatnonzero(np.diff(depth[by_depth])) + 1
+    return np.split(by_depth, cuts)
+
+
 def _tree_nodes(rt: RankTrace, modules: bool = False) -> pd.DataFrame:
     """The events the plugin builds its per-thread call trees from: CPU operators (``ProfilerStep#N``
     included), the step and collective annotations and 2021 ``Python`` events, in the plugin's

@@ -37,7 +37,7 @@ import pandas as pd
 
 from analysis.errors import ConfigError
 from analysis.kineto.model import RankTrace
-from analysis.metrics.tensorboard.call_tree import call_tree
+from analysis.metrics.tensorboard.call_tree import call_tree, child_levels
 from analysis.metrics.tensorboard.gpu_summary import uses_tensor_cores
 from analysis.metrics.tensorboard.plugin_steps import plugin_view
 from analysis.metrics.tensorboard.ranges import plugin_us
@@ -151,13 +151,11 @@ def operator_table_rank(rt: RankTrace, group_by: str = "name") -> pd.DataFrame:
     device_total, tc_total = own[:, 1].copy(), own[:, 2].copy()
     op_type = nodes["op_type"].to_numpy(bool)
     eligible = nodes["name"].isin(TC_ELIGIBLE_OPS).to_numpy(bool) | (own[:, 2] > 0) & op_type
-    for c in np.flatnonzero(kept)[::-1].tolist():  # children come after their parents
-        p = parent[c]
-        if p >= 0:
-            device_total[p] += device_total[c]
-            tc_total[p] += tc_total[c]
-            if op_type[p] and eligible[c]:
-                eligible[p] = True
+    for level in child_levels(parent, kept):  # children before their parents
+        up = parent[level]
+        np.add.at(device_total, up, device_total[level])
+        np.add.at(tc_total, up, tc_total[level])
+        eligible[up[op_type[up] & eligible[level]]] = True
     ops = kept & nodes["is_op"].to_numpy(bool)
     frame = pd.DataFrame({
         "name": nodes["name"].to_numpy(object)[ops],

@@ -6,6 +6,7 @@ import json
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from analysis.errors import ConfigError
@@ -306,3 +307,20 @@ def test_an_empty_analysed_window_is_no_gpu_events_not_a_missing_annotation():
 
     with pytest.raises(NoGPUEventsError, match=r"rank\(s\) \[3\].*analysed window holds no event"):
         critical_path_summary_rank(rank_trace([], rank=3))
+
+
+@pytest.mark.parametrize("patterns", ["default", "hta"])
+@pytest.mark.parametrize("scenario", list(cpt.SCENARIOS))
+def test_summary_and_length_without_the_breakdown_are_the_breakdowns(scenario, patterns):
+    """``summary()`` and ``path_length_us`` read the path's categories without building the
+    breakdown table; the same numbers, bit for bit, as from the table."""
+    rt, _ = load(scenario)
+    for name, g in critical_path_rank(rt, patterns=patterns).items():
+        summary, length = g.summary(), g.path_length_us
+        assert g._breakdown is None  # the table was not built for them
+        bd = g.get_critical_path_breakdown()
+        pd.testing.assert_series_equal(
+            summary, bd.groupby("bound_by")["duration"].sum() / bd["duration"].sum() * 100,
+            check_exact=True)
+        assert length == float(bd["duration"].sum())
+        pd.testing.assert_series_equal(g.summary(), summary, check_exact=True)  # table built

@@ -157,3 +157,32 @@ def test_device_names_of_every_pair():
     assert device_names(types, ids).tolist() == [
         "CPU", "GPU0", "GPU3", "HPU2", "type7:5", "GPU0", "CPU", f"type{2**40}:1"]
     assert device_names(np.zeros(0, np.int64), np.zeros(0, np.int64)).tolist() == []
+
+
+def test_child_levels_carry_float_sums_as_the_last_to_first_pass():
+    """Carrying values up ``child_levels`` gives the sums of a pass over the nodes from the last
+    to the first, bit for bit (the operator table's and module view's device totals)."""
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        n = int(rng.integers(1, 60))
+        # -1 roots, -2/-3 nodes left out (they still receive their children's values)
+        parent = np.array([int(rng.choice([-1, -2, -3])) if i == 0 or rng.random() < 0.15
+                           else int(rng.integers(0, i)) for i in range(n)], np.int64)
+        kept = parent >= -1
+        values = rng.random(n) * 10 ** rng.integers(0, 9, n)
+        flags = rng.random(n) < 0.2
+        op = rng.random(n) < 0.7
+        expected, expected_flags = values.copy(), flags.copy()
+        for c in np.flatnonzero(kept)[::-1].tolist():
+            p = parent[c]
+            if p >= 0:
+                expected[p] += expected[c]
+                if op[p] and expected_flags[c]:
+                    expected_flags[p] = True
+        total, got_flags = values.copy(), flags.copy()
+        for level in ct.child_levels(parent, kept):
+            up = parent[level]
+            np.add.at(total, up, total[level])
+            got_flags[up[op[up] & got_flags[level]]] = True
+        np.testing.assert_array_equal(total, expected)  # exact, not approximate
+        np.testing.assert_array_equal(got_flags, expected_flags)
