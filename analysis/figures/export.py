@@ -16,7 +16,9 @@ the random ids plotly.js draws each time). The page is still reloaded every :dat
 figures, and the browser is closed after a failed figure. A figure that never finishes fails
 after kaleido's timeout (90 s), and one the browser never answers after :data:`FIGURE_TIMEOUT_S`
 (an ``ExportError``, the browser closed); a browser that will not start is an ``ExportError`` at
-once, one that does not answer after :data:`START_TIMEOUT_S`.
+once, one that does not answer after :data:`START_TIMEOUT_S`. A caller with work to do before its
+export starts the browser first (:func:`browser_starting`, as ``write_report`` does before running
+the analyses): Chromium's start, 2–4 s here, then overlaps that work.
 :func:`show` with an image renderer (``plotly.io.renderers.default = "svg"``) draws through the
 same renderer, kept for the process once started (closed at exit).
 """
@@ -117,7 +119,9 @@ FIGURE_TIMEOUT_S = 150
 
 class _Renderer:
     """One Chromium driven by kaleido, on an event loop of its own (a daemon thread, so that it
-    works from a notebook whose loop is running), kept open for every export until closed."""
+    works from a notebook whose loop is running), kept open for every export until closed. The
+    browser starts as the renderer is made, without waiting: :meth:`ready` waits for it (each
+    use does), so a caller may start it before work of its own (:func:`browser_starting`)."""
 
     def __init__(self) -> None:
         self._loop = asyncio.new_event_loop()
@@ -125,14 +129,31 @@ class _Renderer:
             target=self._loop.run_forever, name="analysis-kaleido", daemon=True
         )
         self._thread.start()
+        self._opening = asyncio.run_coroutine_threadsafe(self._open(), self._loop)
+        self._kaleido = None
+        self._failed: ExportError | None = None
+
+    def ready(self) -> _Renderer:
+        """The renderer once its browser has started (waiting at most :data:`START_TIMEOUT_S`);
+        an ``ExportError`` naming the browser if it could not start (the same one again later)."""
+        if self._kaleido is not None:
+            return self
+        if self._failed is not None:
+            raise self._failed
         try:
-            self._kaleido = self._run(self._open(), timeout=START_TIMEOUT_S)
+            self._kaleido = self._opening.result(START_TIMEOUT_S)
         except Exception as e:  # a browser that would not start, or kaleido's page that failed
+            self._opening.cancel()
             self._stop_loop()
-            raise ExportError(find_browser(), f"kaleido could not start the browser: {e}") from e
+            if isinstance(e, concurrent.futures.TimeoutError):  # TimeoutError from Python 3.11
+                e = TimeoutError(f"the browser did not answer within {START_TIMEOUT_S:g} s")
+            self._failed = ExportError(find_browser(), f"kaleido could not start the browser: {e}")
+            raise self._failed from e
         except BaseException:
+            self._opening.cancel()
             self._stop_loop()
             raise
+        return self
 
     @staticmethod
     async def _open():
@@ -174,16 +195,23 @@ class _Renderer:
     def write(self, fig: go.Figure, path: Path, fmt: str, width: int | None,
               height: int | None, scale: float) -> None:
         opts = {"format": fmt, "width": width, "height": height, "scale": scale}
+        self.ready()
         self._run(self._kaleido.write_fig_from_object(
             {"fig": fig, "path": path, "opts": opts}, cancel_on_error=True),
             timeout=FIGURE_TIMEOUT_S)
 
     def image(self, fig_dict: dict, fmt: str, width: int, height: int, scale: float) -> bytes:
         opts = {"format": fmt, "width": width, "height": height, "scale": scale}
+        self.ready()
         return self._run(self._kaleido.calc_fig(fig_dict, opts=opts), timeout=FIGURE_TIMEOUT_S)
 
     def close(self) -> None:
-        """Close the browser (waiting at most :data:`CLOSE_TIMEOUT_S`), then stop the loop."""
+        """Close the browser (waiting at most :data:`CLOSE_TIMEOUT_S`; one still starting is
+        waited for first), then stop the loop."""
+        try:
+            self.ready()
+        except Exception:  # it never started: its loop is stopped already
+            return
         try:
             self._run(self._kaleido.__aexit__(None, None, None), timeout=CLOSE_TIMEOUT_S)
         finally:
@@ -203,13 +231,41 @@ _serving = False  # a kaleido_server() body of ours runs: write_image renders th
 _exit_hook = False
 
 
-def _start_renderer() -> _Renderer:
+_early = False  # _renderer was started by browser_starting() and no kaleido_server() took it yet
+
+
+def _start_renderer(wait: bool = True) -> _Renderer:
     global _exit_hook
     renderer = _Renderer()
     if not _exit_hook:  # a browser left running when the program ends is closed with it
         atexit.register(_close_renderer)
         _exit_hook = True
-    return renderer
+    return renderer.ready() if wait else renderer
+
+
+@contextmanager
+def browser_starting(start: bool = True) -> Iterator[None]:
+    """Start the static-export browser now, in the background, for a :func:`kaleido_server` body
+    later in this block: a report starts it before running its analyses, so that Chromium's
+    start (seconds) overlaps them. A browser that no ``kaleido_server()`` took by the end of the
+    block is closed. Nothing is started with ``start`` false, without a browser (the later
+    ``kaleido_server()`` says what is missing), or with one up already."""
+    global _renderer, _early
+    started = False
+    if start and _renderer is None and not _serving and not _kaleido_server_running():
+        try:
+            find_browser()
+        except BrowserNotFoundError:
+            pass
+        else:
+            quiet_browser_logs()
+            _renderer, _early, started = _start_renderer(wait=False), True, True
+    try:
+        yield
+    finally:
+        if started and _early:  # never used: not left running for the rest of the process
+            _early = False
+            _close_renderer()
 
 
 def _close_renderer() -> None:
@@ -248,14 +304,21 @@ def kaleido_server() -> Iterator[None]:
     runs and closed at the end (one kept by :func:`show` stays); inside an outer
     ``kaleido_server()``, or with kaleido's sync server that the caller started, nothing is
     started or stopped."""
-    global _renderer, _serving
+    global _renderer, _serving, _early
     find_browser()
     quiet_browser_logs()
     if _serving or _kaleido_server_running():
         yield
         return
-    kept = _renderer is not None
-    if not kept:
+    kept = _renderer is not None and not _early
+    if _early:  # one browser_starting() started is this body's, closed at its end
+        _early = False
+        try:
+            _renderer.ready()  # a browser that could not start fails here, as a new one would
+        except BaseException:
+            _close_renderer()
+            raise
+    if _renderer is None:
         _renderer = _start_renderer()
     _serving = True
     try:

@@ -265,3 +265,75 @@ def test_the_browser_driver_prints_nothing_on_a_bare_stderr(kaleido_session):
     with kaleido_server():  # a running server (the session's): its loggers are quiet too
         for name in BROWSER_LOGGERS:
             assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger(name).handlers)
+
+
+def _need_browser():
+    try:
+        find_browser()
+    except BrowserNotFoundError as e:
+        import os
+
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(str(e))
+
+
+def test_a_browser_started_early_draws_the_export_and_is_closed_after_it(tmp_path, monkeypatch):
+    """A report starts Chromium before running its analyses (browser_starting): the export
+    inside the block draws with that browser, and it is closed when the export is done."""
+    from analysis.figures import export
+
+    _need_browser()
+    monkeypatch.setattr(export, "_serving", False)  # not the session's browser: a new one
+    monkeypatch.setattr(export, "_renderer", None)
+    with export.browser_starting():
+        early = export._renderer
+        assert early is not None and export._early  # started, not waited for
+        written = export_figures({"a": small_figure()}, tmp_path, formats="svg")
+        assert export._renderer is None  # the export's server took it and closed it
+    assert "Overlap of ranks" in written["a"][0].read_text(encoding="utf-8")
+    assert early._kaleido is not None and not export._early
+    assert not early._thread.is_alive()  # its loop stopped with the browser
+
+
+def test_a_browser_started_early_and_never_used_is_closed(monkeypatch):
+    from analysis.figures import export
+
+    _need_browser()
+    monkeypatch.setattr(export, "_serving", False)
+    monkeypatch.setattr(export, "_renderer", None)
+    with export.browser_starting():
+        early = export._renderer
+    assert export._renderer is None and not export._early
+    assert not early._thread.is_alive()
+    with export.browser_starting(start=False):  # nothing to start
+        assert export._renderer is None
+
+
+def test_a_browser_started_early_that_will_not_start_is_the_same_clear_error(tmp_path,
+                                                                            monkeypatch):
+    from analysis.figures import export
+
+    monkeypatch.setattr(export, "_serving", False)
+    monkeypatch.setattr(export, "_renderer", None)
+    fake = tmp_path / "chromium"
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("BROWSER_PATH", str(fake))
+    with export.browser_starting():
+        with pytest.raises(ExportError, match="could not start the browser") as err:
+            export_figures({"a": small_figure()}, tmp_path / "out", formats="svg")
+    assert err.value.path == str(fake)
+    assert export._renderer is None and not export._serving and not export._early
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "nothing"))
+    with export.browser_starting():  # no browser at all: nothing started, nothing raised here
+        assert export._renderer is None
+
+
+def test_a_session_browser_is_not_started_again(kaleido_session):
+    from analysis.figures import export
+
+    before = export._renderer
+    with export.browser_starting():  # the session's server runs: nothing is started
+        assert export._renderer is before and not export._early
+    assert export._renderer is before

@@ -315,7 +315,7 @@ def test_summary_and_length_without_the_breakdown_are_the_breakdowns(scenario, p
     """``summary()`` and ``path_length_us`` read the path's categories without building the
     breakdown table; the same numbers, bit for bit, as from the table."""
     rt, _ = load(scenario)
-    for name, g in critical_path_rank(rt, patterns=patterns).items():
+    for g in critical_path_rank(rt, patterns=patterns).values():
         summary, length = g.summary(), g.path_length_us
         assert g._breakdown is None  # the table was not built for them
         bd = g.get_critical_path_breakdown()
