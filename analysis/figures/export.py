@@ -206,12 +206,21 @@ class _Renderer:
         return self._run(self._kaleido.calc_fig(fig_dict, opts=opts), timeout=FIGURE_TIMEOUT_S)
 
     def close(self) -> None:
-        """Close the browser (waiting at most :data:`CLOSE_TIMEOUT_S`; one still starting is
-        waited for first), then stop the loop."""
-        try:
-            self.ready()
-        except Exception:  # it never started: its loop is stopped already
-            return
+        """Close the browser (waiting at most :data:`CLOSE_TIMEOUT_S`, for one still starting
+        too), then stop the loop."""
+        if self._kaleido is None:
+            if self._failed is not None:  # it never started: its loop is stopped already
+                return
+            try:
+                self._kaleido = self._opening.result(CLOSE_TIMEOUT_S)
+            except Exception:  # a start that fails or hangs: given up, the loop stopped
+                self._opening.cancel()
+                self._stop_loop()
+                return
+            except BaseException:
+                self._opening.cancel()
+                self._stop_loop()
+                raise
         try:
             self._run(self._kaleido.__aexit__(None, None, None), timeout=CLOSE_TIMEOUT_S)
         finally:
