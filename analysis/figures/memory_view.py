@@ -25,6 +25,8 @@ def memory_over_time(result: MemoryReport) -> go.Figure:
     fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=False,
                         vertical_spacing=min(0.3, 0.45 / len(panels)),
                         subplot_titles=[f"rank {int(r)} · {d}" for (r, d), _ in panels])
+    shapes: list[dict] = []
+    labels: list[dict] = []
     for i, ((rank, device), g) in enumerate(panels, start=1):
         t0 = g["time_us"].min()
         t = (g["time_us"] - t0) / 1000
@@ -34,12 +36,17 @@ def memory_over_time(result: MemoryReport) -> go.Figure:
                         line_color=ALLOCATED, name="allocated", showlegend=i == 1, row=i, col=1)
         fig.add_scatter(x=t, y=g["reserved_bytes"] / scale, mode="lines", line_shape="hv",
                         line_color=RESERVED, name="reserved", showlegend=i == 1, row=i, col=1)
+        # the steps shaded and labelled: the shapes and labels plotly's add_vrect would make,
+        # set once at the end (add_vrect checks every subplot for data at each call: 36 s for the
+        # 80 steps of an 8-rank report)
+        xref, yref = f"x{i if i > 1 else ''}", f"y{i if i > 1 else ''} domain"
         steps = result.steps[result.steps["rank"] == rank]
         for s in steps.itertuples(index=False):
             x0, x1 = (s[2] - t0) / 1000, (s[3] - t0) / 1000
-            fig.add_vrect(x0=x0, x1=x1, fillcolor=STEP_FILL, line_width=0, row=i, col=1,
-                          annotation_text=f"step {int(s[1])}", annotation_position="top left",
-                          annotation_font_size=10)
+            shapes.append(dict(type="rect", x0=x0, x1=x1, y0=0, y1=1, xref=xref, yref=yref,
+                               fillcolor=STEP_FILL, line_width=0))
+            labels.append(dict(text=f"step {int(s[1])}", x=x0, y=1, xref=xref, yref=yref,
+                               xanchor="left", yanchor="top", showarrow=False, font_size=10))
         peak = result.peaks[(result.peaks["rank"] == rank) & (result.peaks["device"] == device)]
         if len(peak):
             p = peak.iloc[0]
@@ -50,7 +57,8 @@ def memory_over_time(result: MemoryReport) -> go.Figure:
                             textposition="top left" if x > t.max() / 2 else "top right", name="peak", showlegend=i == 1, row=i, col=1)
         fig.update_yaxes(title_text=unit, row=i, col=1)
         fig.update_xaxes(title_text="ms from the device's first memory event", row=i, col=1)
-    fig.update_layout(height=max(420, 320 * len(panels)))
+    fig.update_layout(height=max(420, 320 * len(panels)), shapes=shapes,
+                      annotations=[*fig.layout.annotations, *labels])
     return apply_layout(fig, f"{TITLE} (allocated and reserved, per device)")
 
 
