@@ -397,3 +397,30 @@ def test_memory_figure_shades_each_panels_steps_as_add_vrect_would(ta):
         s.to_plotly_json() for s in reference.layout.shapes]
     assert [a.to_plotly_json() for a in fig.layout.annotations] == [
         a.to_plotly_json() for a in reference.layout.annotations]
+
+
+def test_memory_curves_keep_every_columns_first_last_lowest_and_highest_point():
+    import numpy as np
+
+    from analysis.figures.memory_view import columns_kept
+
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        n = int(rng.integers(1, 3000))
+        t = np.sort(rng.integers(0, int(rng.integers(1, 10**6)), n)).astype(float)
+        a, b = rng.integers(0, 50, n), rng.integers(-10**9, 10**9, n)
+        columns = int(rng.integers(1, 200))
+        kept = columns_kept(t, a, b, columns=columns)
+        if n <= 4 * columns or t[-1] == t[0]:
+            assert kept.tolist() == list(range(n))
+            continue
+        assert (np.diff(kept) > 0).all() and len(kept) <= 6 * columns
+        col = np.minimum(((t - t[0]) / (t[-1] - t[0]) * columns).astype(int), columns - 1)
+        for c in np.unique(col):
+            here = np.flatnonzero(col == c)
+            mine = kept[col[kept] == c]
+            assert mine[0] == here[0] and mine[-1] == here[-1]
+            for y in (a, b):  # the column's extremes, at their first position
+                assert here[np.argmax(y[here])] in mine and here[np.argmin(y[here])] in mine
+    t = np.array([0.0, 2.0, 1.0] * 3000)  # not sorted: everything drawn
+    assert len(columns_kept(t, t, columns=10)) == len(t)
