@@ -213,14 +213,12 @@ class _Renderer:
                 return
             try:
                 self._kaleido = self._opening.result(CLOSE_TIMEOUT_S)
-            except Exception:  # a start that fails or hangs: given up, the loop stopped
+            except BaseException as e:  # a start that fails or hangs: given up, the loop stopped
                 self._opening.cancel()
                 self._stop_loop()
+                if not isinstance(e, Exception):  # an interrupt goes on
+                    raise
                 return
-            except BaseException:
-                self._opening.cancel()
-                self._stop_loop()
-                raise
         try:
             self._run(self._kaleido.__aexit__(None, None, None), timeout=CLOSE_TIMEOUT_S)
         finally:

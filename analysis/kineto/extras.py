@@ -371,12 +371,17 @@ def cache_extras(tasks: Sequence[CacheTask], options: LoadOptions) -> None:
     Does nothing when one process would do as well (one file, one CPU, little data)."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from analysis.kineto.loader import _available_cpus, _pool_context, _use_environment
+    from analysis.kineto.loader import (
+        _available_cpus,
+        _is_local,
+        _pool_context,
+        _use_environment,
+    )
 
     workers = min(len(tasks), options.max_workers or _available_cpus())
     if workers < 2:
         return
-    local = [t.source for t in tasks if "://" not in t.source or t.source.startswith("file://")]
+    local = [t.source for t in tasks if _is_local(t.source)]
     size = sum(os.path.getsize(s.removeprefix("file://")) for s in local
                if os.path.isfile(s.removeprefix("file://")))
     if len(local) == len(tasks) and size < _PARALLEL_MIN_BYTES:

@@ -13,7 +13,6 @@ The ``trace-analysis report`` command and the walkthrough notebook both call ``w
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,15 +125,13 @@ def write_report(
     disable = None if progress is None else not progress
     tqdm, options = bar_class()  # a widget in notebooks, emptied when done; no TqdmWarning
     no_browser = None
-    if static:  # Chromium starts while the analyses run (seconds saved on every report)
-        from analysis.figures.export import browser_starting
+    from analysis.figures.export import browser_starting  # plotly: the figures need it anyway
 
-        browser = browser_starting()
-    else:
-        browser = contextlib.nullcontext()
-    # written into a folder beside OUT and moved in place at the end: a failure leaves nothing
-    with browser, staged(out) as tmp, tqdm(total=total, desc="report", unit="step",
-                                           disable=disable, leave=False, **options) as bar:
+    # Chromium starts while the analyses run (static formats only); written into a folder
+    # beside OUT and moved in place at the end: a failure leaves nothing
+    with browser_starting(bool(static)), staged(out) as tmp, tqdm(
+            total=total, desc="report", unit="step", disable=disable, leave=False,
+            **options) as bar:
         content = build_report(ta, ranks=ranks, progress=bar, analyses=analyses)
         result = ReportResult(out_dir=out, index=None,
                               unavailable={s.title: s.error for s in content.sections if s.error},

@@ -75,6 +75,15 @@ def child_levels(parent: np.ndarray, adds: np.ndarray) -> list[np.ndarray]:
     return np.split(by_depth, cuts)
 
 
+def carry_up(values: np.ndarray, parent: np.ndarray, levels: list[np.ndarray]) -> np.ndarray:
+    """``values`` (one row per node) summed over each node's subtree, carried along ``levels``
+    (:func:`child_levels`, computed once for several carries): a new array."""
+    total = values.copy()
+    for level in levels:
+        np.add.at(total, parent[level], total[level])
+    return total
+
+
 def _tree_nodes(rt: RankTrace, modules: bool = False) -> pd.DataFrame:
     """The events the plugin builds its per-thread call trees from: CPU operators (``ProfilerStep#N``
     included), the step and collective annotations and 2021 ``Python`` events, in the plugin's

@@ -38,7 +38,7 @@ import pandas as pd
 
 from analysis.errors import NoMemoryProfileError
 from analysis.kineto.model import RankTrace
-from analysis.metrics.tensorboard.call_tree import call_tree
+from analysis.metrics.tensorboard.call_tree import call_tree, carry_up, child_levels
 from analysis.metrics.tensorboard.ranges import plugin_us
 
 EXTRA = "memory_events"
@@ -223,11 +223,11 @@ def operator_memory(mr: MemoryRecords, rank: int) -> pd.DataFrame:
     self_sums = own.groupby(["device", "node"]).sum()
     names = nodes["name"].to_numpy(object)
     rows = []
+    levels = child_levels(parent, np.ones(len(parent), bool))  # every device's carry
     for device, table in self_sums.groupby(level="device"):
         values = np.zeros((len(nodes), 3), np.int64)
-        mine = table.index.get_level_values("node").to_numpy()
-        values[mine] = table.to_numpy(np.int64)
-        total = _subtree_sums(values, mine, parent)
+        values[table.index.get_level_values("node").to_numpy()] = table.to_numpy(np.int64)
+        total = carry_up(values, parent, levels)
         ops = np.flatnonzero(is_op & (values.any(axis=1) | total.any(axis=1)))
         frame = pd.DataFrame({"operator": names[ops]})
         for i, col in enumerate(("size_increase_bytes", "allocation_bytes", "allocation_count")):
@@ -243,24 +243,6 @@ def operator_memory(mr: MemoryRecords, rank: int) -> pd.DataFrame:
     out.insert(0, "rank", rank)
     out["calls"] = out["operator"].map(calls).fillna(0).astype(np.int64)
     return out[OP_COLUMNS]
-
-
-def _subtree_sums(values: np.ndarray, mine: np.ndarray, parent: np.ndarray) -> np.ndarray:
-    """Each node's ``values`` summed over its subtree (``mine``: the nodes with values). Each
-    value is carried up its ancestors, level by level, the values meeting at a node summed
-    (integers: the sums are those of a pass children before parents)."""
-    total = values.copy()
-    carried, at = values[mine], mine
-    while len(at):
-        up = parent[at]
-        inside = up >= 0
-        up, carried = up[inside], carried[inside]
-        at, where = np.unique(up, return_inverse=True)
-        summed = np.zeros((len(at), values.shape[1]), values.dtype)
-        np.add.at(summed, where, carried)
-        total[at] += summed
-        carried = summed
-    return total
 
 
 def memory_events(mr: MemoryRecords, rank: int) -> pd.DataFrame:

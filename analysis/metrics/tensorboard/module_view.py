@@ -22,7 +22,7 @@ import pandas as pd
 
 from analysis.errors import NoModulesError
 from analysis.kineto.model import RankTrace
-from analysis.metrics.tensorboard.call_tree import call_tree, child_levels
+from analysis.metrics.tensorboard.call_tree import call_tree, carry_up, child_levels
 from analysis.metrics.tensorboard.operator_table import runtime_times
 
 PYTHON = "python_functions"
@@ -101,9 +101,7 @@ def module_summary_rank(rt: RankTrace) -> tuple[pd.DataFrame | None, str]:
     child_sum = np.bincount(parent[inner], weights=dur[inner], minlength=n)
     operators = np.bincount(parent[inner & nodes["is_op"].to_numpy(bool)], minlength=n)
     own = runtime_times(rt, nodes)[nodes["runtimes_of"].to_numpy()]
-    device_total = own[:, 1].copy()
-    for level in child_levels(parent, kept):  # children before their parents
-        np.add.at(device_total, parent[level], device_total[level])
+    device_total = carry_up(own[:, 1], parent, child_levels(parent, kept))
     is_module = kept & (nodes["module_id"].to_numpy() >= 0)
     stats = pd.DataFrame({
         "name": nodes["name"].to_numpy(object)[is_module],

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from analysis.metrics.tensorboard import call_tree as ct
-from analysis.metrics.tensorboard.memory_view import _subtree_sums, device_names
+from analysis.metrics.tensorboard.memory_view import device_names
 
 
 def _reference_trees(nodes: pd.DataFrame):
@@ -135,7 +135,7 @@ def test_records_find_the_sweeps_innermost_node(monkeypatch):
         np.testing.assert_array_equal(out["visited"].to_numpy(), visited)
 
 
-def test_subtree_sums_are_the_childrens_first_pass():
+def test_carried_subtree_sums_are_the_childrens_first_pass():
     rng = np.random.default_rng(3)
     for _ in range(300):
         n = int(rng.integers(1, 50))
@@ -148,7 +148,8 @@ def test_subtree_sums_are_the_childrens_first_pass():
         for c in range(n - 1, -1, -1):  # children come after their parents
             if parent[c] >= 0:
                 expected[parent[c]] += expected[c]
-        np.testing.assert_array_equal(_subtree_sums(values, mine, parent), expected)
+        levels = ct.child_levels(parent, np.ones(n, bool))
+        np.testing.assert_array_equal(ct.carry_up(values, parent, levels), expected)
 
 
 def test_device_names_of_every_pair():
